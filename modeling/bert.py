@@ -1,0 +1,119 @@
+"""`BertModel`: embeddings -> Transformer encoder -> pooler, as the original `modeling.BertModel`.
+
+    import modeling
+    config = modeling.BertConfig.from_json_file("bert_config.json")
+    model = modeling.BertModel(config)
+    out = model({"input_ids": ids, "input_mask": mask, "token_type_ids": types}, training=False)
+
+`out` holds what the original getters returned: `sequence_output` [B, S, H], `pooled_output`
+[B, H], `all_encoder_layers` (list of L tensors [B, S, H]), `embedding_output` [B, S, H], and,
+with `output_attention_probs=True`, `attention_probs` (list of L float32 [B, N, S, S]).
+The embedding table is `model.get_embedding_table()` ([V, H]).
+"""
+
+import keras
+from keras import ops
+
+from modeling.config import BertConfig
+from modeling.encoder import TransformerEncoder
+from modeling.layers import LayerNorm, create_initializer, dense
+
+
+class BertEmbeddings(keras.layers.Layer):
+    """Word + token-type + position embeddings, then LayerNorm and dropout.
+
+    `call(input_ids [B, S], token_type_ids [B, S])` -> [B, S, H].
+    """
+
+    def __init__(self, config, **kwargs):
+        super().__init__(**kwargs)
+        self.config = config
+        self.layer_norm = LayerNorm(name="layer_norm")
+        self.dropout = keras.layers.Dropout(config.hidden_dropout_prob)
+
+    def build(self, input_ids_shape=None):
+        c = self.config
+        init = create_initializer(c.initializer_range)
+        self.word_embeddings = self.add_weight(
+            name="word_embeddings", shape=(c.vocab_size, c.hidden_size), initializer=init)
+        self.token_type_embeddings = self.add_weight(
+            name="token_type_embeddings", shape=(c.type_vocab_size, c.hidden_size), initializer=init)
+        self.position_embeddings = self.add_weight(
+            name="position_embeddings", shape=(c.max_position_embeddings, c.hidden_size),
+            initializer=init)
+        self.layer_norm.build((None, None, c.hidden_size))
+
+    def call(self, input_ids, token_type_ids, training=None):
+        seq_length = input_ids.shape[1]
+        if seq_length is not None and seq_length > self.config.max_position_embeddings:
+            raise ValueError(f"sequence length {seq_length} exceeds max_position_embeddings "
+                             f"{self.config.max_position_embeddings}")
+        if seq_length is None:
+            seq_length = ops.shape(input_ids)[1]
+        x = ops.take(self.word_embeddings, input_ids, axis=0)
+        x = x + ops.take(self.token_type_embeddings, token_type_ids, axis=0)
+        x = x + ops.convert_to_tensor(self.position_embeddings)[None, :seq_length]
+        return self.dropout(self.layer_norm(x), training=training)
+
+    def get_config(self):
+        return {**super().get_config(), "config": self.config.to_dict()}
+
+
+class BertModel(keras.Model):
+    """The BERT encoder (any variant of `BertConfig`). See the module docstring for I/O."""
+
+    def __init__(self, config, name="bert", **kwargs):
+        super().__init__(name=name, **kwargs)
+        if isinstance(config, dict):
+            config = BertConfig.from_dict(config)
+        self.config = config
+        self.embeddings = BertEmbeddings(config, name="embeddings")
+        self.encoder = TransformerEncoder(config, name="encoder")
+        self.pooler = dense(config.hidden_size, config.initializer_range, name="pooler",
+                            activation="tanh")
+
+    def build(self, input_shape=None):
+        hidden = (None, None, self.config.hidden_size)
+        self.embeddings.build()
+        self.encoder.build(hidden)
+        self.pooler.build((None, self.config.hidden_size))
+        self.built = True
+
+    def call(self, inputs, training=False, output_attention_probs=False):
+        """`inputs`: a dict with `input_ids` [B, S] and optional `input_mask`, `token_type_ids`
+        (default all ones / all zeros, as in the original), or just the `input_ids` tensor."""
+        if not isinstance(inputs, dict):
+            inputs = {"input_ids": inputs}
+        input_ids = inputs["input_ids"]
+        input_mask = inputs.get("input_mask")
+        token_type_ids = inputs.get("token_type_ids")
+        if input_mask is None:
+            input_mask = ops.ones_like(input_ids)
+        if token_type_ids is None:
+            token_type_ids = ops.zeros_like(input_ids)
+
+        embedding_output = self.embeddings(input_ids, token_type_ids, training=training)
+        layers, probs = self.encoder(embedding_output, attention_mask=input_mask,
+                                     training=training, return_probs=output_attention_probs)
+        sequence_output = layers[-1]
+        pooled_output = self.pooler(sequence_output[:, 0, :])
+        outputs = {
+            "sequence_output": sequence_output,
+            "pooled_output": pooled_output,
+            "all_encoder_layers": layers,
+            "embedding_output": embedding_output,
+        }
+        if output_attention_probs:
+            outputs["attention_probs"] = probs
+        return outputs
+
+    def get_embedding_table(self):
+        """The word-embedding table [vocab_size, hidden_size] (a variable)."""
+        return self.embeddings.word_embeddings
+
+    def get_config(self):
+        return {"config": self.config.to_dict(), "name": self.name}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(BertConfig.from_dict(config["config"]), name=config.get("name", "bert"))

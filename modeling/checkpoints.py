@@ -1,0 +1,196 @@
+"""TF1 name-based checkpoints (Google BERT, HFL, official RealFormer): read and write.
+
+`tf1_variable_map(model)` is the explicit map from every weight of our models to its name in
+the original code. Post-LN and RealFormer use exactly the original names. Pre-LN has no
+original; its LayerNorms are named after the input they normalise:
+`layer_N/attention/LayerNorm`, `layer_N/intermediate/LayerNorm`, and the final one
+`bert/encoder/LayerNorm`.
+
+TensorFlow is imported only inside the functions that touch checkpoint files.
+"""
+
+import dataclasses
+import os
+
+from modeling.bert import BertModel
+from modeling.models import BertClassifier, BertPretrainer, BertSpanLabeler
+
+# Optimizer slots and bookkeeping that a TF1 training checkpoint also holds.
+_IGNORED_SUFFIXES = ("/adam_m", "/adam_v", "/lamb_m", "/lamb_v")
+_IGNORED_NAMES = ("global_step", "_CHECKPOINTABLE_OBJECT_GRAPH")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint is missing, unreadable, or does not fit the model (one-line message)."""
+
+
+@dataclasses.dataclass
+class LoadReport:
+    """What `load_tf1_checkpoint` did: TF1 names loaded, missing from the file, and unexpected."""
+    path: str
+    loaded: list
+    missing: list
+    unexpected: list
+
+    def summary(self):
+        text = f"{self.path}: loaded {len(self.loaded)} variables"
+        if self.missing:
+            text += f"; {len(self.missing)} not in the checkpoint (freshly initialised): " + \
+                    ", ".join(self.missing)
+        if self.unexpected:
+            text += f"; {len(self.unexpected)} in the checkpoint but unused: " + \
+                    ", ".join(self.unexpected)
+        return text
+
+
+def _dense_names(prefix, layer):
+    return [(f"{prefix}/kernel", layer.kernel), (f"{prefix}/bias", layer.bias)]
+
+
+def _layer_norm_names(prefix, layer):
+    return [(f"{prefix}/beta", layer.beta), (f"{prefix}/gamma", layer.gamma)]
+
+
+def _bert_names(bert):
+    """[(TF1 name, variable)] for a `BertModel`, in data-flow order."""
+    emb = bert.embeddings
+    names = [("bert/embeddings/word_embeddings", emb.word_embeddings),
+             ("bert/embeddings/token_type_embeddings", emb.token_type_embeddings),
+             ("bert/embeddings/position_embeddings", emb.position_embeddings),
+             *_layer_norm_names("bert/embeddings/LayerNorm", emb.layer_norm)]
+    pre_ln = bert.config.layer_norm_type == "pre"
+    for i, block in enumerate(bert.encoder.blocks):
+        p = f"bert/encoder/layer_{i}"
+        attention_ln = f"{p}/attention/LayerNorm" if pre_ln else f"{p}/attention/output/LayerNorm"
+        output_ln = f"{p}/intermediate/LayerNorm" if pre_ln else f"{p}/output/LayerNorm"
+        names += [*_dense_names(f"{p}/attention/self/query", block.attention.query),
+                  *_dense_names(f"{p}/attention/self/key", block.attention.key),
+                  *_dense_names(f"{p}/attention/self/value", block.attention.value),
+                  *_dense_names(f"{p}/attention/output/dense", block.attention_output),
+                  *_layer_norm_names(attention_ln, block.attention_layer_norm),
+                  *_dense_names(f"{p}/intermediate/dense", block.intermediate),
+                  *_dense_names(f"{p}/output/dense", block.output_dense),
+                  *_layer_norm_names(output_ln, block.output_layer_norm)]
+    if bert.encoder.final_layer_norm is not None:
+        names += _layer_norm_names("bert/encoder/LayerNorm", bert.encoder.final_layer_norm)
+    names += _dense_names("bert/pooler/dense", bert.pooler)
+    return names
+
+
+def _head_names(model):
+    if isinstance(model, BertPretrainer):
+        mlm, nsp = model.masked_lm, model.next_sentence
+        return [*_dense_names("cls/predictions/transform/dense", mlm.transform),
+                *_layer_norm_names("cls/predictions/transform/LayerNorm", mlm.layer_norm),
+                ("cls/predictions/output_bias", mlm.output_bias),
+                ("cls/seq_relationship/output_weights", nsp.output_weights),
+                ("cls/seq_relationship/output_bias", nsp.output_bias)]
+    if isinstance(model, BertClassifier):
+        return [("output_weights", model.classifier.output_weights),
+                ("output_bias", model.classifier.output_bias)]
+    if isinstance(model, BertSpanLabeler):
+        return [("cls/squad/output_weights", model.span.output_weights),
+                ("cls/squad/output_bias", model.span.output_bias)]
+    return []
+
+
+def tf1_variable_map(model):
+    """{TF1 name: variable} for a `BertModel` or a model with heads (built if needed)."""
+    if not model.built:
+        model.build()
+    bert = model if isinstance(model, BertModel) else getattr(model, "bert", None)
+    if not isinstance(bert, BertModel):
+        raise TypeError(f"no TF1 name map for {type(model).__name__}")
+    return dict(_bert_names(bert) + _head_names(model))
+
+
+def resolve_checkpoint_path(path):
+    """A checkpoint prefix from a prefix or a directory (its latest checkpoint)."""
+    import tensorflow as tf
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        latest = tf.train.latest_checkpoint(path)
+        if latest is None:
+            raise CheckpointError(f"{path}: directory holds no checkpoint (no 'checkpoint' file "
+                                  "or no *.index)")
+        return latest
+    if not os.path.exists(path + ".index"):
+        raise CheckpointError(f"{path}: no TF1 checkpoint found (expected {path}.index)")
+    return path
+
+
+def _is_ignored(name):
+    return name in _IGNORED_NAMES or name.endswith(_IGNORED_SUFFIXES)
+
+
+def read_tf1_checkpoint(path):
+    """{name: numpy array} of every model variable in a TF1 checkpoint (slots skipped)."""
+    import tensorflow as tf
+    prefix = resolve_checkpoint_path(path)
+    try:
+        reader = tf.train.load_checkpoint(prefix)
+    except (tf.errors.OpError, ValueError) as error:
+        raise CheckpointError(f"{prefix}: cannot read checkpoint ({error.message if hasattr(error, 'message') else error})") from None
+    return {name: reader.get_tensor(name)
+            for name in sorted(reader.get_variable_to_shape_map()) if not _is_ignored(name)}
+
+
+def load_tf1_checkpoint(model, path):
+    """Loads `bert/*` and any heads of `model` present in a TF1 checkpoint.
+
+    Args:
+      model: a `BertModel`, `BertPretrainer`, `BertClassifier` or `BertSpanLabeler`.
+      path: checkpoint prefix (`.../bert_model.ckpt`) or a directory.
+    Returns:
+      `LoadReport` with the names loaded, missing from the checkpoint (left as initialised)
+      and unexpected (in the checkpoint, not in the model). Optimizer slots and
+      `global_step` are ignored.
+    Raises:
+      CheckpointError: no checkpoint there, or a shape differs (both shapes in the message).
+    """
+    prefix = resolve_checkpoint_path(path)
+    values = read_tf1_checkpoint(prefix)
+    variables = tf1_variable_map(model)
+    for name, variable in variables.items():
+        if name in values and tuple(values[name].shape) != tuple(variable.shape):
+            raise CheckpointError(
+                f"{prefix}: {name} has shape {list(values[name].shape)} in the checkpoint but "
+                f"{list(variable.shape)} in the model")
+    loaded = []
+    for name, variable in variables.items():
+        if name in values:
+            variable.assign(values[name].astype(variable.dtype))
+            loaded.append(name)
+    missing = [name for name in variables if name not in values]
+    unexpected = [name for name in values if name not in variables]
+    return LoadReport(prefix, loaded, missing, unexpected)
+
+
+def save_tf1_checkpoint(model, prefix):
+    """Writes the model's variables under their TF1 names as `prefix.index` / `prefix.data-*`,
+    plus a `checkpoint` state file, so the original code (`tf.train.init_from_checkpoint`) and
+    `load_tf1_checkpoint` can restore it. Files are written under a temporary prefix first and
+    renamed, so an interrupted save leaves no half-written checkpoint. Returns `prefix`."""
+    import tensorflow as tf
+    prefix = os.fspath(prefix)
+    directory = os.path.dirname(os.path.abspath(prefix))
+    os.makedirs(directory, exist_ok=True)
+    variables = tf1_variable_map(model)
+    names = sorted(variables)
+    tmp_prefix = f"{prefix}.tmp{os.getpid()}"
+    tf.raw_ops.SaveV2(prefix=tmp_prefix, tensor_names=names, shape_and_slices=[""] * len(names),
+                      tensors=[tf.convert_to_tensor(variables[n].numpy()) for n in names])
+    data_files = tf.io.gfile.glob(f"{tmp_prefix}.data-*")
+    for data_file in data_files:  # data first, index last: the index makes the checkpoint exist
+        os.replace(data_file, prefix + data_file[len(tmp_prefix):])
+    os.replace(f"{tmp_prefix}.index", f"{prefix}.index")
+    _write_checkpoint_state(directory, os.path.basename(prefix))
+    return prefix
+
+
+def _write_checkpoint_state(directory, basename):
+    state = os.path.join(directory, "checkpoint")
+    tmp = f"{state}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(f'model_checkpoint_path: "{basename}"\nall_model_checkpoint_paths: "{basename}"\n')
+    os.replace(tmp, state)

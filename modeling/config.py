@@ -1,0 +1,178 @@
+"""`BertConfig`: the original `bert_config.json` format plus our variant keys.
+
+The original keys keep their names and defaults. Two keys of ours select the Transformer
+variant; absent, they give the original post-LN BERT:
+
+* `layer_norm_type`: `"post"` (original BERT) or `"pre"` (Pre-LN, with a final LayerNorm).
+* `residual_attention`: `"none"` (BERT), `"sum"` or `"mean"` (RealFormer). A config written by the
+  official RealFormer code carries `use_running_mean` instead; it is read as RealFormer
+  (`"mean"` when true, `"sum"` when false) and written back alongside our key.
+
+Keys this class does not know (released configs carry `directionality`, `pooler_fc_size`, ...)
+are kept in `extra_keys` and written back unchanged.
+"""
+
+import copy
+import json
+import os
+
+from modeling.activations import ACTIVATIONS
+
+LAYER_NORM_TYPES = ("post", "pre")
+RESIDUAL_ATTENTION_MODES = ("none", "sum", "mean")
+
+# Original keys with their defaults, in the original `__init__` order.
+_ORIGINAL_DEFAULTS = {
+    "vocab_size": None,
+    "hidden_size": 768,
+    "num_hidden_layers": 12,
+    "num_attention_heads": 12,
+    "intermediate_size": 3072,
+    "hidden_act": "gelu",
+    "hidden_dropout_prob": 0.1,
+    "attention_probs_dropout_prob": 0.1,
+    "max_position_embeddings": 512,
+    "type_vocab_size": 16,
+    "initializer_range": 0.02,
+}
+_VARIANT_DEFAULTS = {"layer_norm_type": "post", "residual_attention": "none"}
+_POSITIVE_INTS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                  "intermediate_size", "max_position_embeddings", "type_vocab_size")
+_PROBABILITIES = ("hidden_dropout_prob", "attention_probs_dropout_prob")
+
+
+class ConfigError(ValueError):
+    """A config value is missing, of the wrong type, or out of range (one-line message)."""
+
+
+class BertConfig:
+    """Configuration of a `BertModel` (original keys + `layer_norm_type`, `residual_attention`)."""
+
+    def __init__(self, vocab_size, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                 intermediate_size=3072, hidden_act="gelu", hidden_dropout_prob=0.1,
+                 attention_probs_dropout_prob=0.1, max_position_embeddings=512,
+                 type_vocab_size=16, initializer_range=0.02, layer_norm_type="post",
+                 residual_attention="none", extra_keys=None, source="BertConfig"):
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        self.num_hidden_layers = num_hidden_layers
+        self.num_attention_heads = num_attention_heads
+        self.intermediate_size = intermediate_size
+        self.hidden_act = hidden_act
+        self.hidden_dropout_prob = hidden_dropout_prob
+        self.attention_probs_dropout_prob = attention_probs_dropout_prob
+        self.max_position_embeddings = max_position_embeddings
+        self.type_vocab_size = type_vocab_size
+        self.initializer_range = initializer_range
+        self.layer_norm_type = layer_norm_type
+        self.residual_attention = residual_attention
+        self.extra_keys = dict(extra_keys or {})
+        self.validate(source)
+
+    @property
+    def size_per_head(self):
+        return self.hidden_size // self.num_attention_heads
+
+    def validate(self, source="BertConfig"):
+        """Raises `ConfigError` naming `source` and the first offending key."""
+        for key in _POSITIVE_INTS:
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ConfigError(f"{source}: {key} must be a positive integer, got {value!r}")
+        for key in _PROBABILITIES:
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+                raise ConfigError(f"{source}: {key} must be a number in [0, 1), got {value!r}")
+        if (isinstance(self.initializer_range, bool)
+                or not isinstance(self.initializer_range, (int, float))
+                or self.initializer_range <= 0):
+            raise ConfigError(f"{source}: initializer_range must be a positive number, "
+                              f"got {self.initializer_range!r}")
+        if self.hidden_size % self.num_attention_heads:
+            raise ConfigError(f"{source}: hidden_size ({self.hidden_size}) must be divisible by "
+                              f"num_attention_heads ({self.num_attention_heads})")
+        if self.hidden_act not in ACTIVATIONS:
+            raise ConfigError(f"{source}: unknown hidden_act {self.hidden_act!r}; "
+                              f"expected one of {', '.join(sorted(ACTIVATIONS))}")
+        if self.layer_norm_type not in LAYER_NORM_TYPES:
+            raise ConfigError(f"{source}: unknown layer_norm_type {self.layer_norm_type!r}; "
+                              f"expected one of {', '.join(LAYER_NORM_TYPES)}")
+        if self.residual_attention not in RESIDUAL_ATTENTION_MODES:
+            raise ConfigError(f"{source}: unknown residual_attention {self.residual_attention!r}; "
+                              f"expected one of {', '.join(RESIDUAL_ATTENTION_MODES)}")
+
+    # ------------------------------------------------------------------ reading
+    @classmethod
+    def from_dict(cls, json_object, source="BertConfig"):
+        """Builds a config from a parsed `bert_config.json` object."""
+        if not isinstance(json_object, dict):
+            raise ConfigError(f"{source}: expected a JSON object, got {type(json_object).__name__}")
+        values = dict(json_object)
+        if values.get("vocab_size") is None:
+            raise ConfigError(f"{source}: vocab_size is required")
+        use_running_mean = values.pop("use_running_mean", None)
+        if use_running_mean is not None:
+            if not isinstance(use_running_mean, bool):
+                raise ConfigError(f"{source}: use_running_mean must be true or false, "
+                                  f"got {use_running_mean!r}")
+            implied = "mean" if use_running_mean else "sum"
+            declared = values.setdefault("residual_attention", implied)
+            if declared != implied:
+                raise ConfigError(f"{source}: use_running_mean={str(use_running_mean).lower()} "
+                                  f"contradicts residual_attention={declared!r}")
+        known = {**_ORIGINAL_DEFAULTS, **_VARIANT_DEFAULTS}
+        kwargs = {k: values.pop(k) for k in list(values) if k in known}
+        return cls(**kwargs, extra_keys=values, source=source)
+
+    @classmethod
+    def from_json_file(cls, json_file):
+        """Reads a `bert_config.json`; errors name the file."""
+        try:
+            with open(json_file, "r", encoding="utf-8") as reader:
+                text = reader.read()
+        except OSError as error:
+            raise ConfigError(f"{json_file}: cannot read config ({error.strerror})") from None
+        try:
+            json_object = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ConfigError(f"{json_file}: invalid JSON at line {error.lineno} column "
+                              f"{error.colno}: {error.msg}") from None
+        return cls.from_dict(json_object, source=str(json_file))
+
+    # ------------------------------------------------------------------ writing
+    def to_dict(self):
+        """The `bert_config.json` object: original keys, our keys, then the kept unknown keys.
+
+        RealFormer configs also carry `use_running_mean`, so the official code reads them too.
+        """
+        output = {key: getattr(self, key) for key in _ORIGINAL_DEFAULTS}
+        output["layer_norm_type"] = self.layer_norm_type
+        output["residual_attention"] = self.residual_attention
+        if self.residual_attention != "none":
+            output["use_running_mean"] = self.residual_attention == "mean"
+        for key, value in self.extra_keys.items():
+            output.setdefault(key, copy.deepcopy(value))
+        return output
+
+    def to_json_string(self):
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+    def to_json_file(self, json_file):
+        """Writes atomically (temporary name, then rename)."""
+        tmp = f"{json_file}.tmp{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as writer:
+            writer.write(self.to_json_string())
+        os.replace(tmp, json_file)
+
+    def replace(self, **changes):
+        """A copy with some keys changed (validated), e.g. `config.replace(residual_attention="sum")`."""
+        values = self.to_dict()
+        values.pop("use_running_mean", None)
+        values.update(changes)
+        return BertConfig.from_dict(values)
+
+    def __eq__(self, other):
+        return isinstance(other, BertConfig) and self.to_dict() == other.to_dict()
+
+    def __repr__(self):
+        return f"BertConfig({self.to_json_string().strip()})"

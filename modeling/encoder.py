@@ -1,0 +1,109 @@
+"""The Transformer encoder: a stack of blocks, post-LN (original BERT) or pre-LN.
+
+Post-LN block (original):  a = LN(x + Dropout(Dense(Attn(x))));  y = LN(a + Dropout(FFN(a)))
+Pre-LN block:              a = x + Dropout(Dense(Attn(LN(x))));  y = a + Dropout(FFN(LN(a)))
+and Pre-LN applies one final LayerNorm after the last block. Either kind may use RealFormer
+residual attention: each block passes its running score sum to the next.
+"""
+
+import keras
+
+from modeling.activations import get_activation
+from modeling.attention import AttentionLayer
+from modeling.layers import LayerNorm, dense
+
+
+class TransformerBlock(keras.layers.Layer):
+    """One encoder layer. Shapes: x [B, S, H] -> y [B, S, H]; scores [B, N, S, S] float32."""
+
+    def __init__(self, config, layer_index, **kwargs):
+        super().__init__(**kwargs)
+        self.config = config
+        self.layer_index = layer_index
+        self.pre_ln = config.layer_norm_type == "pre"
+        init = config.initializer_range
+        self.attention = AttentionLayer(
+            num_attention_heads=config.num_attention_heads, size_per_head=config.size_per_head,
+            attention_probs_dropout_prob=config.attention_probs_dropout_prob,
+            initializer_range=init, residual_attention=config.residual_attention,
+            layer_index=layer_index, name="self")
+        self.attention_output = dense(config.hidden_size, init, name="attention_output")
+        self.intermediate = dense(config.intermediate_size, init, name="intermediate")
+        self.output_dense = dense(config.hidden_size, init, name="output")
+        self.intermediate_act = get_activation(config.hidden_act)
+        # Post-LN: after each residual add. Pre-LN: before each sublayer.
+        self.attention_layer_norm = LayerNorm(name="attention_layer_norm")
+        self.output_layer_norm = LayerNorm(name="output_layer_norm")
+        self.dropout = keras.layers.Dropout(config.hidden_dropout_prob)
+
+    def build(self, x_shape):
+        hidden, inter = self.config.hidden_size, self.config.intermediate_size
+        self.attention.build(x_shape)
+        self.attention_output.build(x_shape[:-1] + (hidden,))
+        self.intermediate.build(x_shape[:-1] + (hidden,))
+        self.output_dense.build(x_shape[:-1] + (inter,))
+        self.attention_layer_norm.build(x_shape)
+        self.output_layer_norm.build(x_shape)
+
+    def _feed_forward(self, x, training):
+        h = self.intermediate_act(self.intermediate(x))
+        return self.dropout(self.output_dense(h), training=training)
+
+    def call(self, x, attention_mask=None, prev_attens=None, training=None, return_probs=False):
+        attn_in = self.attention_layer_norm(x) if self.pre_ln else x
+        context, scores, *probs = self.attention(attn_in, attn_in, attention_mask=attention_mask,
+                                                 prev_attens=prev_attens, training=training,
+                                                 return_probs=return_probs)
+        attn = self.dropout(self.attention_output(context), training=training)
+        if self.pre_ln:
+            x = x + attn
+            y = x + self._feed_forward(self.output_layer_norm(x), training)
+        else:
+            x = self.attention_layer_norm(attn + x)
+            y = self.output_layer_norm(self._feed_forward(x, training) + x)
+        return (y, scores, *probs)
+
+    def get_config(self):
+        return {**super().get_config(), "config": self.config.to_dict(),
+                "layer_index": self.layer_index}
+
+
+class TransformerEncoder(keras.layers.Layer):
+    """`num_hidden_layers` blocks (+ a final LayerNorm for Pre-LN).
+
+    `call(x [B, S, H], attention_mask [B, S])` returns `(layer_outputs, attention_probs)`: a list
+    of L tensors [B, S, H] (the last one after the final LayerNorm, so it always equals the
+    sequence output) and, when asked for, a list of L float32 tensors [B, N, S, S], else None.
+    """
+
+    def __init__(self, config, **kwargs):
+        super().__init__(**kwargs)
+        self.config = config
+        self.blocks = [TransformerBlock(config, layer_index=i, name=f"layer_{i}")
+                       for i in range(config.num_hidden_layers)]
+        self.final_layer_norm = (LayerNorm(name="final_layer_norm")
+                                 if config.layer_norm_type == "pre" else None)
+
+    def build(self, x_shape):
+        for block in self.blocks:
+            block.build(x_shape)
+        if self.final_layer_norm is not None:
+            self.final_layer_norm.build(x_shape)
+
+    def call(self, x, attention_mask=None, training=None, return_probs=False):
+        residual = self.config.residual_attention != "none"
+        prev_attens = None
+        layer_outputs, all_probs = [], []
+        for block in self.blocks:
+            x, scores, *probs = block(x, attention_mask=attention_mask, prev_attens=prev_attens,
+                                      training=training, return_probs=return_probs)
+            if residual:
+                prev_attens = scores
+            layer_outputs.append(x)
+            all_probs.extend(probs)
+        if self.final_layer_norm is not None:
+            layer_outputs[-1] = self.final_layer_norm(layer_outputs[-1])
+        return layer_outputs, (all_probs if return_probs else None)
+
+    def get_config(self):
+        return {**super().get_config(), "config": self.config.to_dict()}

@@ -1,0 +1,143 @@
+"""Output heads on top of `BertModel` and their losses, with the original formulas.
+
+Heads (TF1 names in parentheses, see `checkpoints.py`):
+* `MaskedLMHead` (`cls/predictions/...`): dense + activation + LayerNorm, then the tied
+  word-embedding matmul plus `output_bias`.
+* `NextSentenceHead` (`cls/seq_relationship/...`): `output_weights` [2, H], `output_bias` [2].
+* `ClassifierHead` (`output_weights` [num_labels, H], `output_bias`), as `run_classifier.py`.
+* `SpanHead` (`cls/squad/output_weights` [2, H], `cls/squad/output_bias`), as `run_squad.py`.
+"""
+
+import keras
+from keras import ops
+
+from modeling.activations import get_activation
+from modeling.layers import LayerNorm, create_initializer, dense
+
+FINETUNING_INITIALIZER_RANGE = 0.02  # the fine-tuning scripts use a fixed 0.02, not the config's
+
+
+def gather_indexes(sequence_tensor, positions):
+    """Vectors at `positions`: [B, S, H] and [B, P] -> [B, P, H]."""
+    return ops.take_along_axis(sequence_tensor, ops.cast(positions, "int32")[:, :, None], axis=1)
+
+
+class MaskedLMHead(keras.layers.Layer):
+    """`call(sequence_output [B, S, H], positions [B, P], embedding_table [V, H])` -> float32
+    log-probabilities [B, P, V]."""
+
+    def __init__(self, config, **kwargs):
+        super().__init__(**kwargs)
+        self.config = config
+        self.transform = dense(config.hidden_size, config.initializer_range, name="transform")
+        self.transform_act = get_activation(config.hidden_act)
+        self.layer_norm = LayerNorm(name="layer_norm")
+
+    def build(self, sequence_output_shape=None):
+        hidden = self.config.hidden_size
+        self.transform.build((None, hidden))
+        self.layer_norm.build((None, hidden))
+        self.output_bias = self.add_weight(name="output_bias", shape=(self.config.vocab_size,),
+                                           initializer="zeros")
+
+    def call(self, sequence_output, positions, embedding_table):
+        x = gather_indexes(sequence_output, positions)
+        x = self.layer_norm(self.transform_act(self.transform(x)))
+        logits = ops.matmul(x, ops.transpose(ops.cast(embedding_table, x.dtype)))
+        logits = ops.cast(logits, "float32") + self.output_bias
+        return ops.log_softmax(logits, axis=-1)
+
+
+class _OutputWeightsHead(keras.layers.Layer):
+    """`logits = x @ output_weights^T + output_bias`, with `output_weights` [num_outputs, H]."""
+
+    def __init__(self, hidden_size, num_outputs, initializer_range, **kwargs):
+        super().__init__(**kwargs)
+        self.hidden_size = hidden_size
+        self.num_outputs = num_outputs
+        self.initializer_range = initializer_range
+
+    def build(self, input_shape=None):
+        self.output_weights = self.add_weight(
+            name="output_weights", shape=(self.num_outputs, self.hidden_size),
+            initializer=create_initializer(self.initializer_range))
+        self.output_bias = self.add_weight(name="output_bias", shape=(self.num_outputs,),
+                                           initializer="zeros")
+
+    def logits(self, x):
+        logits = ops.matmul(x, ops.transpose(ops.cast(self.output_weights, x.dtype)))
+        return ops.cast(logits, "float32") + self.output_bias
+
+
+class NextSentenceHead(_OutputWeightsHead):
+    """`call(pooled_output [B, H])` -> float32 log-probabilities [B, 2] (1 = random next)."""
+
+    def __init__(self, config, **kwargs):
+        super().__init__(config.hidden_size, 2, config.initializer_range, **kwargs)
+
+    def call(self, pooled_output):
+        return ops.log_softmax(self.logits(pooled_output), axis=-1)
+
+
+class ClassifierHead(_OutputWeightsHead):
+    """`call(pooled_output [B, H])` -> float32 logits [B, num_labels]; dropout 0.1 in training."""
+
+    def __init__(self, hidden_size, num_labels, dropout_prob=0.1, **kwargs):
+        super().__init__(hidden_size, num_labels, FINETUNING_INITIALIZER_RANGE, **kwargs)
+        self.dropout = keras.layers.Dropout(dropout_prob)
+
+    def call(self, pooled_output, training=None):
+        return self.logits(self.dropout(pooled_output, training=training))
+
+
+class SpanHead(_OutputWeightsHead):
+    """`call(sequence_output [B, S, H])` -> (start_logits [B, S], end_logits [B, S]), float32."""
+
+    def __init__(self, hidden_size, **kwargs):
+        super().__init__(hidden_size, 2, FINETUNING_INITIALIZER_RANGE, **kwargs)
+
+    def call(self, sequence_output):
+        logits = self.logits(sequence_output)
+        return logits[:, :, 0], logits[:, :, 1]
+
+
+# ---------------------------------------------------------------------------- losses
+def _nll(log_probs, labels):
+    """-log p(label): [..., C] and [...] -> [...]."""
+    labels = ops.cast(labels, "int32")[..., None]
+    return -ops.squeeze(ops.take_along_axis(log_probs, labels, axis=-1), axis=-1)
+
+
+def masked_lm_loss(log_probs, label_ids, label_weights):
+    """Weighted mean NLL with the original's +1e-5 denominator.
+
+    Args: log_probs [B, P, V]; label_ids [B, P]; label_weights [B, P] (0 for padding slots).
+    Returns: (loss [], per_example_loss [B, P], unweighted).
+    """
+    per_example = _nll(log_probs, label_ids)
+    weights = ops.cast(label_weights, "float32")
+    loss = ops.sum(weights * per_example) / (ops.sum(weights) + 1e-5)
+    return loss, per_example
+
+
+def next_sentence_loss(log_probs, labels):
+    """Mean NLL. Args: log_probs [B, 2]; labels [B] or [B, 1]. Returns (loss, per_example [B])."""
+    per_example = _nll(log_probs, ops.reshape(labels, (-1,)))
+    return ops.mean(per_example), per_example
+
+
+def classification_loss(logits, labels):
+    """Mean softmax cross-entropy, as `run_classifier.create_model`.
+
+    Args: logits [B, C]; labels [B]. Returns (loss, per_example [B], probabilities [B, C]).
+    """
+    log_probs = ops.log_softmax(logits, axis=-1)
+    per_example = _nll(log_probs, labels)
+    return ops.mean(per_example), per_example, ops.exp(log_probs)
+
+
+def span_loss(start_logits, end_logits, start_positions, end_positions):
+    """`(CE(start) + CE(end)) / 2`, each a batch mean, as `run_squad.py`. Logits [B, S]."""
+    start = ops.mean(_nll(ops.log_softmax(start_logits, axis=-1), start_positions))
+    end = ops.mean(_nll(ops.log_softmax(end_logits, axis=-1), end_positions))
+    return (start + end) / 2.0

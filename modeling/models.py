@@ -1,0 +1,118 @@
+"""`BertModel` with heads: pretraining (MLM + NSP), sequence classification, span labeling.
+
+Each model keeps the encoder as `.bert`, so `model.bert` is a plain `BertModel`.
+"""
+
+import keras
+
+from modeling.bert import BertModel
+from modeling.config import BertConfig
+from modeling.heads import (ClassifierHead, MaskedLMHead, NextSentenceHead, SpanHead,
+                            masked_lm_loss, next_sentence_loss)
+
+
+def _as_config(config):
+    return BertConfig.from_dict(config) if isinstance(config, dict) else config
+
+
+class BertPretrainer(keras.Model):
+    """MLM + NSP, as the original `run_pretraining.model_fn`.
+
+    `call(features)` with `input_ids`, `input_mask`, `segment_ids` or `token_type_ids` [B, S] and
+    `masked_lm_positions` [B, P] returns the encoder outputs plus `masked_lm_log_probs`
+    [B, P, V] and `next_sentence_log_probs` [B, 2] (float32).
+    """
+
+    def __init__(self, config, name="pretrainer", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.config = _as_config(config)
+        self.bert = BertModel(self.config)
+        self.masked_lm = MaskedLMHead(self.config, name="predictions")
+        self.next_sentence = NextSentenceHead(self.config, name="seq_relationship")
+
+    def build(self, input_shape=None):
+        self.bert.build()
+        self.masked_lm.build()
+        self.next_sentence.build()
+        self.built = True
+
+    def call(self, features, training=False):
+        outputs = dict(self.bert(encoder_inputs(features), training=training))
+        outputs["masked_lm_log_probs"] = self.masked_lm(
+            outputs["sequence_output"], features["masked_lm_positions"],
+            self.bert.get_embedding_table())
+        outputs["next_sentence_log_probs"] = self.next_sentence(outputs["pooled_output"])
+        return outputs
+
+    def get_config(self):
+        return {"config": self.config.to_dict(), "name": self.name}
+
+
+def pretraining_losses(outputs, features):
+    """The original's losses. Returns a dict of scalars and per-example tensors:
+    `masked_lm_loss`, `masked_lm_example_loss` [B, P], `next_sentence_loss`,
+    `next_sentence_example_loss` [B], `total_loss` (= MLM + NSP)."""
+    mlm, mlm_examples = masked_lm_loss(outputs["masked_lm_log_probs"], features["masked_lm_ids"],
+                                       features["masked_lm_weights"])
+    nsp, nsp_examples = next_sentence_loss(outputs["next_sentence_log_probs"],
+                                           features["next_sentence_labels"])
+    return {"masked_lm_loss": mlm, "masked_lm_example_loss": mlm_examples,
+            "next_sentence_loss": nsp, "next_sentence_example_loss": nsp_examples,
+            "total_loss": mlm + nsp}
+
+
+class BertClassifier(keras.Model):
+    """Pooled output -> dropout -> `output_weights`/`output_bias`: logits [B, num_labels]."""
+
+    def __init__(self, config, num_labels, name="classifier", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.config = _as_config(config)
+        self.num_labels = num_labels
+        self.bert = BertModel(self.config)
+        self.classifier = ClassifierHead(self.config.hidden_size, num_labels, name="classifier")
+
+    def build(self, input_shape=None):
+        self.bert.build()
+        self.classifier.build()
+        self.built = True
+
+    def call(self, features, training=False):
+        pooled = self.bert(encoder_inputs(features), training=training)["pooled_output"]
+        return self.classifier(pooled, training=training)
+
+    def get_config(self):
+        return {"config": self.config.to_dict(), "num_labels": self.num_labels, "name": self.name}
+
+
+class BertSpanLabeler(keras.Model):
+    """Sequence output -> `cls/squad` span logits: (start_logits [B, S], end_logits [B, S])."""
+
+    def __init__(self, config, name="span_labeler", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.config = _as_config(config)
+        self.bert = BertModel(self.config)
+        self.span = SpanHead(self.config.hidden_size, name="squad")
+
+    def build(self, input_shape=None):
+        self.bert.build()
+        self.span.build()
+        self.built = True
+
+    def call(self, features, training=False):
+        sequence = self.bert(encoder_inputs(features), training=training)["sequence_output"]
+        return self.span(sequence)
+
+    def get_config(self):
+        return {"config": self.config.to_dict(), "name": self.name}
+
+
+def encoder_inputs(features):
+    """The `BertModel` inputs from a feature dict that may name segment ids `segment_ids`
+    (the TFRecord name) or `token_type_ids`."""
+    inputs = {"input_ids": features["input_ids"]}
+    if "input_mask" in features:
+        inputs["input_mask"] = features["input_mask"]
+    types = features.get("token_type_ids", features.get("segment_ids"))
+    if types is not None:
+        inputs["token_type_ids"] = types
+    return inputs

@@ -1,0 +1,96 @@
+import json
+
+import pytest
+
+from modeling import BertConfig, ConfigError
+
+BASE = {"vocab_size": 100, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "intermediate_size": 37}
+
+
+def _write(tmp_path, obj, name="bert_config.json"):
+    path = tmp_path / name
+    path.write_text(obj if isinstance(obj, str) else json.dumps(obj))
+    return str(path)
+
+
+def test_defaults_are_the_original_ones():
+    config = BertConfig(vocab_size=30522)
+    assert (config.hidden_size, config.num_hidden_layers, config.num_attention_heads,
+            config.intermediate_size, config.hidden_act, config.hidden_dropout_prob,
+            config.attention_probs_dropout_prob, config.max_position_embeddings,
+            config.type_vocab_size, config.initializer_range) == (
+        768, 12, 12, 3072, "gelu", 0.1, 0.1, 512, 16, 0.02)
+    assert (config.layer_norm_type, config.residual_attention) == ("post", "none")
+
+
+def test_repo_root_config_is_bert_base_realformer():
+    config = BertConfig.from_json_file("bert_config.json")
+    assert (config.vocab_size, config.hidden_size, config.num_hidden_layers) == (30522, 768, 12)
+    assert config.residual_attention == "sum"
+
+
+def test_unknown_keys_are_kept_and_written_back(tmp_path):
+    released = {**BASE, "directionality": "bidi", "pooler_fc_size": 768, "pooler_type": "first_token_transform"}
+    config = BertConfig.from_json_file(_write(tmp_path, released))
+    assert config.extra_keys == {"directionality": "bidi", "pooler_fc_size": 768,
+                                 "pooler_type": "first_token_transform"}
+    out = str(tmp_path / "out.json")
+    config.to_json_file(out)
+    written = json.loads(open(out).read())
+    for key, value in released.items():
+        assert written[key] == value
+    assert BertConfig.from_json_file(out) == config
+
+
+@pytest.mark.parametrize("flag,mode", [(True, "mean"), (False, "sum")])
+def test_official_realformer_use_running_mean(tmp_path, flag, mode):
+    config = BertConfig.from_json_file(_write(tmp_path, {**BASE, "use_running_mean": flag}))
+    assert config.residual_attention == mode
+    assert "use_running_mean" not in config.extra_keys
+    # Written back with both keys, so the official code reads the same mode.
+    assert config.to_dict()["use_running_mean"] is flag
+    assert config.to_dict()["residual_attention"] == mode
+
+
+def test_plain_bert_config_does_not_write_use_running_mean():
+    assert "use_running_mean" not in BertConfig(**BASE).to_dict()
+
+
+@pytest.mark.parametrize("change,expected", [
+    ({"hidden_size": 30}, "hidden_size (30) must be divisible by num_attention_heads (4)"),
+    ({"num_hidden_layers": 0}, "num_hidden_layers must be a positive integer, got 0"),
+    ({"vocab_size": -5}, "vocab_size must be a positive integer, got -5"),
+    ({"intermediate_size": 3.5}, "intermediate_size must be a positive integer, got 3.5"),
+    ({"hidden_act": "gelu_fast"}, "unknown hidden_act 'gelu_fast'"),
+    ({"layer_norm_type": "sandwich"}, "unknown layer_norm_type 'sandwich'; expected one of post, pre"),
+    ({"residual_attention": "max"}, "unknown residual_attention 'max'; expected one of none, sum, mean"),
+    ({"hidden_dropout_prob": 1.5}, "hidden_dropout_prob must be a number in [0, 1), got 1.5"),
+    ({"initializer_range": 0}, "initializer_range must be a positive number, got 0"),
+    ({"use_running_mean": True, "residual_attention": "sum"},
+     "use_running_mean=true contradicts residual_attention='sum'"),
+    ({"vocab_size": None}, "vocab_size is required"),
+])
+def test_bad_config_gives_one_line_error_naming_file_and_key(tmp_path, change, expected):
+    path = _write(tmp_path, {**BASE, **change})
+    with pytest.raises(ConfigError) as info:
+        BertConfig.from_json_file(path)
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith(path + ": ")
+    assert expected in message
+
+
+def test_invalid_json_and_missing_file(tmp_path):
+    path = _write(tmp_path, '{"vocab_size": 10,\n "hidden_size": }')
+    with pytest.raises(ConfigError, match=r"invalid JSON at line 2 column"):
+        BertConfig.from_json_file(path)
+    with pytest.raises(ConfigError, match=r"nope.json: cannot read config"):
+        BertConfig.from_json_file(str(tmp_path / "nope.json"))
+
+
+def test_replace_validates():
+    config = BertConfig(**BASE)
+    assert config.replace(layer_norm_type="pre").layer_norm_type == "pre"
+    with pytest.raises(ConfigError):
+        config.replace(residual_attention="bogus")
