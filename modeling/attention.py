@@ -49,7 +49,9 @@ class AttentionLayer(keras.layers.Layer):
 
     def __init__(self, num_attention_heads=1, size_per_head=512, attention_probs_dropout_prob=0.0,
                  initializer_range=0.02, residual_attention="none", layer_index=0, **kwargs):
-        super().__init__(**kwargs)
+        # No autocasting: Keras would cast `prev_attens` to fp16/bf16 with the other inputs,
+        # and a carried sum beyond 65504 would become inf. The dense layers cast for themselves.
+        super().__init__(autocast=False, **kwargs)
         self.num_attention_heads = num_attention_heads
         self.size_per_head = size_per_head
         self.attention_probs_dropout_prob = attention_probs_dropout_prob

@@ -22,11 +22,12 @@ from modeling.layers import LayerNorm, create_initializer, dense
 class BertEmbeddings(keras.layers.Layer):
     """Word + token-type + position embeddings, then LayerNorm and dropout.
 
-    `call(input_ids [B, S], token_type_ids [B, S])` -> [B, S, H].
+    `call(input_ids [B, S], token_type_ids [B, S])` -> [B, S, H]. The sum is taken in float32
+    (no autocasting of the tables); the LayerNorm casts to the compute dtype.
     """
 
     def __init__(self, config, **kwargs):
-        super().__init__(**kwargs)
+        super().__init__(autocast=False, **kwargs)
         self.config = config
         self.layer_norm = LayerNorm(name="layer_norm")
         self.dropout = keras.layers.Dropout(config.hidden_dropout_prob)

@@ -17,7 +17,7 @@ class TransformerBlock(keras.layers.Layer):
     """One encoder layer. Shapes: x [B, S, H] -> y [B, S, H]; scores [B, N, S, S] float32."""
 
     def __init__(self, config, layer_index, **kwargs):
-        super().__init__(**kwargs)
+        super().__init__(autocast=False, **kwargs)  # keeps `prev_attens` float32, see attention.py
         self.config = config
         self.layer_index = layer_index
         self.pre_ln = config.layer_norm_type == "pre"
@@ -50,6 +50,7 @@ class TransformerBlock(keras.layers.Layer):
         return self.dropout(self.output_dense(h), training=training)
 
     def call(self, x, attention_mask=None, prev_attens=None, training=None, return_probs=False):
+        x = keras.ops.cast(x, self.compute_dtype)
         attn_in = self.attention_layer_norm(x) if self.pre_ln else x
         context, scores, *probs = self.attention(attn_in, attn_in, attention_mask=attention_mask,
                                                  prev_attens=prev_attens, training=training,

@@ -27,7 +27,7 @@ class MaskedLMHead(keras.layers.Layer):
     log-probabilities [B, P, V]."""
 
     def __init__(self, config, **kwargs):
-        super().__init__(**kwargs)
+        super().__init__(autocast=False, **kwargs)  # output_bias is added in float32
         self.config = config
         self.transform = dense(config.hidden_size, config.initializer_range, name="transform")
         self.transform_act = get_activation(config.hidden_act)
@@ -52,7 +52,7 @@ class _OutputWeightsHead(keras.layers.Layer):
     """`logits = x @ output_weights^T + output_bias`, with `output_weights` [num_outputs, H]."""
 
     def __init__(self, hidden_size, num_outputs, initializer_range, **kwargs):
-        super().__init__(**kwargs)
+        super().__init__(autocast=False, **kwargs)  # logits are finished in float32
         self.hidden_size = hidden_size
         self.num_outputs = num_outputs
         self.initializer_range = initializer_range

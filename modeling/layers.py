@@ -15,11 +15,11 @@ class LayerNorm(keras.layers.Layer):
     """LayerNorm over the last axis with `gamma`/`beta`, always computed in float32.
 
     Under mixed precision the statistics of bf16/fp16 activations are taken in float32 and the
-    result is cast back to the layer's compute dtype.
+    result is cast back to the layer's compute dtype (so no autocasting of inputs or weights).
     """
 
     def __init__(self, epsilon=LAYER_NORM_EPSILON, **kwargs):
-        super().__init__(**kwargs)
+        super().__init__(autocast=False, **kwargs)
         self.epsilon = epsilon
 
     def build(self, input_shape):
