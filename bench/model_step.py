@@ -1,0 +1,206 @@
+"""Train-step throughput and peak memory of the model, per variant, side by side.
+
+Each case (variant x XLA on/off) runs in its own subprocess so that its peak memory is its own;
+all cases of one invocation run back to back on the same machine. A step is forward + backward
+of the MLM+NSP pretraining loss plus an SGD update.
+
+    python bench/model_step.py --config=small --seq_length=128,512 --batch_size=8
+    KERAS_BACKEND=jax python bench/model_step.py --config=large --dtype_policy=mixed_bfloat16
+
+Prints a table and writes JSON to bench/results/model_step-<backend>-<config>.json.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+CONFIGS = {  # Google's released shapes (BERT-Tiny/Small/Base/Large)
+    "tiny": dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512),
+    "small": dict(hidden_size=512, num_hidden_layers=4, num_attention_heads=8, intermediate_size=2048),
+    "base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072),
+    "large": dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096),
+}
+VARIANTS = {
+    "post-LN": dict(layer_norm_type="post", residual_attention="none"),
+    "pre-LN": dict(layer_norm_type="pre", residual_attention="none"),
+    "RealFormer-sum": dict(layer_norm_type="post", residual_attention="sum"),
+    "RealFormer-mean": dict(layer_norm_type="post", residual_attention="mean"),
+}
+
+
+def _features(batch, seq, predictions, vocab):
+    import numpy as np
+    rng = np.random.RandomState(0)
+    return {
+        "input_ids": rng.randint(0, vocab, (batch, seq)).astype("int32"),
+        "input_mask": np.ones((batch, seq), "int32"),
+        "segment_ids": (np.arange(seq)[None, :] >= seq // 2).repeat(batch, 0).astype("int32"),
+        "masked_lm_positions": rng.randint(0, seq, (batch, predictions)).astype("int32"),
+        "masked_lm_ids": rng.randint(0, vocab, (batch, predictions)).astype("int32"),
+        "masked_lm_weights": np.ones((batch, predictions), "float32"),
+        "next_sentence_labels": rng.randint(0, 2, (batch, 1)).astype("int32"),
+    }
+
+
+def _tf_step(model, xla):
+    import tensorflow as tf
+    import modeling
+    variables = model.trainable_variables
+
+    @tf.function(jit_compile=xla)
+    def step(features):
+        with tf.GradientTape() as tape:
+            loss = modeling.pretraining_losses(model(features, training=True), features)["total_loss"]
+        grads = tape.gradient(loss, variables)
+        for v, g in zip(variables, grads):
+            v.assign_sub(1e-4 * tf.convert_to_tensor(g))
+        return loss
+
+    return lambda features: float(step(features))
+
+
+def _jax_step(model):
+    import jax
+    import modeling
+    trainable = [v.value for v in model.trainable_variables]
+    non_trainable = [v.value for v in model.non_trainable_variables]
+
+    def loss_fn(trainable, non_trainable, features):
+        out, non_trainable = model.stateless_call(trainable, non_trainable, features, training=True)
+        return modeling.pretraining_losses(out, features)["total_loss"], non_trainable
+
+    @jax.jit
+    def step(trainable, non_trainable, features, rng_unused=None):
+        (loss, non_trainable), grads = jax.value_and_grad(loss_fn, has_aux=True)(
+            trainable, non_trainable, features)
+        trainable = [w - 1e-4 * g.astype(w.dtype) for w, g in zip(trainable, grads)]
+        return loss, trainable, non_trainable
+
+    state = {"t": trainable, "n": non_trainable}
+
+    def run(features):
+        loss, state["t"], state["n"] = step(state["t"], state["n"], features)
+        return float(loss)
+
+    return run
+
+
+def _peak_memory_mb():
+    import keras
+    if keras.backend.backend() == "jax":
+        import jax
+        stats = jax.devices()[0].memory_stats() or {}
+        if "peak_bytes_in_use" in stats:
+            return stats["peak_bytes_in_use"] / 2**20, "device"
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "host RSS"
+
+
+def run_case(case):
+    """Runs one case in this process and returns its measurements."""
+    import keras
+    import modeling
+    if case["dtype_policy"] != "float32":
+        keras.config.set_dtype_policy(case["dtype_policy"])
+    config = modeling.BertConfig(vocab_size=30522, max_position_embeddings=512, type_vocab_size=2,
+                                 **CONFIGS[case["config"]], **VARIANTS[case["variant"]])
+    model = modeling.BertPretrainer(config)
+    model.build()
+    features = _features(case["batch_size"], case["seq_length"], case["predictions"], 30522)
+    backend = keras.backend.backend()
+    step = _tf_step(model, case["xla"]) if backend == "tensorflow" else _jax_step(model)
+    start = time.perf_counter()
+    step(features)
+    compile_s = time.perf_counter() - start
+    for _ in range(case["warmup"]):
+        step(features)
+    times = []
+    for _ in range(case["steps"]):
+        start = time.perf_counter()
+        loss = step(features)
+        times.append(time.perf_counter() - start)
+    median = statistics.median(times)
+    memory, memory_kind = _peak_memory_mb()
+    return {**case, "backend": backend, "first_step_s": compile_s, "median_step_s": median,
+            "tokens_per_s": case["batch_size"] * case["seq_length"] / median,
+            "sequences_per_s": case["batch_size"] / median, "peak_memory_mb": memory,
+            "memory_kind": memory_kind, "final_loss": loss}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default="small", choices=sorted(CONFIGS))
+    parser.add_argument("--seq_length", default="128", help="comma-separated")
+    parser.add_argument("--batch_size", type=int, default=8)
+    parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated")
+    parser.add_argument("--xla", default="off,on", help="comma-separated on/off (TF backend)")
+    parser.add_argument("--dtype_policy", default="float32")
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--output", default=None, help="JSON path (default bench/results/...)")
+    parser.add_argument("--case", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+
+    if args.case:  # child process: one case
+        print("RESULT " + json.dumps(run_case(json.loads(args.case))), flush=True)
+        return
+
+    import keras
+    backend = keras.backend.backend()
+    xla_modes = [m == "on" for m in args.xla.split(",")] if backend == "tensorflow" else [True]
+    cases = []
+    for seq in (int(s) for s in args.seq_length.split(",")):
+        for xla in xla_modes:
+            for variant in args.variants.split(","):
+                cases.append({"config": args.config, "variant": variant, "seq_length": seq,
+                              "batch_size": args.batch_size, "xla": xla,
+                              "predictions": max(1, round(seq * 0.15)) if seq != 128 else 20,
+                              "dtype_policy": args.dtype_policy, "steps": args.steps,
+                              "warmup": args.warmup})
+    results = []
+    print(f"{'seq':>4} {'xla':>3} {'variant':<16} {'step ms':>9} {'tokens/s':>10} "
+          f"{'vs post-LN':>10} {'peak MB':>9}")
+    for case in cases:
+        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--case", json.dumps(case)],
+                              capture_output=True, text=True)
+        lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+        if proc.returncode or not lines:
+            print(f"case {case} failed:\n{proc.stderr[-2000:]}", file=sys.stderr)
+            sys.exit(1)
+        result = json.loads(lines[-1][len("RESULT "):])
+        base = next((r for r in results if r["variant"] == "post-LN"
+                     and r["seq_length"] == case["seq_length"] and r["xla"] == case["xla"]), None)
+        result["step_time_vs_post_ln"] = (result["median_step_s"] / base["median_step_s"]
+                                          if base else 1.0 if case["variant"] == "post-LN" else None)
+        results.append(result)
+        ratio = result["step_time_vs_post_ln"]
+        print(f"{case['seq_length']:>4} {'on' if case['xla'] else 'off':>3} {case['variant']:<16} "
+              f"{result['median_step_s'] * 1e3:>9.1f} {result['tokens_per_s']:>10.0f} "
+              f"{(f'{ratio:.3f}' if ratio else '-'):>10} {result['peak_memory_mb']:>9.0f}", flush=True)
+
+    output = args.output or os.path.join(ROOT, "bench", "results",
+                                         f"model_step-{backend}-{args.config}.json")
+    os.makedirs(os.path.dirname(output), exist_ok=True)
+    report = {"benchmark": "model_step", "date": datetime.datetime.now().isoformat(timespec="seconds"),
+              "machine": {"platform": platform.platform(), "processor": platform.processor(),
+                          "cpu_count": os.cpu_count()},
+              "command": " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]),
+              "results": results}
+    tmp = output + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(report, f, indent=2)
+    os.replace(tmp, output)
+    print(f"wrote {output}")
+
+
+if __name__ == "__main__":
+    main()
