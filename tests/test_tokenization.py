@@ -49,3 +49,31 @@ def test_case_check_against_known_checkpoints():
         validate_case_matches_checkpoint(False, "/x/uncased_L-12_H-768_A-12/bert_model.ckpt")
     with pytest.raises(ValueError, match="do_lower_case=False"):
         validate_case_matches_checkpoint(True, "gs://b/cased_L-12_H-768_A-12/bert_model.ckpt")
+
+
+def _cli(args, stdin):
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return subprocess.run([sys.executable, "-m", "tokenization", *args], input=stdin, cwd=root,
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_command_line_writes_one_json_list_per_line(fast):
+    vocab = os.path.join(DATA, "vocab_zh.txt")
+    args = [f"--vocab_file={vocab}", "--do_lower_case=true"] + (["--fast"] if fast else [])
+    result = _cli(args, "Hello, world!\n你好，ＨＴＴＰ\n\n")
+    assert result.returncode == 0, result.stderr
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    tokenizer = FullTokenizer(vocab, do_lower_case=True)
+    assert lines == [tokenizer.convert_tokens_to_ids(tokenizer.tokenize(t))
+                     for t in ("Hello, world!", "你好，ＨＴＴＰ", "")]
+    tokens = _cli(args + ["--tokens"], "你好，ＨＴＴＰ\n")
+    assert json.loads(tokens.stdout) == ["你", "好", "，", "ｈ", "##ｔ", "##ｔ", "##ｐ"]
+
+
+def test_command_line_missing_vocab_is_one_line():
+    result = _cli(["--vocab_file=/nonexistent/vocab.txt"], "")
+    assert result.returncode == 2
+    assert result.stderr.strip() == "error: --vocab_file=/nonexistent/vocab.txt: no such file"

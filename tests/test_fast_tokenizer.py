@@ -1,0 +1,60 @@
+"""The tensorflow-text fast path gives exactly the reference's ids."""
+
+import os
+
+import pytest
+import tensorflow as tf
+
+from tokenization import FullTokenizer
+from tokenization.fast import FastTokenizer
+from test_tokenization import CASES, DATA, read_cases
+
+EN = os.path.join(DATA, "vocab_en_uncased.txt")
+ZH = os.path.join(DATA, "vocab_zh.txt")
+
+
+def _reference_ids(tokenizer, texts):
+    return [tokenizer.convert_tokens_to_ids(tokenizer.tokenize(t)) for t in texts]
+
+
+@pytest.mark.parametrize("cases,vocab", CASES)
+@pytest.mark.parametrize("lower", [True, False])
+def test_fast_matches_original_on_fixture_files(cases, vocab, lower):
+    rows = read_cases(cases)
+    fast = FastTokenizer(os.path.join(DATA, vocab), do_lower_case=lower)
+    got = fast.tokenize_to_lists([row["text"] for row in rows])
+    key = "lower_ids" if lower else "cased_ids"
+    assert [i for i, ids in enumerate(got) if ids != rows[i][key]] == []
+
+
+@pytest.mark.parametrize("vocab,lower,top", [(EN, True, 0x110000), (ZH, True, 0x10000),
+                                             (EN, False, 0x10000)])
+def test_fast_matches_reference_for_every_code_point(vocab, lower, top):
+    """Each code point inside a word and alone: control, whitespace, punctuation, marks,
+    case mappings (final sigma, İ), CJK blocks and code points unassigned in Python's Unicode."""
+    texts = ["a" + chr(c) + "b " + chr(c) + " Σ" + chr(c) for c in range(top)
+             if not 0xD800 <= c <= 0xDFFF]
+    reference = _reference_ids(FullTokenizer(vocab, do_lower_case=lower), texts)
+    fast = FastTokenizer(vocab, do_lower_case=lower).tokenize_to_lists(texts)
+    mismatches = [hex(ord(texts[i][1])) for i in range(len(texts)) if reference[i] != fast[i]]
+    assert mismatches == []
+
+
+@pytest.mark.parametrize("language", ["zh", "en"])
+def test_fast_matches_reference_on_real_text(real_data, language):
+    if language == "zh":
+        lines, vocab = real_data.peoples_daily_lines(split_sentences=True), ZH
+    else:
+        lines, vocab = real_data.english_sentences(), EN
+    assert len(lines) >= 20000
+    reference = _reference_ids(FullTokenizer(vocab, do_lower_case=True), lines)
+    fast = FastTokenizer(vocab, do_lower_case=True).tokenize_to_lists(lines)
+    assert [i for i in range(len(lines)) if reference[i] != fast[i]] == []
+
+
+def test_fast_path_runs_inside_tf_data():
+    fast = FastTokenizer(ZH, do_lower_case=True)
+    dataset = tf.data.Dataset.from_tensor_slices(["你好，世界！", "ＨＴＴＰ ok"]).batch(2).map(fast.tokenize)
+    ids = next(iter(dataset)).to_list()
+    reference = FullTokenizer(ZH, do_lower_case=True)
+    assert ids == _reference_ids(reference, ["你好，世界！", "ＨＴＴＰ ok"])
