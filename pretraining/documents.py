@@ -1,0 +1,109 @@
+"""Reading the pretraining corpus into documents of tokenized sentences, in parallel.
+
+Input format (the original's): one sentence per line, blank lines between documents. As in the
+original, documents run on across input files, each line is `strip()`-ed before tokenizing, and
+lines that tokenize to nothing are dropped. Tokenization runs in `num_workers` processes; the
+order of sentences, and so the output, does not depend on the number of workers.
+"""
+
+import array
+import multiprocessing
+import os
+
+from tokenization.chinese import (ContinuationToken, JiebaSegmenter, apply_reference_positions,
+                                  read_reference_file)
+from tokenization.reference import FullTokenizer
+
+BLANK = None  # a document break in the stream of sentences
+CHUNK_LINES = 2000
+
+
+class LineTokenizer:
+    """A stripped line (with optional reference positions) -> `array('i')` of ids, where a CJK
+    character that continues a word is stored as `-(id + 1)` (see `pretraining.instances`)."""
+
+    def __init__(self, vocab_file, do_lower_case, chinese_word_segmentation=None):
+        self.tokenizer = FullTokenizer(vocab_file, do_lower_case=do_lower_case)
+        self.segmenter = JiebaSegmenter() if chinese_word_segmentation == "jieba" else None
+
+    def __call__(self, line, ref_positions=None, where=None):
+        tokens = self.tokenizer.tokenize(line)
+        if self.segmenter is not None:
+            tokens = self.segmenter(line, tokens)
+        elif ref_positions is not None:
+            tokens = apply_reference_positions(tokens, ref_positions, where)
+        vocab = self.tokenizer.vocab
+        return array.array("i", [-vocab[t] - 1 if isinstance(t, ContinuationToken) else vocab[t]
+                                 for t in tokens])
+
+
+_worker_tokenizer = None
+
+
+def _init_worker(args):
+    global _worker_tokenizer
+    _worker_tokenizer = LineTokenizer(*args)
+
+
+def _tokenize_chunk(chunk):
+    """[(line or BLANK, ref positions or None, where)] -> [array or BLANK]."""
+    return [BLANK if line is BLANK else _worker_tokenizer(line, ref, where)
+            for line, ref, where in chunk]
+
+
+def _line_chunks(input_files, ref_files):
+    """Chunks of (stripped line or BLANK, reference positions, 'file:line') in corpus order."""
+    chunk = []
+    for index, path in enumerate(input_files):
+        refs = iter(read_reference_file(ref_files[index])) if ref_files else None
+        with open(path, "rb") as f:
+            for number, raw in enumerate(f, start=1):  # binary lines split on b"\n" only
+                line = raw.decode("utf-8", "ignore").strip()
+                ref, where = None, None
+                if not line:
+                    line = BLANK
+                elif refs is not None:
+                    ref_entry = next(refs, None)
+                    if ref_entry is None:
+                        raise ValueError(f"{ref_files[index]}: has fewer lines than the non-blank "
+                                         f"lines of {path} (ran out at {path}:{number})")
+                    where, ref = f"{ref_files[index]}:{ref_entry[0]}", ref_entry[1]
+                chunk.append((line, ref, where))
+                if len(chunk) >= CHUNK_LINES:
+                    yield chunk
+                    chunk = []
+        if refs is not None and next(refs, None) is not None:
+            raise ValueError(f"{ref_files[index]}: has more lines than the non-blank lines of {path}")
+    if chunk:
+        yield chunk
+
+
+def tokenized_lines(input_files, tokenizer_args, num_workers, ref_files=None):
+    """Yields, in corpus order, one `array('i')` per non-blank line, or BLANK for a blank line.
+
+    tokenizer_args: (vocab_file, do_lower_case, chinese_word_segmentation or None).
+    """
+    chunks = _line_chunks(input_files, ref_files)
+    if num_workers <= 1:
+        _init_worker(tokenizer_args)
+        for chunk in chunks:
+            yield from _tokenize_chunk(chunk)
+        return
+    context = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
+    with context.Pool(num_workers, initializer=_init_worker, initargs=(tokenizer_args,)) as pool:
+        for result in pool.imap(_tokenize_chunk, chunks):
+            yield from result
+
+
+def read_documents(lines, on_sentence=None):
+    """Groups a stream from `tokenized_lines` into documents (lists of non-empty sentences),
+    dropping empty documents. `on_sentence(n_tokens)` is called per line (progress)."""
+    documents = [[]]
+    for sentence in lines:
+        if sentence is BLANK:
+            documents.append([])
+        elif len(sentence):
+            documents[-1].append(sentence)
+        if on_sentence is not None:
+            on_sentence(0 if sentence is BLANK else len(sentence))
+    return [d for d in documents if d]

@@ -1,0 +1,207 @@
+"""Training instances from tokenized documents, exactly as the original create_pretraining_data.
+
+For the same documents, flags and `random.Random(seed)`, the instances are the original's, in
+the same order: every random draw happens in the same order with the same arguments.
+
+Documents are held as token ids (compact, and no id lookups later): a document is a list of
+sentences, a sentence an `array('i')` of ids. A negative entry `-(id + 1)` is a CJK character
+that word segmentation marked as continuing the previous character's word; like a `##` piece it
+joins that word under whole-word masking, and it is written out as the plain `id`.
+"""
+
+import dataclasses
+
+
+@dataclasses.dataclass
+class TrainingInstance:
+    """One example: `[CLS] A [SEP] B [SEP]` after masking, as ids (no padding)."""
+    input_ids: list
+    segment_ids: list
+    masked_lm_positions: list
+    masked_lm_ids: list
+    is_random_next: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class MaskingOptions:
+    masked_lm_prob: float = 0.15
+    max_predictions_per_seq: int = 20
+    do_whole_word_mask: bool = False
+
+
+class VocabIds:
+    """What instance creation needs from the vocabulary, as ids."""
+
+    def __init__(self, vocab):
+        """`vocab`: {token: id} in file order (as `tokenization.load_vocab`)."""
+        for token in ("[CLS]", "[SEP]", "[MASK]"):
+            if token not in vocab:
+                raise ValueError(f"the vocabulary has no {token} token")
+        self.cls, self.sep, self.mask = vocab["[CLS]"], vocab["[SEP]"], vocab["[MASK]"]
+        # Random replacements draw from the distinct tokens in file order, as the original's
+        # `list(tokenizer.vocab.keys())`.
+        self.random_words = list(vocab.values())
+        size = max(vocab.values()) + 1
+        suffix = bytearray(size)
+        for token, index in vocab.items():
+            if token.startswith("##"):
+                suffix[index] = 1
+        self._suffix = bytes(suffix)
+
+    def continues_word(self, token_id):
+        return token_id < 0 or self._suffix[token_id]
+
+
+def plain_id(token_id):
+    """The id to write for a (possibly continuation-marked) entry."""
+    return token_id if token_id >= 0 else -token_id - 1
+
+
+def create_training_instances(documents, max_seq_length, dupe_factor, short_seq_prob, masking,
+                              vocab_ids, rng, no_nsp=False):
+    """Shuffles `documents` (in place), makes `dupe_factor` passes, shuffles the instances.
+
+    Args:
+      documents: list of documents (non-empty lists of non-empty id sequences).
+      masking: `MaskingOptions`; vocab_ids: `VocabIds`; rng: `random.Random`.
+      no_nsp: fill instances with contiguous text, no sentence B (`create_contiguous_instances`).
+    """
+    rng.shuffle(documents)
+    instances = []
+    make = create_contiguous_instances if no_nsp else create_instances_from_document
+    for _ in range(dupe_factor):
+        for document_index in range(len(documents)):
+            instances.extend(make(documents, document_index, max_seq_length, short_seq_prob,
+                                  masking, vocab_ids, rng))
+    rng.shuffle(instances)
+    return instances
+
+
+def create_instances_from_document(documents, document_index, max_seq_length, short_seq_prob,
+                                   masking, vocab_ids, rng):
+    """Sentence pairs `A`/`B` from one document; B is random (another document) half the time."""
+    document = documents[document_index]
+    max_num_tokens = max_seq_length - 3  # [CLS], [SEP], [SEP]
+    # Mostly fill the sequence; sometimes (short_seq_prob) aim shorter, to match fine-tuning.
+    target_seq_length = max_num_tokens
+    if rng.random() < short_seq_prob:
+        target_seq_length = rng.randint(2, max_num_tokens)
+
+    instances = []
+    chunk, chunk_length = [], 0
+    i = 0
+    while i < len(document):
+        chunk.append(document[i])
+        chunk_length += len(document[i])
+        if i == len(document) - 1 or chunk_length >= target_seq_length:
+            a_end = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
+            tokens_a = [t for sentence in chunk[:a_end] for t in sentence]
+            tokens_b = []
+            if len(chunk) == 1 or rng.random() < 0.5:
+                is_random_next = True
+                target_b_length = target_seq_length - len(tokens_a)
+                # Up to ten tries for another document (a one-document corpus keeps its own).
+                for _ in range(10):
+                    random_index = rng.randint(0, len(documents) - 1)
+                    if random_index != document_index:
+                        break
+                random_document = documents[random_index]
+                random_start = rng.randint(0, len(random_document) - 1)
+                for sentence in random_document[random_start:]:
+                    tokens_b.extend(sentence)
+                    if len(tokens_b) >= target_b_length:
+                        break
+                # The unused sentences of this chunk go back for the next instance.
+                i -= len(chunk) - a_end
+            else:
+                is_random_next = False
+                tokens_b = [t for sentence in chunk[a_end:] for t in sentence]
+            truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng)
+            tokens = [vocab_ids.cls, *tokens_a, vocab_ids.sep, *tokens_b, vocab_ids.sep]
+            segment_ids = [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1)
+            instances.append(_masked_instance(tokens, segment_ids, is_random_next, masking,
+                                              vocab_ids, rng))
+            chunk, chunk_length = [], 0
+        i += 1
+    return instances
+
+
+def create_contiguous_instances(documents, document_index, max_seq_length, short_seq_prob,
+                                masking, vocab_ids, rng):
+    """No-NSP instances (RoBERTa-style): `[CLS] contiguous sentences [SEP]`, segment ids 0,
+    `is_random_next` False. Whole sentences are packed up to `max_seq_length - 2` tokens
+    (a shorter target with `short_seq_prob`) within the document; what overflows is cut."""
+    document = documents[document_index]
+    max_num_tokens = max_seq_length - 2
+    target_seq_length = max_num_tokens
+    if rng.random() < short_seq_prob:
+        target_seq_length = rng.randint(2, max_num_tokens)
+    instances = []
+    chunk = []
+    for i, sentence in enumerate(document):
+        chunk.extend(sentence)
+        if i == len(document) - 1 or len(chunk) >= target_seq_length:
+            tokens = [vocab_ids.cls, *chunk[:max_num_tokens], vocab_ids.sep]
+            instances.append(_masked_instance(tokens, [0] * len(tokens), False, masking,
+                                              vocab_ids, rng))
+            chunk = []
+    return instances
+
+
+def truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng):
+    """Trims the longer of the two (front or back at random) until they fit, in place."""
+    while len(tokens_a) + len(tokens_b) > max_num_tokens:
+        longer = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
+        if rng.random() < 0.5:
+            del longer[0]
+        else:
+            longer.pop()
+
+
+def _masked_instance(tokens, segment_ids, is_random_next, masking, vocab_ids, rng):
+    output, positions, labels = create_masked_lm_predictions(tokens, masking, vocab_ids, rng)
+    return TrainingInstance(output, segment_ids, positions, labels, is_random_next)
+
+
+def create_masked_lm_predictions(tokens, masking, vocab_ids, rng):
+    """Chooses up to `max_predictions_per_seq` (about `masked_lm_prob` of the tokens) positions;
+    each becomes `[MASK]` 80%, stays 10%, becomes a random vocabulary word 10% of the time.
+
+    Args: tokens: ids with `[CLS]`/`[SEP]` (continuation marks allowed).
+    Returns: (plain ids after masking, sorted positions, plain original ids at those positions).
+    """
+    candidates = []  # lists of positions that are masked together
+    for i, token in enumerate(tokens):
+        if token == vocab_ids.cls or token == vocab_ids.sep:
+            continue
+        if masking.do_whole_word_mask and candidates and vocab_ids.continues_word(token):
+            candidates[-1].append(i)
+        else:
+            candidates.append([i])
+    rng.shuffle(candidates)
+
+    output = [plain_id(t) for t in tokens]
+    num_to_predict = min(masking.max_predictions_per_seq,
+                         max(1, int(round(len(tokens) * masking.masked_lm_prob))))
+    masked = []  # (position, original id)
+    covered = set()
+    words = vocab_ids.random_words
+    for group in candidates:
+        if len(masked) >= num_to_predict:
+            break
+        # A whole word that would overshoot the budget is skipped, not cut.
+        if len(masked) + len(group) > num_to_predict:
+            continue
+        if any(p in covered for p in group):
+            continue
+        for p in group:
+            covered.add(p)
+            original = output[p]
+            if rng.random() < 0.8:
+                output[p] = vocab_ids.mask
+            elif rng.random() >= 0.5:
+                output[p] = words[rng.randint(0, len(words) - 1)]
+            # else: 10% of the time the token stays as it is
+            masked.append((p, original))
+    masked.sort()
+    return output, [p for p, _ in masked], [label for _, label in masked]

@@ -1,0 +1,94 @@
+"""create_pretraining_data.py against the ORIGINAL script's output, plus our extensions."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from pretraining.records import feature_spec
+from tokenization import FullTokenizer
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.path.join(ROOT, "tests", "data")
+FIXTURE = os.path.join(DATA, "pretraining_data")
+VOCAB_EN = os.path.join(DATA, "tokenization", "vocab_en_uncased.txt")
+VOCAB_ZH = os.path.join(DATA, "tokenization", "vocab_zh.txt")
+FIXTURE_FLAGS = ["--do_lower_case=True", "--max_seq_length=64", "--max_predictions_per_seq=10",
+                 "--masked_lm_prob=0.15", "--short_seq_prob=0.1", "--dupe_factor=2",
+                 "--random_seed=12345"]
+
+
+def create(tmp_path, *flags, input_file=os.path.join(FIXTURE, "input.txt"), vocab=VOCAB_EN,
+           output="out.tfrecord"):
+    output_path = str(tmp_path / output)
+    cmd = [sys.executable, os.path.join(ROOT, "create_pretraining_data.py"),
+           f"--input_file={input_file}", f"--output_file={output_path}", f"--vocab_file={vocab}",
+           *flags]
+    result = subprocess.run(cmd, capture_output=True, text=True, cwd=str(tmp_path), timeout=600)
+    return result, output_path
+
+
+def read_records(path, max_seq_length=64, max_predictions=10):
+    spec = feature_spec(max_seq_length, max_predictions)
+    return [{k: v.numpy() for k, v in tf.io.parse_single_example(r, spec).items()}
+            for r in tf.data.TFRecordDataset(path)]
+
+
+def expected_records(jsonl, vocab=VOCAB_EN, max_seq_length=64, max_predictions=10):
+    """The fixture's instances converted and padded as the original writer does."""
+    tokenizer = FullTokenizer(vocab, do_lower_case=True)
+    rows = []
+    with open(jsonl, encoding="utf-8") as f:
+        for line in f:
+            inst = json.loads(line)
+            ids = tokenizer.convert_tokens_to_ids(inst["tokens"])
+            n, m = len(ids), len(inst["masked_lm_positions"])
+            pad, mpad = [0] * (max_seq_length - n), [0] * (max_predictions - m)
+            rows.append({"input_ids": ids + pad, "input_mask": [1] * n + pad,
+                         "segment_ids": inst["segment_ids"] + pad,
+                         "masked_lm_positions": inst["masked_lm_positions"] + mpad,
+                         "masked_lm_ids": tokenizer.convert_tokens_to_ids(inst["masked_lm_labels"]) + mpad,
+                         "masked_lm_weights": [1.0] * m + [0.0] * len(mpad),
+                         "next_sentence_labels": [int(inst["is_random_next"])]})
+    return rows
+
+
+def assert_same_records(ours, expected):
+    assert len(ours) == len(expected)
+    for index, (a, b) in enumerate(zip(ours, expected)):
+        for key in b:
+            assert np.array_equal(a[key], np.asarray(b[key], dtype=a[key].dtype)), (index, key)
+
+
+@pytest.mark.parametrize("name,wwm,workers", [("plain", False, 1), ("wwm", True, 2)])
+def test_instances_are_the_originals_in_the_same_order(tmp_path, name, wwm, workers):
+    result, output = create(tmp_path, *FIXTURE_FLAGS, f"--do_whole_word_mask={wwm}",
+                            f"--num_workers={workers}")
+    assert result.returncode == 0, result.stderr
+    ours = read_records(output)
+    assert_same_records(ours, expected_records(os.path.join(FIXTURE, f"{name}.jsonl")))
+    # And against the original's own records, parsed.
+    original = read_records(os.path.join(FIXTURE, f"{name}.tfrecord"))
+    for a, b in zip(ours, original):
+        for key in b:
+            assert np.array_equal(a[key], b[key])
+    assert "instances" in result.stderr.splitlines()[-1]
+    assert os.listdir(tmp_path) == ["out.tfrecord"]  # no temporary files left
+
+
+def test_output_round_robins_over_several_files(tmp_path):
+    outputs = f"{tmp_path}/a.tfrecord,{tmp_path}/b.tfrecord"
+    result, _ = create(tmp_path, *FIXTURE_FLAGS, output="unused")
+    cmd_result = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "create_pretraining_data.py"),
+         f"--input_file={FIXTURE}/input.*", f"--output_file={outputs}", f"--vocab_file={VOCAB_EN}",
+         *FIXTURE_FLAGS], capture_output=True, text=True, timeout=600)
+    assert cmd_result.returncode == 0, cmd_result.stderr
+    a, b = read_records(f"{tmp_path}/a.tfrecord"), read_records(f"{tmp_path}/b.tfrecord")
+    expected = expected_records(os.path.join(FIXTURE, "plain.jsonl"))
+    assert_same_records(a, expected[0::2])
+    assert_same_records(b, expected[1::2])
