@@ -27,6 +27,8 @@ class LineTokenizer:
         self.segmenter = JiebaSegmenter() if chinese_word_segmentation == "jieba" else None
 
     def __call__(self, line, ref_positions=None, where=None):
+        if self.segmenter is None and ref_positions is None:
+            return array.array("i", self.tokenizer.tokenize_to_ids(line))
         tokens = self.tokenizer.tokenize(line)
         if self.segmenter is not None:
             tokens = self.segmenter(line, tokens)
@@ -84,13 +86,18 @@ def tokenized_lines(input_files, tokenizer_args, num_workers, ref_files=None):
     tokenizer_args: (vocab_file, do_lower_case, chinese_word_segmentation or None).
     """
     chunks = _line_chunks(input_files, ref_files)
+    # Built once here; forked workers inherit it (its tables take about a second to build).
+    _init_worker(tokenizer_args)
     if num_workers <= 1:
-        _init_worker(tokenizer_args)
         for chunk in chunks:
             yield from _tokenize_chunk(chunk)
         return
-    context = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
-    with context.Pool(num_workers, initializer=_init_worker, initargs=(tokenizer_args,)) as pool:
+    if os.name == "posix":
+        context, initializer = multiprocessing.get_context("fork"), None
+    else:
+        context, initializer = multiprocessing.get_context("spawn"), _init_worker
+    with context.Pool(num_workers, initializer=initializer,
+                      initargs=(tokenizer_args,) if initializer else ()) as pool:
         for result in pool.imap(_tokenize_chunk, chunks):
             yield from result
 

@@ -52,11 +52,6 @@ class VocabIds:
         return token_id < 0 or self._suffix[token_id]
 
 
-def plain_id(token_id):
-    """The id to write for a (possibly continuation-marked) entry."""
-    return token_id if token_id >= 0 else -token_id - 1
-
-
 def create_training_instances(documents, max_seq_length, dupe_factor, short_seq_prob, masking,
                               vocab_ids, rng, no_nsp=False):
     """Shuffles `documents` (in place), makes `dupe_factor` passes, shuffles the instances.
@@ -66,14 +61,14 @@ def create_training_instances(documents, max_seq_length, dupe_factor, short_seq_
       masking: `MaskingOptions`; vocab_ids: `VocabIds`; rng: `random.Random`.
       no_nsp: fill instances with contiguous text, no sentence B (`create_contiguous_instances`).
     """
-    rng.shuffle(documents)
+    shuffle(rng, documents)
     instances = []
     make = create_contiguous_instances if no_nsp else create_instances_from_document
     for _ in range(dupe_factor):
         for document_index in range(len(documents)):
             instances.extend(make(documents, document_index, max_seq_length, short_seq_prob,
                                   masking, vocab_ids, rng))
-    rng.shuffle(instances)
+    shuffle(rng, instances)
     return instances
 
 
@@ -85,7 +80,7 @@ def create_instances_from_document(documents, document_index, max_seq_length, sh
     # Mostly fill the sequence; sometimes (short_seq_prob) aim shorter, to match fine-tuning.
     target_seq_length = max_num_tokens
     if rng.random() < short_seq_prob:
-        target_seq_length = rng.randint(2, max_num_tokens)
+        target_seq_length = randint(rng, 2, max_num_tokens)
 
     instances = []
     chunk, chunk_length = [], 0
@@ -94,7 +89,7 @@ def create_instances_from_document(documents, document_index, max_seq_length, sh
         chunk.append(document[i])
         chunk_length += len(document[i])
         if i == len(document) - 1 or chunk_length >= target_seq_length:
-            a_end = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
+            a_end = randint(rng, 1, len(chunk) - 1) if len(chunk) >= 2 else 1
             tokens_a = [t for sentence in chunk[:a_end] for t in sentence]
             tokens_b = []
             if len(chunk) == 1 or rng.random() < 0.5:
@@ -102,11 +97,11 @@ def create_instances_from_document(documents, document_index, max_seq_length, sh
                 target_b_length = target_seq_length - len(tokens_a)
                 # Up to ten tries for another document (a one-document corpus keeps its own).
                 for _ in range(10):
-                    random_index = rng.randint(0, len(documents) - 1)
+                    random_index = randint(rng, 0, len(documents) - 1)
                     if random_index != document_index:
                         break
                 random_document = documents[random_index]
-                random_start = rng.randint(0, len(random_document) - 1)
+                random_start = randint(rng, 0, len(random_document) - 1)
                 for sentence in random_document[random_start:]:
                     tokens_b.extend(sentence)
                     if len(tokens_b) >= target_b_length:
@@ -135,7 +130,7 @@ def create_contiguous_instances(documents, document_index, max_seq_length, short
     max_num_tokens = max_seq_length - 2
     target_seq_length = max_num_tokens
     if rng.random() < short_seq_prob:
-        target_seq_length = rng.randint(2, max_num_tokens)
+        target_seq_length = randint(rng, 2, max_num_tokens)
     instances = []
     chunk = []
     for i, sentence in enumerate(document):
@@ -170,38 +165,90 @@ def create_masked_lm_predictions(tokens, masking, vocab_ids, rng):
     Args: tokens: ids with `[CLS]`/`[SEP]` (continuation marks allowed).
     Returns: (plain ids after masking, sorted positions, plain original ids at those positions).
     """
-    candidates = []  # lists of positions that are masked together
-    for i, token in enumerate(tokens):
-        if token == vocab_ids.cls or token == vocab_ids.sep:
-            continue
-        if masking.do_whole_word_mask and candidates and vocab_ids.continues_word(token):
-            candidates[-1].append(i)
-        else:
-            candidates.append([i])
-    rng.shuffle(candidates)
+    cls, sep = vocab_ids.cls, vocab_ids.sep
+    if masking.do_whole_word_mask:
+        candidates = []  # lists of positions that are masked together
+        continues_word = vocab_ids.continues_word
+        for i, token in enumerate(tokens):
+            if token == cls or token == sep:
+                continue
+            if candidates and continues_word(token):
+                candidates[-1].append(i)
+            else:
+                candidates.append([i])
+    else:
+        candidates = [[i] for i, token in enumerate(tokens) if token != cls and token != sep]
+    shuffle(rng, candidates)
 
-    output = [plain_id(t) for t in tokens]
+    output = [t if t >= 0 else -t - 1 for t in tokens]
     num_to_predict = min(masking.max_predictions_per_seq,
                          max(1, int(round(len(tokens) * masking.masked_lm_prob))))
     masked = []  # (position, original id)
     covered = set()
     words = vocab_ids.random_words
+    random = rng.random
     for group in candidates:
         if len(masked) >= num_to_predict:
             break
         # A whole word that would overshoot the budget is skipped, not cut.
         if len(masked) + len(group) > num_to_predict:
             continue
-        if any(p in covered for p in group):
+        if len(group) > 1 and any(p in covered for p in group):
             continue
         for p in group:
             covered.add(p)
             original = output[p]
-            if rng.random() < 0.8:
+            if random() < 0.8:
                 output[p] = vocab_ids.mask
-            elif rng.random() >= 0.5:
-                output[p] = words[rng.randint(0, len(words) - 1)]
+            elif random() >= 0.5:
+                output[p] = words[randint(rng, 0, len(words) - 1)]
             # else: 10% of the time the token stays as it is
             masked.append((p, original))
     masked.sort()
     return output, [p for p, _ in masked], [label for _, label in masked]
+
+
+# ---------------------------------------------------------------------------- random draws
+# `random.Random.shuffle` and `randint`, inlined: the same draws in the same order (checked
+# against the standard library below, which is used instead if they ever differ).
+def _fast_shuffle(rng, x):
+    getrandbits = rng.getrandbits
+    for i in range(len(x) - 1, 0, -1):
+        n = i + 1
+        k = n.bit_length()
+        j = getrandbits(k)
+        while j >= n:
+            j = getrandbits(k)
+        x[i], x[j] = x[j], x[i]
+
+
+def _fast_randint(rng, a, b):
+    n = b - a + 1
+    k = n.bit_length()
+    r = rng.getrandbits(k)
+    while r >= n:
+        r = rng.getrandbits(k)
+    return a + r
+
+
+def _same_as_standard_library():
+    import random
+    for seed in range(20):
+        ours, theirs = random.Random(seed), random.Random(seed)
+        for length in (0, 1, 2, 3, 7, 64, 1000):
+            a, b = list(range(length)), list(range(length))
+            _fast_shuffle(ours, a)
+            theirs.shuffle(b)
+            if a != b or _fast_randint(ours, 0, length) != theirs.randint(0, length):
+                return False
+    return True
+
+
+if _same_as_standard_library():
+    shuffle, randint = _fast_shuffle, _fast_randint
+else:  # pragma: no cover - a Python whose Random draws differently
+    def shuffle(rng, x):
+        rng.shuffle(x)
+
+    def randint(rng, a, b):
+        return randint(rng, a, b)

@@ -85,3 +85,19 @@ def english_sentences():
                         if len(fields) >= 3 and fields[2].strip():
                             lines.append(fields[2])
     return lines
+
+
+def write_peoples_daily_corpus(path, max_documents=None):
+    """Writes People's Daily as a pretraining corpus: one sentence per line, each paragraph a
+    document, blank lines between documents. Returns the number of sentence lines."""
+    count = 0
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        for index, paragraph in enumerate(peoples_daily_lines()):
+            if max_documents is not None and index >= max_documents:
+                break
+            sentences = [s for s in re.split(r"(?<=[。！？])", paragraph) if s]
+            f.write("\n".join(sentences) + "\n\n")
+            count += len(sentences)
+    os.replace(tmp, path)
+    return count

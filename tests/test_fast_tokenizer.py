@@ -7,6 +7,7 @@ import tensorflow as tf
 
 from tokenization import FullTokenizer
 from tokenization.fast import FastTokenizer
+from tokenization.reference import BasicTokenizer
 from test_tokenization import CASES, DATA, read_cases
 
 EN = os.path.join(DATA, "vocab_en_uncased.txt")
@@ -34,10 +35,14 @@ def test_fast_matches_reference_for_every_code_point(vocab, lower, top):
     case mappings (final sigma, İ), CJK blocks and code points unassigned in Python's Unicode."""
     texts = ["a" + chr(c) + "b " + chr(c) + " Σ" + chr(c) for c in range(top)
              if not 0xD800 <= c <= 0xDFFF]
-    reference = _reference_ids(FullTokenizer(vocab, do_lower_case=lower), texts)
+    spec = FullTokenizer(vocab, do_lower_case=lower)
+    spec.basic_tokenizer = BasicTokenizer(do_lower_case=lower)  # the character-by-character one
+    expected = _reference_ids(spec, texts)
+    compiled = _reference_ids(FullTokenizer(vocab, do_lower_case=lower), texts)
     fast = FastTokenizer(vocab, do_lower_case=lower).tokenize_to_lists(texts)
-    mismatches = [hex(ord(texts[i][1])) for i in range(len(texts)) if reference[i] != fast[i]]
-    assert mismatches == []
+    code_point = [hex(ord(t[1])) for t in texts]
+    assert [code_point[i] for i in range(len(texts)) if compiled[i] != expected[i]] == []
+    assert [code_point[i] for i in range(len(texts)) if fast[i] != expected[i]] == []
 
 
 @pytest.mark.parametrize("language", ["zh", "en"])

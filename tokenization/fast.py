@@ -17,52 +17,18 @@ The character classes (control, whitespace, punctuation, marks) are generated fr
 """
 
 import functools
-import sys
-import unicodedata
 
-from tokenization.reference import _CJK_RANGES, load_vocab
+from tokenization import unicode_classes
+from tokenization.reference import load_vocab
 
 MAX_INPUT_CHARS_PER_WORD = 200
 UNK_TOKEN = "[UNK]"
 
 
-def _class(code_points):
-    """A RE2 character class matching exactly `code_points` (sorted, compressed to ranges)."""
-    ranges = []
-    for cp in sorted(code_points):
-        if ranges and ranges[-1][1] == cp - 1:
-            ranges[-1][1] = cp
-        else:
-            ranges.append([cp, cp])
-    parts = [f"\\x{{{lo:X}}}" if lo == hi else f"\\x{{{lo:X}}}-\\x{{{hi:X}}}" for lo, hi in ranges]
-    return "[" + "".join(parts) + "]"
-
-
 @functools.lru_cache(maxsize=None)
 def _patterns():
-    """Regex classes for each step, from this Python's Unicode database."""
-    removed, whitespace, marks, punctuation, splitters = [0, 0xFFFD], [], [], [], []
-    for cp in range(sys.maxunicode + 1):
-        if 0xD800 <= cp <= 0xDFFF:
-            continue
-        char = chr(cp)
-        category = unicodedata.category(char)
-        if char in " \t\n\r" or category == "Zs":
-            whitespace.append(cp)
-        elif category in ("Cc", "Cf"):
-            removed.append(cp)
-        if category == "Mn":
-            marks.append(cp)
-        if (33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126
-                or category.startswith("P")):
-            punctuation.append(cp)
-        # What Python's str.split() still splits on after cleaning (U+2028, U+2029).
-        if char.isspace() and cp not in (9, 10, 13) and category != "Zs" and category not in ("Cc", "Cf"):
-            splitters.append(cp)
-    cjk = [cp for lo, hi in _CJK_RANGES for cp in range(lo, hi + 1)]
-    return {"removed": _class(removed), "whitespace": _class(whitespace), "marks": _class(marks),
-            "punctuation": _class(punctuation), "split": _class([32] + splitters),
-            "cjk": _class(cjk)}
+    return {name: unicode_classes.re2_class(name)
+            for name in ("removed", "whitespace", "marks", "punctuation", "split", "cjk")}
 
 
 class FastTokenizer:

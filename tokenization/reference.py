@@ -74,7 +74,11 @@ def is_chinese_char(cp):
 
 
 class BasicTokenizer:
-    """Cleaning, CJK splitting, whitespace and punctuation splitting, optional lower-casing."""
+    """Cleaning, CJK splitting, whitespace and punctuation splitting, optional lower-casing.
+
+    Written character by character like the original: the specification that
+    `CompiledBasicTokenizer` (what `FullTokenizer` uses) is tested against.
+    """
 
     def __init__(self, do_lower_case=True):
         self.do_lower_case = do_lower_case
@@ -125,6 +129,36 @@ def split_on_punctuation(text):
     return words
 
 
+class CompiledBasicTokenizer(BasicTokenizer):
+    """`BasicTokenizer` with the same output, several times faster: cleaning is one
+    `str.translate`, lower-casing runs over the whole line, and one compiled regex finds the
+    words: a punctuation character, a CJK character, or a run of anything else but whitespace.
+
+    Whole-line lower-casing equals the original's per-word lower-casing because whitespace
+    ends the context of Python's final-sigma rule; NFD and mark deletion are per character, and
+    NFD maps CJK compatibility ideographs only to (equally split) unified ideographs.
+    """
+
+    def __init__(self, do_lower_case=True):
+        super().__init__(do_lower_case)
+        import re
+
+        from tokenization import unicode_classes as uc
+        sets = uc.code_points()
+        self._clean = dict.fromkeys(sets["removed"])
+        self._clean.update(dict.fromkeys(sets["whitespace"], " "))
+        self._marks = dict.fromkeys(sets["marks"])
+        single = uc.python_class("punctuation", "cjk")
+        others = uc.python_class("punctuation", "cjk", negate=True, extra=r"\s")
+        self._words = re.compile(f"{single}|{others}+")
+
+    def tokenize(self, text):
+        text = convert_to_unicode(text).translate(self._clean)
+        if self.do_lower_case:
+            text = unicodedata.normalize("NFD", text.lower()).translate(self._marks)
+        return self._words.findall(text)
+
+
 class WordpieceTokenizer:
     """Greedy longest-match-first WordPiece over one vocabulary."""
 
@@ -163,6 +197,7 @@ class FullTokenizer:
     """`FullTokenizer(vocab_file=..., do_lower_case=...)`: BasicTokenizer then WordPiece.
 
     WordPiece results are cached per word (same output; real text repeats words a lot).
+    `tokenize_to_ids` goes straight to ids.
     """
 
     def __init__(self, vocab_file, do_lower_case=True):
@@ -170,20 +205,34 @@ class FullTokenizer:
         self.do_lower_case = do_lower_case
         self.vocab = load_vocab(vocab_file)
         self.inv_vocab = {index: token for token, index in self.vocab.items()}
-        self.basic_tokenizer = BasicTokenizer(do_lower_case=do_lower_case)
+        self.basic_tokenizer = CompiledBasicTokenizer(do_lower_case=do_lower_case)
         self.wordpiece_tokenizer = WordpieceTokenizer(vocab=self.vocab)
-        self._word_cache = {}
+        self._piece_cache = {}
+        self._id_cache = {}
+
+    def _cached(self, cache, word, convert):
+        value = cache.get(word)
+        if value is None:
+            value = convert(self.wordpiece_tokenizer.tokenize_word(word))
+            if len(cache) < 1_000_000:
+                cache[word] = value
+        return value
 
     def tokenize(self, text):
         output = []
-        cache = self._word_cache
         for word in self.basic_tokenizer.tokenize(text):
-            pieces = cache.get(word)
-            if pieces is None:
-                pieces = self.wordpiece_tokenizer.tokenize_word(word)
-                if len(cache) < 1_000_000:
-                    cache[word] = pieces
-            output.extend(pieces)
+            output.extend(self._cached(self._piece_cache, word, tuple))
+        return output
+
+    def tokenize_to_ids(self, text):
+        """`convert_tokens_to_ids(tokenize(text))`, faster."""
+        output = []
+        cache = self._id_cache
+        for word in self.basic_tokenizer.tokenize(text):
+            ids = cache.get(word)
+            if ids is None:
+                ids = self._cached(cache, word, self.convert_tokens_to_ids)
+            output.extend(ids)
         return output
 
     def convert_tokens_to_ids(self, tokens):
