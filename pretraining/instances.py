@@ -53,21 +53,27 @@ class VocabIds:
 
 
 def create_training_instances(documents, max_seq_length, dupe_factor, short_seq_prob, masking,
-                              vocab_ids, rng, no_nsp=False):
+                              vocab_ids, rng, no_nsp=False, encode=None):
     """Shuffles `documents` (in place), makes `dupe_factor` passes, shuffles the instances.
 
     Args:
       documents: list of documents (non-empty lists of non-empty id sequences).
       masking: `MaskingOptions`; vocab_ids: `VocabIds`; rng: `random.Random`.
       no_nsp: fill instances with contiguous text, no sentence B (`create_contiguous_instances`).
+      encode: optional function applied to each instance as soon as it exists (e.g. to a
+        serialized record: far less memory than instance objects). The final shuffle permutes
+        the encoded items exactly as it would the instances.
+    Returns:
+      The (encoded) instances in output order.
     """
     shuffle(rng, documents)
     instances = []
     make = create_contiguous_instances if no_nsp else create_instances_from_document
     for _ in range(dupe_factor):
         for document_index in range(len(documents)):
-            instances.extend(make(documents, document_index, max_seq_length, short_seq_prob,
-                                  masking, vocab_ids, rng))
+            made = make(documents, document_index, max_seq_length, short_seq_prob, masking,
+                        vocab_ids, rng)
+            instances.extend(map(encode, made) if encode else made)
     shuffle(rng, instances)
     return instances
 

@@ -5,7 +5,6 @@ import os
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -34,7 +33,7 @@ def create(tmp_path, *flags, input_file=os.path.join(FIXTURE, "input.txt"), voca
 
 def read_records(path, max_seq_length=64, max_predictions=10):
     spec = feature_spec(max_seq_length, max_predictions)
-    return [{k: v.numpy() for k, v in tf.io.parse_single_example(r, spec).items()}
+    return [{k: v.numpy().tolist() for k, v in tf.io.parse_single_example(r, spec).items()}
             for r in tf.data.TFRecordDataset(path)]
 
 
@@ -61,7 +60,7 @@ def assert_same_records(ours, expected):
     assert len(ours) == len(expected)
     for index, (a, b) in enumerate(zip(ours, expected)):
         for key in b:
-            assert np.array_equal(a[key], np.asarray(b[key], dtype=a[key].dtype)), (index, key)
+            assert a[key] == b[key], (index, key)
 
 
 @pytest.mark.parametrize("name,wwm,workers", [("plain", False, 1), ("wwm", True, 2)])
@@ -72,17 +71,13 @@ def test_instances_are_the_originals_in_the_same_order(tmp_path, name, wwm, work
     ours = read_records(output)
     assert_same_records(ours, expected_records(os.path.join(FIXTURE, f"{name}.jsonl")))
     # And against the original's own records, parsed.
-    original = read_records(os.path.join(FIXTURE, f"{name}.tfrecord"))
-    for a, b in zip(ours, original):
-        for key in b:
-            assert np.array_equal(a[key], b[key])
+    assert ours == read_records(os.path.join(FIXTURE, f"{name}.tfrecord"))
     assert "instances" in result.stderr.splitlines()[-1]
     assert os.listdir(tmp_path) == ["out.tfrecord"]  # no temporary files left
 
 
 def test_output_round_robins_over_several_files(tmp_path):
     outputs = f"{tmp_path}/a.tfrecord,{tmp_path}/b.tfrecord"
-    result, _ = create(tmp_path, *FIXTURE_FLAGS, output="unused")
     cmd_result = subprocess.run(
         [sys.executable, os.path.join(ROOT, "create_pretraining_data.py"),
          f"--input_file={FIXTURE}/input.*", f"--output_file={outputs}", f"--vocab_file={VOCAB_EN}",
