@@ -134,43 +134,49 @@ def _create(input_files, output_files, seed, vocab_ids, progress, ref_files):
     """One corpus -> its output files. Returns (documents, instances, masked positions, tokens)."""
     from pretraining import documents as docs
     from pretraining.instances import MaskingOptions, create_training_instances
-    from pretraining.records import AtomicRecordWriters, instance_to_example
+    from pretraining.records import AtomicRecordWriters, ParallelEncoder
 
     segmentation = None if FLAGS.chinese_word_segmentation == "none" else FLAGS.chinese_word_segmentation
-    lines = docs.tokenized_lines(input_files, (FLAGS.vocab_file, FLAGS.do_lower_case, segmentation),
-                                 FLAGS.num_workers, ref_files)
+    pool = docs.worker_pool((FLAGS.vocab_file, FLAGS.do_lower_case, segmentation), FLAGS.num_workers)
     try:
-        documents = docs.read_documents(lines, on_sentence=progress.sentence)
-    except ValueError as error:  # a reference file that does not fit the input
-        raise InputError(str(error)) from None
-    progress.done()
-    if not documents:
-        raise InputError(f"--input_file: {', '.join(input_files)} holds no text "
-                         "(every line is blank or tokenizes to nothing)")
-    masking = MaskingOptions(FLAGS.masked_lm_prob, FLAGS.max_predictions_per_seq, FLAGS.do_whole_word_mask)
-    n_documents = len(documents)
-    counts = {"masked": 0, "tokens": 0}
+        try:
+            documents = docs.read_documents(docs.tokenized_lines(input_files, pool, ref_files),
+                                            on_sentence=progress.sentence)
+        except ValueError as error:  # a reference file that does not fit the input
+            raise InputError(str(error)) from None
+        progress.done()
+        if not documents:
+            raise InputError(f"--input_file: {', '.join(input_files)} holds no text "
+                             "(every line is blank or tokenizes to nothing)")
+        masking = MaskingOptions(FLAGS.masked_lm_prob, FLAGS.max_predictions_per_seq,
+                                 FLAGS.do_whole_word_mask)
+        n_documents = len(documents)
+        encoder = ParallelEncoder(pool, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq)
+        counts = {"masked": 0, "tokens": 0}
 
-    def encode(instance):
-        counts["masked"] += len(instance.masked_lm_positions)
-        counts["tokens"] += len(instance.input_ids)
-        return instance_to_example(instance, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq)
+        def encode(instance):  # the pool serializes while this process makes the next ones
+            counts["masked"] += len(instance.masked_lm_positions)
+            counts["tokens"] += len(instance.input_ids)
+            return encoder.add(instance)
 
-    # Millions of small lists are made and kept: the cyclic garbage collector would rescan them
-    # again and again (nothing here makes cycles).
-    gc.disable()
-    try:
-        records = create_training_instances(documents, FLAGS.max_seq_length, FLAGS.dupe_factor,
-                                            FLAGS.short_seq_prob, masking, vocab_ids,
-                                            random.Random(seed), no_nsp=FLAGS.no_nsp, encode=encode)
+        # Millions of small lists are made and kept: the cyclic garbage collector would rescan
+        # them again and again (nothing here makes cycles).
+        gc.disable()
+        try:
+            order = create_training_instances(documents, FLAGS.max_seq_length, FLAGS.dupe_factor,
+                                              FLAGS.short_seq_prob, masking, vocab_ids,
+                                              random.Random(seed), no_nsp=FLAGS.no_nsp, encode=encode)
+            del documents
+            records = encoder.records()
+        finally:
+            gc.enable()
     finally:
-        gc.enable()
-    del documents
+        if pool is not None:
+            pool.terminate()
     with AtomicRecordWriters(output_files) as writers:
-        for record in records:
-            writers.write(record)
-    masked, tokens = counts["masked"], counts["tokens"]
-    return n_documents, len(records), masked, tokens
+        for index in order:
+            writers.write(records[index])
+    return n_documents, len(order), counts["masked"], counts["tokens"]
 
 
 def main(argv):

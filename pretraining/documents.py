@@ -43,6 +43,7 @@ _worker_tokenizer = None
 
 
 def _init_worker(args):
+    """args: (vocab_file, do_lower_case, chinese_word_segmentation or None)."""
     global _worker_tokenizer
     _worker_tokenizer = LineTokenizer(*args)
 
@@ -80,26 +81,28 @@ def _line_chunks(input_files, ref_files):
         yield chunk
 
 
-def tokenized_lines(input_files, tokenizer_args, num_workers, ref_files=None):
-    """Yields, in corpus order, one `array('i')` per non-blank line, or BLANK for a blank line.
+def worker_pool(tokenizer_args, num_workers):
+    """A process pool whose workers hold the line tokenizer (None for one worker).
 
-    tokenizer_args: (vocab_file, do_lower_case, chinese_word_segmentation or None).
+    The tokenizer is built once here and inherited by forked workers (its tables take a moment
+    to build); where fork is not available each worker builds its own.
     """
-    chunks = _line_chunks(input_files, ref_files)
-    # Built once here; forked workers inherit it (its tables take about a second to build).
     _init_worker(tokenizer_args)
     if num_workers <= 1:
-        for chunk in chunks:
-            yield from _tokenize_chunk(chunk)
-        return
+        return None
     if os.name == "posix":
-        context, initializer = multiprocessing.get_context("fork"), None
-    else:
-        context, initializer = multiprocessing.get_context("spawn"), _init_worker
-    with context.Pool(num_workers, initializer=initializer,
-                      initargs=(tokenizer_args,) if initializer else ()) as pool:
-        for result in pool.imap(_tokenize_chunk, chunks):
-            yield from result
+        return multiprocessing.get_context("fork").Pool(num_workers)
+    return multiprocessing.get_context("spawn").Pool(num_workers, initializer=_init_worker,
+                                                     initargs=(tokenizer_args,))
+
+
+def tokenized_lines(input_files, pool=None, ref_files=None):
+    """Yields, in corpus order, one `array('i')` per non-blank line, or BLANK for a blank line,
+    tokenized by `pool` (from `worker_pool`), or in this process when it is None."""
+    chunks = _line_chunks(input_files, ref_files)
+    results = map(_tokenize_chunk, chunks) if pool is None else pool.imap(_tokenize_chunk, chunks)
+    for result in results:
+        yield from result
 
 
 def read_documents(lines, on_sentence=None):

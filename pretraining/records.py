@@ -115,6 +115,62 @@ def instance_to_example(instance, max_seq_length, max_predictions_per_seq):
     })
 
 
+class ParallelEncoder:
+    """Serializes instances in a process pool while the caller goes on making them.
+
+    `add(instance)` returns the instance's index; `records()` returns the serialized records in
+    index order. With `pool=None` it encodes in this process.
+    """
+
+    BATCH = 512
+    MAX_IN_FLIGHT = 8  # batches handed to the pool and not yet collected (bounds memory)
+
+    def __init__(self, pool, max_seq_length, max_predictions_per_seq):
+        self._pool = pool
+        self._shape = (max_seq_length, max_predictions_per_seq)
+        self._batch, self._pending, self._count = [], [], 0
+        self._collected = 0  # self._pending[:self._collected] are lists of records
+
+    def add(self, instance):
+        fields = (instance.input_ids, instance.segment_ids, instance.masked_lm_positions,
+                  instance.masked_lm_ids, instance.is_random_next)
+        if self._pool is None:
+            self._pending.append([_encode_fields(fields, *self._shape)])
+        else:
+            self._batch.append(fields)
+            if len(self._batch) >= self.BATCH:
+                self._submit()
+        self._count += 1
+        return self._count - 1
+
+    def _submit(self):
+        self._pending.append(self._pool.apply_async(_encode_batch, (self._batch, *self._shape)))
+        self._batch = []
+        while len(self._pending) - self._collected > self.MAX_IN_FLIGHT:
+            self._collect_one()
+
+    def _collect_one(self):
+        self._pending[self._collected] = self._pending[self._collected].get()
+        self._collected += 1
+
+    def records(self):
+        if self._batch:
+            self._submit()
+        if self._pool is not None:
+            while self._collected < len(self._pending):
+                self._collect_one()
+        return [record for part in self._pending for record in part]
+
+
+def _encode_fields(fields, max_seq_length, max_predictions_per_seq):
+    from pretraining.instances import TrainingInstance
+    return instance_to_example(TrainingInstance(*fields), max_seq_length, max_predictions_per_seq)
+
+
+def _encode_batch(batch, max_seq_length, max_predictions_per_seq):
+    return [_encode_fields(fields, max_seq_length, max_predictions_per_seq) for fields in batch]
+
+
 # ------------------------------------------------------------------ TFRecord framing
 def _masked_crc(data):
     crc = google_crc32c.value(data)

@@ -1,0 +1,83 @@
+"""The original optimizer and schedule against hand-worked equations and the original's test."""
+
+import math
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from training.optimization import (AdamWeightDecay, Lamb, WarmupLinearDecay, clip_by_global_norm,
+                                   create_optimizer)
+
+
+def test_original_adam_test_converges():
+    """optimization_test.py of the original: 100 steps at lr 0.2 reach the target within 1e-2."""
+    w = keras.Variable(np.array([0.1, -0.2, -0.1], "float32"), name="w")
+    x = tf.constant([0.4, 0.2, -0.5])
+    optimizer = AdamWeightDecay(learning_rate=0.2)
+    for _ in range(100):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(x - w.value))
+        optimizer.apply_gradients([(tape.gradient(loss, w.value), w)])
+    np.testing.assert_allclose(w.numpy(), [0.4, 0.2, -0.5], rtol=1e-2, atol=1e-2)
+
+
+def test_adamw_update_equations_by_hand():
+    """Two steps; weight decay applies to `kernel`, not to `layer_norm_gamma` or `bias`."""
+    kernel = keras.Variable(np.array([1.0, -2.0], "float32"), name="kernel")
+    gamma = keras.Variable(np.array([0.5], "float32"), name="layer_norm_gamma")
+    bias = keras.Variable(np.array([0.25], "float32"), name="bias")
+    optimizer = AdamWeightDecay(learning_rate=0.1, weight_decay_rate=0.01)
+    grads = [np.array([0.3, -0.6], "float32"), np.array([2.0], "float32"), np.array([-1.0], "float32")]
+    expected = {"kernel": np.array([1.0, -2.0]), "gamma": np.array([0.5]), "bias": np.array([0.25])}
+    m = {k: 0.0 for k in expected}
+    v = {k: 0.0 for k in expected}
+    for _ in range(2):
+        optimizer.apply_gradients(zip([tf.constant(g) for g in grads], [kernel, gamma, bias]))
+        for (name, g) in zip(expected, grads):
+            m[name] = 0.9 * m[name] + 0.1 * g
+            v[name] = 0.999 * v[name] + 0.001 * g * g
+            update = m[name] / (np.sqrt(v[name]) + 1e-6)  # no bias correction
+            if name == "kernel":
+                update = update + 0.01 * expected[name]
+            expected[name] = expected[name] - 0.1 * update
+    np.testing.assert_allclose(kernel.numpy(), expected["kernel"], rtol=1e-6)
+    np.testing.assert_allclose(gamma.numpy(), expected["gamma"], rtol=1e-6)
+    np.testing.assert_allclose(bias.numpy(), expected["bias"], rtol=1e-6)
+    # First step by hand: m = 0.1 g, v = 0.001 g^2, so m / sqrt(v) = sign(g) * 0.1 / sqrt(0.001).
+    assert math.isclose(0.1 / math.sqrt(0.001), 3.1622776, rel_tol=1e-6)
+
+
+def test_schedule_warmup_then_linear_decay():
+    schedule = WarmupLinearDecay(1e-4, num_train_steps=1000, num_warmup_steps=100)
+    values = [float(schedule(s)) for s in (0, 50, 99, 100, 550, 1000, 1500)]
+    np.testing.assert_allclose(values, [0.0, 0.5e-4, 0.99e-4, 0.9e-4, 0.45e-4, 0.0, 0.0], atol=1e-10)
+    assert float(WarmupLinearDecay(2.0, 10, 0)(5)) == 1.0
+
+
+def test_clip_by_global_norm_matches_tensorflow():
+    grads = [tf.constant([3.0, 4.0]), None, tf.constant([[12.0]])]
+    clipped, norm = clip_by_global_norm(grads, 1.0)
+    expected, expected_norm = tf.clip_by_global_norm([grads[0], grads[2]], 1.0)
+    assert clipped[1] is None and math.isclose(float(norm), 13.0, rel_tol=1e-6)
+    np.testing.assert_allclose(clipped[0], expected[0], rtol=1e-6)
+    np.testing.assert_allclose(clipped[2], expected[1], rtol=1e-6)
+    small, _ = clip_by_global_norm([tf.constant([0.3, 0.4])], 1.0)
+    np.testing.assert_allclose(small[0], [0.3, 0.4])
+
+
+def test_lamb_one_step_by_hand():
+    w = keras.Variable(np.array([3.0, 4.0], "float32"), name="kernel")
+    g = np.array([0.1, -0.2], "float32")
+    Lamb(learning_rate=0.1, weight_decay_rate=0.01).apply_gradients([(tf.constant(g), w)])
+    m_hat, v_hat = g, g * g  # bias-corrected first step
+    update = m_hat / (np.sqrt(v_hat) + 1e-6) + 0.01 * np.array([3.0, 4.0])
+    ratio = 5.0 / np.linalg.norm(update)
+    np.testing.assert_allclose(w.numpy(), np.array([3.0, 4.0]) - 0.1 * ratio * update, rtol=1e-5)
+
+
+def test_create_optimizer_is_the_originals():
+    optimizer = create_optimizer(5e-5, 100, 10)
+    assert isinstance(optimizer, AdamWeightDecay) and optimizer.weight_decay_rate == 0.01
+    assert optimizer.epsilon == 1e-6
+    assert isinstance(create_optimizer(5e-5, 100, 10, optimizer="lamb"), Lamb)
