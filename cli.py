@@ -27,6 +27,9 @@ class InputError(ValueError):
 def run(main):
     """`absl.app.run(main)`, printing `error: <message>` and exiting 2 on a user mistake."""
     def guarded(argv):
+        from absl import flags, logging
+        if not flags.FLAGS["verbosity"].present:  # TensorFlow's INFO chatter off by default
+            logging.set_verbosity(logging.WARNING)
         try:
             return main(argv)
         except Exception as error:  # noqa: BLE001 - re-raised unless it is a user mistake

@@ -80,9 +80,10 @@ class BertModel(keras.Model):
         self.pooler.build((None, self.config.hidden_size))
         self.built = True
 
-    def call(self, inputs, training=False, output_attention_probs=False):
+    def call(self, inputs, training=False, output_attention_probs=False, layer_keep_probs=None):
         """`inputs`: a dict with `input_ids` [B, S] and optional `input_mask`, `token_type_ids`
-        (default all ones / all zeros, as in the original), or just the `input_ids` tensor."""
+        (default all ones / all zeros, as in the original), or just the `input_ids` tensor.
+        `layer_keep_probs`: Progressive Layer Dropping keep probabilities [L] (training only)."""
         if not isinstance(inputs, dict):
             inputs = {"input_ids": inputs}
         input_ids = inputs["input_ids"]
@@ -95,7 +96,8 @@ class BertModel(keras.Model):
 
         embedding_output = self.embeddings(input_ids, token_type_ids, training=training)
         layers, probs = self.encoder(embedding_output, attention_mask=input_mask,
-                                     training=training, return_probs=output_attention_probs)
+                                     training=training, return_probs=output_attention_probs,
+                                     layer_keep_probs=layer_keep_probs)
         sequence_output = layers[-1]
         pooled_output = self.pooler(sequence_output[:, 0, :])
         outputs = {

@@ -84,6 +84,7 @@ class TransformerEncoder(keras.layers.Layer):
                        for i in range(config.num_hidden_layers)]
         self.final_layer_norm = (LayerNorm(name="final_layer_norm")
                                  if config.layer_norm_type == "pre" else None)
+        self._pld_seed = keras.random.SeedGenerator(name="pld_seed")
 
     def build(self, x_shape):
         for block in self.blocks:
@@ -91,13 +92,22 @@ class TransformerEncoder(keras.layers.Layer):
         if self.final_layer_norm is not None:
             self.final_layer_norm.build(x_shape)
 
-    def call(self, x, attention_mask=None, training=None, return_probs=False):
+    def call(self, x, attention_mask=None, training=None, return_probs=False,
+             layer_keep_probs=None):
+        """`layer_keep_probs` (float [L], training only): Progressive Layer Dropping. Layer l is
+        run with probability p_l, its change to the hidden states scaled by 1/p_l; otherwise it is
+        skipped (not computed) and hidden states and RealFormer scores pass through unchanged."""
         residual = self.config.residual_attention != "none"
         prev_attens = None
         layer_outputs, all_probs = [], []
-        for block in self.blocks:
-            x, scores, *probs = block(x, attention_mask=attention_mask, prev_attens=prev_attens,
-                                      training=training, return_probs=return_probs)
+        for index, block in enumerate(self.blocks):
+            if training and layer_keep_probs is not None and not return_probs:
+                x, scores = self._maybe_skip(block, x, attention_mask, prev_attens,
+                                             layer_keep_probs[index])
+                probs = []
+            else:
+                x, scores, *probs = block(x, attention_mask=attention_mask, prev_attens=prev_attens,
+                                          training=training, return_probs=return_probs)
             if residual:
                 prev_attens = scores
             layer_outputs.append(x)
@@ -105,6 +115,20 @@ class TransformerEncoder(keras.layers.Layer):
         if self.final_layer_norm is not None:
             layer_outputs[-1] = self.final_layer_norm(layer_outputs[-1])
         return layer_outputs, (all_probs if return_probs else None)
+
+    def _maybe_skip(self, block, x, attention_mask, prev_attens, keep_prob):
+        x = keras.ops.cast(x, self.compute_dtype)
+        if prev_attens is None:  # nothing carried yet: a skipped first layer passes zeros
+            batch, length = keras.ops.shape(x)[0], keras.ops.shape(x)[1]
+            prev_attens = keras.ops.zeros((batch, self.config.num_attention_heads, length, length))
+        keep = keras.random.uniform((), seed=self._pld_seed) < keep_prob
+
+        def run():
+            y, scores = block(x, attention_mask=attention_mask, prev_attens=prev_attens, training=True)
+            scale = keras.ops.cast(1.0 / keep_prob, y.dtype)
+            return x + (y - x) * scale, scores
+
+        return keras.ops.cond(keep, run, lambda: (x, prev_attens))
 
     def get_config(self):
         return {**super().get_config(), "config": self.config.to_dict()}

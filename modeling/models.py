@@ -36,8 +36,9 @@ class BertPretrainer(keras.Model):
         self.next_sentence.build()
         self.built = True
 
-    def call(self, features, training=False):
-        outputs = dict(self.bert(encoder_inputs(features), training=training))
+    def call(self, features, training=False, layer_keep_probs=None):
+        outputs = dict(self.bert(encoder_inputs(features), training=training,
+                                 layer_keep_probs=layer_keep_probs))
         outputs["masked_lm_log_probs"] = self.masked_lm(
             outputs["sequence_output"], features["masked_lm_positions"],
             self.bert.get_embedding_table())

@@ -43,7 +43,9 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
 
 
 def _excluded(variable, patterns):
-    name = variable.path
+    # A Keras variable has a path; the TensorFlow backend hands the optimizer its tf.Variable,
+    # whose name is that path (plus ":0").
+    name = getattr(variable, "path", None) or variable.name
     return any(re.search(p, name) is not None for p in patterns)
 
 
@@ -60,29 +62,49 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         self.epsilon = epsilon
         self.exclude_from_weight_decay_patterns = tuple(exclude_from_weight_decay or ())
 
+    # The training loop all-reduces and clips the gradients itself (the original clips the
+    # global gradient); then the TensorFlow optimizer must not sum them across replicas again.
+    gradients_are_reduced = False
+    # With dynamic loss scaling, a step whose gradients overflowed must change nothing: the
+    # loop sets `apply_mask` (a boolean scalar) and every update is `where(apply_mask, new, old)`.
+    apply_mask = None
+
     def build(self, var_list):
         if self.built:
             return
         super().build(var_list)
         self._m, self._v = self.add_optimizer_variables(var_list, ["adam_m", "adam_v"])
 
+    def _all_reduce_sum_gradients(self, grads_and_vars):
+        if self.gradients_are_reduced:
+            return list(grads_and_vars)
+        return super()._all_reduce_sum_gradients(grads_and_vars)
+
     def _decays(self, variable):
         return self.weight_decay_rate and not _excluded(variable, self.exclude_from_weight_decay_patterns)
 
+    def _masked_assign(self, variable, value):
+        if self.apply_mask is not None:
+            value = ops.where(self.apply_mask, value, variable)
+        self.assign(variable, value)
+
     def _adam_update(self, gradient, variable):
+        """Updates and returns the moments (m, v) of `variable`."""
         index = self._get_variable_index(variable)
         m, v = self._m[index], self._v[index]
         g = ops.cast(gradient, variable.dtype)
-        self.assign(m, self.beta_1 * m + (1.0 - self.beta_1) * g)
-        self.assign(v, self.beta_2 * v + (1.0 - self.beta_2) * ops.square(g))
-        return m, v
+        new_m = self.beta_1 * m + (1.0 - self.beta_1) * g
+        new_v = self.beta_2 * v + (1.0 - self.beta_2) * ops.square(g)
+        self._masked_assign(m, new_m)
+        self._masked_assign(v, new_v)
+        return new_m, new_v
 
     def update_step(self, gradient, variable, learning_rate):
         m, v = self._adam_update(gradient, variable)
         update = m / (ops.sqrt(v) + self.epsilon)
         if self._decays(variable):
             update = update + self.weight_decay_rate * variable
-        self.assign_sub(variable, ops.cast(learning_rate, variable.dtype) * update)
+        self._masked_assign(variable, variable - ops.cast(learning_rate, variable.dtype) * update)
 
     def get_config(self):
         return {**super().get_config(), "weight_decay_rate": self.weight_decay_rate,
@@ -111,7 +133,7 @@ class Lamb(AdamWeightDecay):
             w_norm = ops.sqrt(ops.sum(ops.square(variable)))
             u_norm = ops.sqrt(ops.sum(ops.square(update)))
             ratio = ops.where((w_norm > 0) & (u_norm > 0), w_norm / ops.maximum(u_norm, 1e-30), 1.0)
-        self.assign_sub(variable, ops.cast(learning_rate, variable.dtype) * ratio * update)
+        self._masked_assign(variable, variable - ops.cast(learning_rate, variable.dtype) * ratio * update)
 
 
 def clip_by_global_norm(gradients, clip_norm=1.0):

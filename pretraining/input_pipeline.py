@@ -1,0 +1,92 @@
+"""Reading pretraining TFRecords with tf.data, as the original `input_fn_builder`.
+
+Training: the files are shuffled and read interleaved (several at once), records shuffled with
+a buffer, repeated forever. Evaluation: files in order, repeated (evaluation runs a fixed
+number of steps). Batches drop the remainder; int64 features become int32.
+"""
+
+import os
+
+from cli import InputError
+from pretraining.records import feature_spec
+
+
+def expand_input_files(spec, flag="--input_file"):
+    """Comma-separated globs -> sorted files; one-line errors for no match or empty files."""
+    import tensorflow as tf
+    files = []
+    for pattern in (p.strip() for p in (spec or "").split(",")):
+        if not pattern:
+            continue
+        matches = sorted(tf.io.gfile.glob(pattern))
+        if not matches:
+            raise InputError(f"{flag}: {pattern} matches no file")
+        files.extend(matches)
+    if not files:
+        raise InputError(f"{flag} is required")
+    for path in files:
+        if tf.io.gfile.stat(path).length == 0:
+            raise InputError(f"{flag}: {path} is empty")
+    return files
+
+
+def check_record_lengths(files, max_seq_length, max_predictions_per_seq):
+    """Parses the first record of each file and checks its lengths against the flags."""
+    import tensorflow as tf
+    expected = {"input_ids": max_seq_length, "masked_lm_positions": max_predictions_per_seq}
+    flags = {"input_ids": "--max_seq_length", "masked_lm_positions": "--max_predictions_per_seq"}
+    spec = {name: tf.io.VarLenFeature(tf.int64) for name in expected}
+    for path in files:
+        try:
+            record = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
+        except tf.errors.OpError as error:
+            raise InputError(f"{path}: not a readable TFRecord file ({error.message.splitlines()[0]})") from None
+        if record is None:
+            raise InputError(f"{path}: holds no records")
+        try:
+            parsed = tf.io.parse_single_example(record, spec)
+        except tf.errors.OpError:
+            raise InputError(f"{path}: records are not pretraining examples "
+                             "(expected input_ids, masked_lm_positions, ...)") from None
+        for name, length in expected.items():
+            actual = int(tf.size(parsed[name].values))
+            if actual != length:
+                raise InputError(f"{path}: records have {name} of length {actual} but "
+                                 f"{flags[name]}={length}")
+
+
+def _decode(max_seq_length, max_predictions_per_seq):
+    import tensorflow as tf
+    spec = feature_spec(max_seq_length, max_predictions_per_seq)
+
+    def decode(records):
+        example = tf.io.parse_example(records, spec)
+        return {name: tf.cast(t, tf.int32) if t.dtype == tf.int64 else t for name, t in example.items()}
+    return decode
+
+
+def make_dataset(files, batch_size, max_seq_length, max_predictions_per_seq, is_training,
+                 input_context=None, seed=None):
+    """A dataset of feature dicts with batch dimension `batch_size` (per replica when
+    `input_context` is given: files, or else records, are sharded across input pipelines)."""
+    import tensorflow as tf
+    if is_training:
+        d = tf.data.Dataset.from_tensor_slices(tf.constant(files))
+        if input_context and input_context.num_input_pipelines > 1 and len(files) >= input_context.num_input_pipelines:
+            d = d.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+            input_context = None
+        d = d.repeat().shuffle(buffer_size=len(files), seed=seed)
+        cycle_length = min(os.cpu_count() or 4, len(files))
+        d = d.interleave(tf.data.TFRecordDataset, cycle_length=cycle_length,
+                         num_parallel_calls=tf.data.AUTOTUNE, deterministic=seed is not None)
+        if input_context and input_context.num_input_pipelines > 1:
+            d = d.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+        d = d.shuffle(buffer_size=100, seed=seed)
+    else:
+        d = tf.data.TFRecordDataset(files)
+        if input_context and input_context.num_input_pipelines > 1:
+            d = d.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+        d = d.repeat()
+    d = d.batch(batch_size, drop_remainder=True)
+    d = d.map(_decode(max_seq_length, max_predictions_per_seq), num_parallel_calls=tf.data.AUTOTUNE)
+    return d.prefetch(tf.data.AUTOTUNE)

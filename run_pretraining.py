@@ -1,0 +1,296 @@
+"""MLM + NSP pretraining, as the original run_pretraining.py, on one CPU/GPU, several GPUs,
+several machines or a TPU.
+
+    python run_pretraining.py --bert_config_file=bert_config.json --input_file=data/*.tfrecord \\
+      --output_dir=out --do_train --do_eval --train_batch_size=32 --max_seq_length=128 \\
+      --max_predictions_per_seq=20 --num_train_steps=10000 --num_warmup_steps=1000 \\
+      --learning_rate=1e-4 [--init_checkpoint=uncased_L-12_H-768_A-12/bert_model.ckpt]
+
+Training state (weights, optimizer slots, step) is checkpointed to OUTPUT_DIR/training_state/
+every --save_checkpoints_steps; a restarted run resumes from there. At the end, OUTPUT_DIR gets
+a TF1 name-based `model.ckpt-STEP` (what the original writes, and what --init_checkpoint of the
+fine-tuning scripts reads), and --do_eval writes OUTPUT_DIR/eval_results.txt.
+"""
+
+import os
+import sys
+import time
+
+from absl import flags, logging
+
+from cli import InputError, run
+
+FLAGS = flags.FLAGS
+
+# The original's flags.
+flags.DEFINE_string("bert_config_file", None, "The config json file corresponding to the pre-trained BERT model.")
+flags.DEFINE_string("input_file", None, "Input TF example files (can be a glob or comma separated).")
+flags.DEFINE_string("output_dir", None, "The output directory where the model checkpoints will be written.")
+flags.DEFINE_string("init_checkpoint", None, "Initial checkpoint (usually from a pre-trained BERT model).")
+flags.DEFINE_integer("max_seq_length", 128, "The maximum total input sequence length after WordPiece tokenization. Must match the data.")
+flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum number of masked LM predictions per sequence. Must match the data.")
+flags.DEFINE_bool("do_train", False, "Whether to run training.")
+flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
+flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training (over all replicas, per micro-batch).")
+flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.")
+flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.")
+flags.DEFINE_integer("num_train_steps", 100000, "Number of training steps.")
+flags.DEFINE_integer("num_warmup_steps", 10000, "Number of warmup steps.")
+flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save the model checkpoint.")
+flags.DEFINE_integer("iterations_per_loop", 1000, "Steps between progress lines and summaries.")
+flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.")
+flags.DEFINE_bool("use_tpu", False, "Whether to use TPU (same as --distribution_strategy=tpu).")
+flags.DEFINE_string("tpu_name", None, "The Cloud TPU to use for training.")
+flags.DEFINE_string("tpu_zone", None, "GCE zone where the Cloud TPU is located in.")
+flags.DEFINE_string("gcp_project", None, "Project name for the Cloud TPU-enabled project.")
+flags.DEFINE_string("master", None, "TensorFlow master URL.")
+flags.DEFINE_integer("num_tpu_cores", 8, "Only used if use_tpu is True. Total number of TPU cores to use.")
+
+# Ours.
+flags.DEFINE_enum("distribution_strategy", "one_device", ["one_device", "mirrored", "multi_worker", "tpu"],
+                  "one_device, mirrored (all local GPUs), multi_worker (machines from TF_CONFIG), tpu.")
+flags.DEFINE_enum("mixed_precision", "none", ["none", "bf16", "fp16"], "Mixed precision; fp16 uses dynamic loss scaling.")
+flags.DEFINE_bool("use_xla", False, "Compile the forward and backward pass with XLA.")
+flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"], "adamw (the original's) or lamb.")
+flags.DEFINE_float("weight_decay", 0.01, "Weight decay (not on LayerNorm and bias weights).")
+flags.DEFINE_integer("gradient_accumulation_steps", 1, "Micro-batches of --train_batch_size per optimizer step.")
+flags.DEFINE_enum("layer_norm_type", None, ["post", "pre"], "Override the config's layer_norm_type.")
+flags.DEFINE_enum("residual_attention", None, ["none", "sum", "mean"], "Override the config's residual_attention (RealFormer).")
+flags.DEFINE_bool("pld", False, "Progressive Layer Dropping during training.")
+flags.DEFINE_float("pld_theta", 0.5, "PLD: the final keep probability theta_bar.")
+flags.DEFINE_float("pld_gamma", 0.001, "PLD: how fast theta(t) decays towards theta_bar.")
+flags.DEFINE_integer("keep_checkpoint_max", 5, "Training-state checkpoints to keep.")
+flags.DEFINE_integer("seed", 12345, "Random seed (initialisation, dropout, data order).")
+
+
+def _check_flags():
+    for name in ("bert_config_file", "input_file", "output_dir"):
+        if not getattr(FLAGS, name):
+            raise InputError(f"--{name} is required")
+    if not FLAGS.do_train and not FLAGS.do_eval:
+        raise InputError("at least one of --do_train or --do_eval must be true")
+    for name in ("train_batch_size", "eval_batch_size", "max_seq_length", "max_predictions_per_seq",
+                 "gradient_accumulation_steps", "save_checkpoints_steps", "iterations_per_loop",
+                 "max_eval_steps"):
+        if getattr(FLAGS, name) < 1:
+            raise InputError(f"--{name}={getattr(FLAGS, name)}: must be at least 1")
+    if FLAGS.num_train_steps < 0 or FLAGS.num_warmup_steps < 0:
+        raise InputError("--num_train_steps and --num_warmup_steps must not be negative")
+    if not 0 < FLAGS.pld_theta <= 1:
+        raise InputError(f"--pld_theta={FLAGS.pld_theta}: must be in (0, 1]")
+
+
+def _config():
+    import modeling
+    config = modeling.BertConfig.from_json_file(FLAGS.bert_config_file)
+    overrides = {k: getattr(FLAGS, k) for k in ("layer_norm_type", "residual_attention")
+                 if getattr(FLAGS, k) is not None}
+    config = config.replace(**overrides) if overrides else config
+    if FLAGS.max_seq_length > config.max_position_embeddings:
+        raise InputError(f"--max_seq_length={FLAGS.max_seq_length} exceeds max_position_embeddings "
+                         f"{config.max_position_embeddings} of {FLAGS.bert_config_file}")
+    return config
+
+
+def _is_chief(strategy):
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.task_type:
+        return True
+    return resolver.task_type == "chief" or (resolver.task_type == "worker" and resolver.task_id == 0
+                                             and "chief" not in resolver.cluster_spec().as_dict())
+
+
+def _loss_fn(num_layers):
+    import modeling
+    from pretraining import pld
+
+    def loss_fn(model, features, training, step):
+        keep = (pld.keep_probabilities(step, num_layers, FLAGS.pld_theta, FLAGS.pld_gamma)
+                if FLAGS.pld and training else None)
+        losses = modeling.pretraining_losses(model(features, training=training, layer_keep_probs=keep),
+                                             features)
+        return losses["total_loss"], {"loss": losses["total_loss"],
+                                      "masked_lm_loss": losses["masked_lm_loss"],
+                                      "next_sentence_loss": losses["next_sentence_loss"]}
+    return loss_fn
+
+
+def _initialise(model, path):
+    """A TF1 name-based checkpoint (Google, HFL, RealFormer, ours) or our training state."""
+    import tensorflow as tf
+
+    import modeling
+    prefix = modeling.checkpoints.resolve_checkpoint_path(
+        os.path.join(path, "training_state") if os.path.isdir(os.path.join(path, "training_state")) else path)
+    names = dict(tf.train.list_variables(prefix))
+    if "_CHECKPOINTABLE_OBJECT_GRAPH" in names and not any(n.startswith("bert/") for n in names):
+        tf.train.Checkpoint(model=model).restore(prefix).expect_partial()
+        logging.info("initialised the model from training state %s", prefix)
+        return
+    report = modeling.load_tf1_checkpoint(model, prefix)
+    logging.info(report.summary())
+    if report.missing:
+        print(f"freshly initialised (not in {prefix}): {', '.join(report.missing)}", file=sys.stderr)
+
+
+def train(strategy, config, files, write_dir, is_chief):
+    import tensorflow as tf
+
+    import modeling
+    from pretraining.input_pipeline import make_dataset
+    from training.optimization import create_optimizer
+    from training.trainer import TrainLoop
+
+    replicas = strategy.num_replicas_in_sync
+    if FLAGS.train_batch_size % replicas:
+        raise InputError(f"--train_batch_size={FLAGS.train_batch_size} is not divisible by the "
+                         f"{replicas} replicas")
+    with strategy.scope():
+        model = modeling.BertPretrainer(config)
+        model.build()
+        optimizer = create_optimizer(FLAGS.learning_rate, FLAGS.num_train_steps, FLAGS.num_warmup_steps,
+                                     FLAGS.optimizer, FLAGS.weight_decay)
+        loop = TrainLoop(strategy, model, optimizer, _loss_fn(config.num_hidden_layers),
+                         accumulation_steps=FLAGS.gradient_accumulation_steps,
+                         loss_scaling=FLAGS.mixed_precision == "fp16", use_xla=FLAGS.use_xla)
+    state = tf.train.Checkpoint(model=model, optimizer=optimizer, loss_scale=loop.loss_scale,
+                                good_steps=loop.good_steps)
+    manager = tf.train.CheckpointManager(state, os.path.join(write_dir, "training_state"),
+                                         max_to_keep=FLAGS.keep_checkpoint_max)
+    if manager.latest_checkpoint:
+        state.restore(manager.latest_checkpoint)
+        print(f"resuming from {manager.latest_checkpoint} at step {int(optimizer.iterations)}", file=sys.stderr)
+    elif FLAGS.init_checkpoint:
+        _initialise(model, FLAGS.init_checkpoint)
+
+    # Global batches split across replicas: each step sees the same examples under any strategy.
+    dataset = strategy.experimental_distribute_dataset(
+        make_dataset(files, FLAGS.train_batch_size, FLAGS.max_seq_length,
+                     FLAGS.max_predictions_per_seq, True, seed=FLAGS.seed))
+    iterator = iter(dataset)
+    writer = tf.summary.create_file_writer(os.path.join(write_dir, "train")) if is_chief else None
+    step = int(optimizer.iterations)
+    examples_per_step = FLAGS.train_batch_size * FLAGS.gradient_accumulation_steps
+    last_time, last_step = time.time(), step
+    while step < FLAGS.num_train_steps:
+        metrics = loop.train_step(iterator)
+        step = int(optimizer.iterations)
+        if writer is not None:
+            with writer.as_default(step=step):
+                for name, value in metrics.items():
+                    tf.summary.scalar(name, value)
+                tf.summary.scalar("learning_rate", optimizer.learning_rate)
+        if step % FLAGS.iterations_per_loop == 0 or step == FLAGS.num_train_steps:
+            now = time.time()
+            rate = (step - last_step) / max(now - last_time, 1e-9)
+            if writer is not None:
+                with writer.as_default(step=step):
+                    tf.summary.scalar("examples_per_second", rate * examples_per_step)
+            print(f"step {step}/{FLAGS.num_train_steps}: loss {float(metrics['loss']):.4f} "
+                  f"(mlm {float(metrics['masked_lm_loss']):.4f}, nsp {float(metrics['next_sentence_loss']):.4f}), "
+                  f"{rate:.2f} steps/s, {rate * examples_per_step:.1f} examples/s", file=sys.stderr, flush=True)
+            last_time, last_step = now, step
+        if step % FLAGS.save_checkpoints_steps == 0 or step == FLAGS.num_train_steps:
+            manager.save(checkpoint_number=step)
+    if is_chief:
+        prefix = modeling.save_tf1_checkpoint(model, os.path.join(write_dir, f"model.ckpt-{step}"))
+        print(f"wrote {prefix}", file=sys.stderr)
+    return model
+
+
+def evaluate(strategy, config, files, model=None):
+    """The original's eval metrics over --max_eval_steps batches -> dict."""
+    import numpy as np
+    import tensorflow as tf
+
+    import modeling
+    from pretraining.input_pipeline import make_dataset
+    if model is None:
+        with strategy.scope():
+            model = modeling.BertPretrainer(config)
+            model.build()
+        _initialise(model, FLAGS.output_dir if FLAGS.do_train or not FLAGS.init_checkpoint
+                    else FLAGS.init_checkpoint)
+    dataset = make_dataset(files, FLAGS.eval_batch_size, FLAGS.max_seq_length,
+                           FLAGS.max_predictions_per_seq, False)
+
+    @tf.function
+    def eval_step(features):
+        outputs = model(features, training=False)
+        losses = modeling.pretraining_losses(outputs, features)
+        mlm_pred = tf.argmax(outputs["masked_lm_log_probs"], axis=-1, output_type=tf.int32)
+        nsp_pred = tf.argmax(outputs["next_sentence_log_probs"], axis=-1, output_type=tf.int32)
+        return (losses["masked_lm_example_loss"], mlm_pred, losses["next_sentence_example_loss"], nsp_pred)
+
+    sums = dict(mlm_correct=0.0, mlm_loss=0.0, mlm_weight=0.0, nsp_correct=0.0, nsp_loss=0.0, n=0, loss=0.0)
+    for features in dataset.take(FLAGS.max_eval_steps):
+        mlm_loss, mlm_pred, nsp_loss, nsp_pred = (np.asarray(t) for t in eval_step(features))
+        w = features["masked_lm_weights"].numpy()
+        labels = features["masked_lm_ids"].numpy()
+        nsp_labels = features["next_sentence_labels"].numpy().reshape(-1)
+        sums["mlm_correct"] += float(np.sum((mlm_pred == labels) * w))
+        sums["mlm_loss"] += float(np.sum(mlm_loss * w))
+        sums["mlm_weight"] += float(np.sum(w))
+        sums["nsp_correct"] += float(np.sum(nsp_pred == nsp_labels))
+        sums["nsp_loss"] += float(np.sum(nsp_loss))
+        sums["n"] += len(nsp_labels)
+    mlm_weight, n = max(sums["mlm_weight"], 1e-12), max(sums["n"], 1)
+    result = {"masked_lm_accuracy": sums["mlm_correct"] / mlm_weight,
+              "masked_lm_loss": sums["mlm_loss"] / mlm_weight,
+              "next_sentence_accuracy": sums["nsp_correct"] / n,
+              "next_sentence_loss": sums["nsp_loss"] / n}
+    result["loss"] = result["masked_lm_loss"] + result["next_sentence_loss"]
+    result["global_step"] = _global_step(model)
+    return result
+
+
+def _global_step(model):
+    steps = [int(n.rsplit("-", 1)[1]) for n in os.listdir(FLAGS.output_dir)
+             if n.startswith("model.ckpt-") and n.endswith(".index")
+             for n in [n[:-len(".index")]] if n.rsplit("-", 1)[1].isdigit()]
+    return max(steps) if steps else 0
+
+
+def write_eval_results(result, path):
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+        for key in sorted(result):
+            f.write(f"{key} = {result[key]}\n")
+    os.replace(tmp, path)
+
+
+def main(argv):
+    del argv
+    _check_flags()
+    import keras
+    import tensorflow as tf
+
+    from pretraining.input_pipeline import check_record_lengths, expand_input_files
+    from training.distribution import make_strategy, set_mixed_precision
+    config = _config()
+    files = expand_input_files(FLAGS.input_file)
+    check_record_lengths(files, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq)
+    if FLAGS.init_checkpoint:
+        import modeling
+        modeling.checkpoints.resolve_checkpoint_path(FLAGS.init_checkpoint)  # exists?
+    os.makedirs(FLAGS.output_dir, exist_ok=True)
+    keras.utils.set_random_seed(FLAGS.seed)
+    set_mixed_precision(FLAGS.mixed_precision)
+    strategy_name = "tpu" if FLAGS.use_tpu else FLAGS.distribution_strategy
+    strategy = make_strategy(strategy_name, FLAGS.tpu_name, FLAGS.tpu_zone, FLAGS.gcp_project, FLAGS.master)
+    is_chief = _is_chief(strategy)
+    write_dir = FLAGS.output_dir if is_chief else os.path.join(
+        FLAGS.output_dir, f"worker_{strategy.cluster_resolver.task_id}")
+    model = None
+    if FLAGS.do_train:
+        model = train(strategy, config, files, write_dir, is_chief)
+    if FLAGS.do_eval and is_chief:
+        result = evaluate(strategy, config, files, model)
+        write_eval_results(result, os.path.join(FLAGS.output_dir, "eval_results.txt"))
+        for key in sorted(result):
+            print(f"  {key} = {result[key]}", file=sys.stderr)
+    del tf
+
+
+if __name__ == "__main__":
+    run(main)
