@@ -159,7 +159,7 @@ def train(strategy, config, files, write_dir, is_chief):
                                          max_to_keep=FLAGS.keep_checkpoint_max)
     if manager.latest_checkpoint:
         state.restore(manager.latest_checkpoint)
-        print(f"resuming from {manager.latest_checkpoint} at step {int(optimizer.iterations)}", file=sys.stderr)
+        print(f"resuming from {manager.latest_checkpoint} at step {int(optimizer.iterations.numpy())}", file=sys.stderr)
     elif FLAGS.init_checkpoint:
         _initialise(model, FLAGS.init_checkpoint)
 
@@ -169,12 +169,12 @@ def train(strategy, config, files, write_dir, is_chief):
                      FLAGS.max_predictions_per_seq, True, seed=FLAGS.seed))
     iterator = iter(dataset)
     writer = tf.summary.create_file_writer(os.path.join(write_dir, "train")) if is_chief else None
-    step = int(optimizer.iterations)
+    step = int(optimizer.iterations.numpy())
     examples_per_step = FLAGS.train_batch_size * FLAGS.gradient_accumulation_steps
     last_time, last_step = time.time(), step
     while step < FLAGS.num_train_steps:
         metrics = loop.train_step(iterator)
-        step = int(optimizer.iterations)
+        step = int(optimizer.iterations.numpy())
         if writer is not None:
             with writer.as_default(step=step):
                 for name, value in metrics.items():

@@ -1,0 +1,86 @@
+"""Runs TrainLoop under several set-ups from the same weights and data; prints JSON results.
+
+Used by tests/test_trainer.py in a subprocess, because the two logical CPU devices that
+MirroredStrategy needs must be configured before TensorFlow starts.
+"""
+
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+
+import keras  # noqa: E402
+
+import modeling  # noqa: E402
+from training.optimization import create_optimizer  # noqa: E402
+from training.trainer import TrainLoop  # noqa: E402
+
+CONFIG = modeling.BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                             intermediate_size=32, max_position_embeddings=16, type_vocab_size=2,
+                             hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                             residual_attention="sum")
+
+
+def batches(n, batch, seed=0):
+    rng = np.random.RandomState(seed)
+    out = []
+    for _ in range(n):
+        mask = (np.arange(12)[None, :] < rng.randint(6, 13, size=(batch, 1))).astype("int32")
+        out.append({"input_ids": (rng.randint(1, 60, size=(batch, 12)) * mask).astype("int32"),
+                    "input_mask": mask,
+                    "segment_ids": (np.arange(12)[None, :] >= 6).astype("int32").repeat(batch, 0) * mask,
+                    "masked_lm_positions": rng.randint(0, 6, size=(batch, 3)).astype("int32"),
+                    "masked_lm_ids": rng.randint(1, 60, size=(batch, 3)).astype("int32"),
+                    "masked_lm_weights": np.ones((batch, 3), "float32"),
+                    "next_sentence_labels": rng.randint(0, 2, size=(batch, 1)).astype("int32")})
+    return out
+
+
+def loss_fn(model, features, training, step):
+    losses = modeling.pretraining_losses(model(features, training=training), features)
+    return losses["total_loss"], {"loss": losses["total_loss"]}
+
+
+def run(strategy, micro_batch, accumulation, global_batches, initial):
+    with strategy.scope():
+        model = modeling.BertPretrainer(CONFIG)
+        model.build()
+        model.set_weights(initial)
+        optimizer = create_optimizer(1e-2, 100, 0)
+        loop = TrainLoop(strategy, model, optimizer, loss_fn, accumulation_steps=accumulation)
+    # Each global batch of 8 is cut into `accumulation` micro-batches of `micro_batch`.
+    pieces = [{k: v[i * micro_batch:(i + 1) * micro_batch] for k, v in b.items()}
+              for b in global_batches for i in range(accumulation)]
+    dataset = tf.data.Dataset.from_tensor_slices({k: np.stack([p[k] for p in pieces]) for k in pieces[0]})
+    iterator = iter(strategy.experimental_distribute_dataset(dataset.unbatch().batch(micro_batch)))
+    losses = [float(loop.train_step(iterator)["loss"]) for _ in global_batches]
+    return losses, [w.tolist() for w in model.get_weights()], int(optimizer.iterations.numpy())
+
+
+def main():
+    keras.utils.set_random_seed(1)
+    reference = modeling.BertPretrainer(CONFIG)
+    reference.build()
+    initial = reference.get_weights()
+    data = batches(3, 8)
+    one = tf.distribute.OneDeviceStrategy("/cpu:0")
+    mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    results = {
+        "one_device": run(one, 8, 1, data, initial),
+        "one_device_accumulated": run(one, 4, 2, data, initial),
+        "mirrored": run(mirrored, 8, 1, data, initial),
+        "mirrored_accumulated": run(mirrored, 4, 2, data, initial),
+        "replicas": mirrored.num_replicas_in_sync,
+    }
+    print("RESULT " + json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,119 @@
+"""The training loop: distribution and accumulation equivalence, mixed precision, PLD."""
+
+import json
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import modeling
+from pretraining import pld
+from training.optimization import create_optimizer
+from training.trainer import TrainLoop
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def test_mirrored_and_accumulated_steps_equal_one_device():
+    """Global batch 8 for 3 steps: one device; 2 micro-batches of 4 accumulated; mirrored over
+    2 logical CPUs; mirrored and accumulated. Tolerance 1e-5 (float32 summation order)."""
+    result = subprocess.run([sys.executable, os.path.join(HERE, "helpers", "train_equivalence.py")],
+                            capture_output=True, text=True, timeout=600,
+                            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    line = next(l for l in result.stdout.splitlines() if l.startswith("RESULT "))
+    runs = json.loads(line[len("RESULT "):])
+    assert runs["replicas"] == 2
+    losses, weights, steps = runs["one_device"]
+    assert steps == 3 and losses[2] < losses[0] + 0.5
+    for name in ("one_device_accumulated", "mirrored", "mirrored_accumulated"):
+        other_losses, other_weights, other_steps = runs[name]
+        assert other_steps == 3, name
+        np.testing.assert_allclose(other_losses, losses, atol=1e-5, err_msg=name)
+        for a, b in zip(other_weights, weights):
+            np.testing.assert_allclose(a, b, atol=1e-5, err_msg=name)
+
+
+def _tiny_realformer_loop(policy):
+    keras.config.set_dtype_policy(policy)
+    config = modeling.BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=3,
+                                 num_attention_heads=2, intermediate_size=32,
+                                 max_position_embeddings=32, type_vocab_size=2,
+                                 residual_attention="sum")
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    with strategy.scope():
+        model = modeling.BertPretrainer(config)
+        model.build()
+        optimizer = create_optimizer(1e-3, 200, 20)
+
+        def loss_fn(model, features, training, step):
+            out = model(features, training=training)
+            losses = modeling.pretraining_losses(out, features)
+            return losses["total_loss"], {"loss": losses["total_loss"]}
+
+        loop = TrainLoop(strategy, model, optimizer, loss_fn, loss_scaling=policy == "mixed_float16")
+    rng = np.random.RandomState(0)
+    mask = (np.arange(32)[None, :] < rng.randint(4, 33, size=(64, 1))).astype("int32")
+    data = {"input_ids": rng.randint(1, 50, size=(64, 32)).astype("int32") * mask, "input_mask": mask,
+            "segment_ids": np.zeros((64, 32), "int32"),
+            "masked_lm_positions": rng.randint(0, 4, size=(64, 3)).astype("int32"),
+            "masked_lm_ids": rng.randint(1, 50, size=(64, 3)).astype("int32"),
+            "masked_lm_weights": np.ones((64, 3), "float32"),
+            "next_sentence_labels": rng.randint(0, 2, size=(64, 1)).astype("int32")}
+    dataset = tf.data.Dataset.from_tensor_slices(data).repeat().batch(8)
+    return loop, iter(strategy.experimental_distribute_dataset(dataset)), model
+
+
+@pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
+def test_mixed_precision_realformer_200_steps_stay_finite(float32_policy, policy):
+    loop, iterator, model = _tiny_realformer_loop(policy)
+    losses = [float(loop.train_step(iterator)["loss"]) for _ in range(200)]
+    assert np.all(np.isfinite(losses))
+    assert np.mean(losses[-20:]) < np.mean(losses[:20])
+    assert all(w.dtype == "float32" for w in model.weights)
+    # The carried RealFormer sum is float32 under this policy.
+    block = model.bert.encoder.blocks[1]
+    x = keras.ops.ones((1, 4, 16))
+    _, scores = block(x, prev_attens=keras.ops.ones((1, 2, 4, 4)))
+    assert keras.backend.standardize_dtype(scores.dtype) == "float32"
+    if policy == "mixed_float16":
+        assert float(loop.loss_scale.numpy()) >= 1.0
+
+
+def test_fp16_overflow_step_changes_nothing_and_halves_the_scale(float32_policy):
+    loop, iterator, model = _tiny_realformer_loop("mixed_float16")
+    loop.loss_scale.assign(2.0 ** 100)  # guarantees inf gradients
+    before = [w.numpy().copy() for w in model.trainable_weights]
+    loop.train_step(iterator)
+    assert float(loop.loss_scale.numpy()) == 2.0 ** 99
+    for a, w in zip(before, model.trainable_weights):
+        np.testing.assert_array_equal(a, w.numpy())
+
+
+def test_pld_schedule_by_hand():
+    p = np.asarray(pld.keep_probabilities(0, 4, theta_bar=0.5, gamma=0.001))
+    np.testing.assert_allclose(p, [1.0, 1.0, 1.0, 1.0])
+    theta = 0.5 * np.exp(-0.001 * 1000) + 0.5
+    p = np.asarray(pld.keep_probabilities(1000, 4, theta_bar=0.5, gamma=0.001))
+    np.testing.assert_allclose(p, [1 - l / 4 * (1 - theta) for l in (1, 2, 3, 4)], rtol=1e-6)
+
+
+def test_pld_skips_layers_and_keeps_all_at_eval():
+    config = modeling.BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=3,
+                                 num_attention_heads=2, intermediate_size=32,
+                                 hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                                 residual_attention="sum")
+    model = modeling.BertModel(config)
+    ids = np.random.RandomState(0).randint(1, 50, size=(2, 8)).astype("int32")
+    full = model(ids, training=False)
+    skipped = model(ids, training=True, layer_keep_probs=np.full(3, 1e-9, "float32"))
+    for layer in skipped["all_encoder_layers"]:  # every layer skipped: embeddings pass through
+        np.testing.assert_allclose(layer, skipped["embedding_output"], atol=1e-6)
+    kept = model(ids, training=True, layer_keep_probs=np.ones(3, "float32"))
+    np.testing.assert_allclose(kept["sequence_output"], full["sequence_output"], atol=1e-5)
+    evaluated = model(ids, training=False, layer_keep_probs=np.full(3, 1e-9, "float32"))
+    np.testing.assert_allclose(evaluated["sequence_output"], full["sequence_output"], atol=1e-6)
