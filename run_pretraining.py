@@ -101,18 +101,22 @@ def _is_chief(strategy):
 
 
 def _loss_fn(num_layers):
-    import modeling
     from pretraining import pld
+    from pretraining.losses import replica_pretraining_loss
 
-    def loss_fn(model, features, training, step):
+    def loss_fn(model, features, training, step, totals):
         keep = (pld.keep_probabilities(step, num_layers, FLAGS.pld_theta, FLAGS.pld_gamma)
                 if FLAGS.pld and training else None)
-        losses = modeling.pretraining_losses(model(features, training=training, layer_keep_probs=keep),
-                                             features)
-        return losses["total_loss"], {"loss": losses["total_loss"],
-                                      "masked_lm_loss": losses["masked_lm_loss"],
-                                      "next_sentence_loss": losses["next_sentence_loss"]}
+        return replica_pretraining_loss(model(features, training=training, layer_keep_probs=keep),
+                                        features, totals)
     return loss_fn
+
+
+def _named_variables(model):
+    """The model's variables keyed by their TF1 names: what training-state checkpoints track
+    (Keras 3 layers nested in layers are not tracked as checkpoint dependencies)."""
+    import modeling
+    return {name: variable.value for name, variable in modeling.tf1_variable_map(model).items()}
 
 
 def _initialise(model, path):
@@ -124,8 +128,8 @@ def _initialise(model, path):
         os.path.join(path, "training_state") if os.path.isdir(os.path.join(path, "training_state")) else path)
     names = dict(tf.train.list_variables(prefix))
     if "_CHECKPOINTABLE_OBJECT_GRAPH" in names and not any(n.startswith("bert/") for n in names):
-        tf.train.Checkpoint(model=model).restore(prefix).expect_partial()
-        logging.info("initialised the model from training state %s", prefix)
+        tf.train.Checkpoint(variables=_named_variables(model)).restore(prefix).expect_partial()
+        print(f"initialised the model from training state {prefix}", file=sys.stderr)
         return
     report = modeling.load_tf1_checkpoint(model, prefix)
     logging.info(report.summary())
@@ -138,8 +142,9 @@ def train(strategy, config, files, write_dir, is_chief):
 
     import modeling
     from pretraining.input_pipeline import make_dataset
+    from pretraining.losses import pretraining_totals
     from training.optimization import create_optimizer
-    from training.trainer import TrainLoop
+    from training.trainer import TrainLoop, global_batch_slices
 
     replicas = strategy.num_replicas_in_sync
     if FLAGS.train_batch_size % replicas:
@@ -151,10 +156,10 @@ def train(strategy, config, files, write_dir, is_chief):
         optimizer = create_optimizer(FLAGS.learning_rate, FLAGS.num_train_steps, FLAGS.num_warmup_steps,
                                      FLAGS.optimizer, FLAGS.weight_decay)
         loop = TrainLoop(strategy, model, optimizer, _loss_fn(config.num_hidden_layers),
-                         accumulation_steps=FLAGS.gradient_accumulation_steps,
+                         pretraining_totals, accumulation_steps=FLAGS.gradient_accumulation_steps,
                          loss_scaling=FLAGS.mixed_precision == "fp16", use_xla=FLAGS.use_xla)
-    state = tf.train.Checkpoint(model=model, optimizer=optimizer, loss_scale=loop.loss_scale,
-                                good_steps=loop.good_steps)
+    state = tf.train.Checkpoint(variables=_named_variables(model), optimizer=optimizer,
+                                loss_scale=loop.loss_scale, good_steps=loop.good_steps)
     manager = tf.train.CheckpointManager(state, os.path.join(write_dir, "training_state"),
                                          max_to_keep=FLAGS.keep_checkpoint_max)
     if manager.latest_checkpoint:
@@ -163,11 +168,10 @@ def train(strategy, config, files, write_dir, is_chief):
     elif FLAGS.init_checkpoint:
         _initialise(model, FLAGS.init_checkpoint)
 
-    # Global batches split across replicas: each step sees the same examples under any strategy.
-    dataset = strategy.experimental_distribute_dataset(
+    iterator = iter(strategy.distribute_datasets_from_function(lambda context: global_batch_slices(
         make_dataset(files, FLAGS.train_batch_size, FLAGS.max_seq_length,
-                     FLAGS.max_predictions_per_seq, True, seed=FLAGS.seed))
-    iterator = iter(dataset)
+                     FLAGS.max_predictions_per_seq, True, seed=FLAGS.seed),
+        FLAGS.train_batch_size, context)))
     writer = tf.summary.create_file_writer(os.path.join(write_dir, "train")) if is_chief else None
     step = int(optimizer.iterations.numpy())
     examples_per_step = FLAGS.train_batch_size * FLAGS.gradient_accumulation_steps

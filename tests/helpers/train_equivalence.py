@@ -19,8 +19,9 @@ tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfigur
 import keras  # noqa: E402
 
 import modeling  # noqa: E402
+from pretraining.losses import pretraining_totals, replica_pretraining_loss
 from training.optimization import create_optimizer  # noqa: E402
-from training.trainer import TrainLoop  # noqa: E402
+from training.trainer import TrainLoop, global_batch_slices  # noqa: E402
 
 CONFIG = modeling.BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                              intermediate_size=32, max_position_embeddings=16, type_vocab_size=2,
@@ -38,14 +39,13 @@ def batches(n, batch, seed=0):
                     "segment_ids": (np.arange(12)[None, :] >= 6).astype("int32").repeat(batch, 0) * mask,
                     "masked_lm_positions": rng.randint(0, 6, size=(batch, 3)).astype("int32"),
                     "masked_lm_ids": rng.randint(1, 60, size=(batch, 3)).astype("int32"),
-                    "masked_lm_weights": np.ones((batch, 3), "float32"),
+                    "masked_lm_weights": (rng.rand(batch, 3) < 0.7).astype("float32"),
                     "next_sentence_labels": rng.randint(0, 2, size=(batch, 1)).astype("int32")})
     return out
 
 
-def loss_fn(model, features, training, step):
-    losses = modeling.pretraining_losses(model(features, training=training), features)
-    return losses["total_loss"], {"loss": losses["total_loss"]}
+def loss_fn(model, features, training, step, totals):
+    return replica_pretraining_loss(model(features, training=training), features, totals)
 
 
 def run(strategy, micro_batch, accumulation, global_batches, initial):
@@ -54,12 +54,15 @@ def run(strategy, micro_batch, accumulation, global_batches, initial):
         model.build()
         model.set_weights(initial)
         optimizer = create_optimizer(1e-2, 100, 0)
-        loop = TrainLoop(strategy, model, optimizer, loss_fn, accumulation_steps=accumulation)
+        loop = TrainLoop(strategy, model, optimizer, loss_fn, pretraining_totals,
+                         accumulation_steps=accumulation)
     # Each global batch of 8 is cut into `accumulation` micro-batches of `micro_batch`.
     pieces = [{k: v[i * micro_batch:(i + 1) * micro_batch] for k, v in b.items()}
               for b in global_batches for i in range(accumulation)]
     dataset = tf.data.Dataset.from_tensor_slices({k: np.stack([p[k] for p in pieces]) for k in pieces[0]})
-    iterator = iter(strategy.experimental_distribute_dataset(dataset.unbatch().batch(micro_batch)))
+    micro = dataset.unbatch().batch(micro_batch)
+    iterator = iter(strategy.distribute_datasets_from_function(
+        lambda context: global_batch_slices(micro, micro_batch, context)))
     losses = [float(loop.train_step(iterator)["loss"]) for _ in global_batches]
     return losses, [w.tolist() for w in model.get_weights()], int(optimizer.iterations.numpy())
 

@@ -1,0 +1,136 @@
+"""run_pretraining.py end to end: training, eval, TF1 export, resume after SIGKILL, bad input."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import modeling
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.path.join(ROOT, "tests", "data")
+RECORDS = os.path.join(DATA, "pretraining_data", "plain.tfrecord")  # seq 64, 10 predictions
+TINY = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
+        "intermediate_size": 64, "max_position_embeddings": 64, "type_vocab_size": 2,
+        "residual_attention": "sum"}
+
+
+def command(tmp_path, *flags, config=None, input_file=RECORDS):
+    config_path = tmp_path / "bert_config.json"
+    if not config_path.exists():
+        config_path.write_text(json.dumps(config or TINY))
+    return [sys.executable, os.path.join(ROOT, "run_pretraining.py"),
+            f"--bert_config_file={config_path}", f"--input_file={input_file}",
+            f"--output_dir={tmp_path / 'out'}", "--max_seq_length=64",
+            "--max_predictions_per_seq=10", "--train_batch_size=8", "--learning_rate=1e-3",
+            "--num_warmup_steps=2", *flags]
+
+
+def run(cmd, timeout=600):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+def test_train_eval_and_tf1_export(tmp_path):
+    result = run(command(tmp_path, "--do_train", "--do_eval", "--num_train_steps=12",
+                         "--save_checkpoints_steps=6", "--iterations_per_loop=6",
+                         "--max_eval_steps=4", "--gradient_accumulation_steps=2"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = tmp_path / "out"
+    lines = (out / "eval_results.txt").read_text().splitlines()
+    values = dict(line.split(" = ") for line in lines)
+    assert sorted(values) == ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss",
+                              "next_sentence_accuracy", "next_sentence_loss"]
+    assert values["global_step"] == "12"
+    assert 0 <= float(values["masked_lm_accuracy"]) <= 1 and float(values["masked_lm_loss"]) > 0
+    assert "step 12/12" in result.stderr and "examples/s" in result.stderr
+    # The TF1 export holds every pretraining weight under its original name.
+    model = modeling.BertPretrainer(modeling.BertConfig.from_dict(TINY))
+    report = modeling.load_tf1_checkpoint(model, str(out / "model.ckpt-12"))
+    assert not report.missing and not report.unexpected
+    assert sorted(os.listdir(out / "training_state"))[:2] == ["checkpoint", "ckpt-12.data-00000-of-00001"]
+    assert any(name.startswith("events") for name in os.listdir(out / "train"))
+
+
+def test_continue_from_tf1_checkpoint_with_new_heads_listed(tmp_path):
+    """The tiny original-BERT checkpoint without its cls/ heads: the heads are listed as new."""
+    src = modeling.BertPretrainer(modeling.BertConfig.from_json_file(
+        os.path.join(DATA, "bert_postln_tiny", "bert_config.json")))
+    modeling.load_tf1_checkpoint(src.bert, os.path.join(DATA, "bert_postln_tiny"))
+    prefix = modeling.save_tf1_checkpoint(src.bert, str(tmp_path / "init" / "bert_model.ckpt"))
+    records = str(tmp_path / "small_vocab.tfrecord")
+    made = run([sys.executable, os.path.join(ROOT, "create_pretraining_data.py"),
+                f"--input_file={DATA}/pretraining_data/input.txt", f"--output_file={records}",
+                f"--vocab_file={DATA}/bert_postln_tiny/vocab.txt", "--max_seq_length=64",
+                "--max_predictions_per_seq=10", "--dupe_factor=1"])
+    assert made.returncode == 0, made.stderr
+    config = json.load(open(os.path.join(DATA, "bert_postln_tiny", "bert_config.json")))
+    result = run(command(tmp_path, "--do_train", "--num_train_steps=3", f"--init_checkpoint={prefix}",
+                         config=config, input_file=records))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "freshly initialised" in result.stderr and "cls/predictions/output_bias" in result.stderr
+    trained = modeling.read_tf1_checkpoint(str(tmp_path / "out" / "model.ckpt-3"))
+    initial = modeling.read_tf1_checkpoint(prefix)
+    # Started from the checkpoint: after 3 small steps the embeddings are still close to it.
+    delta = np.abs(trained["bert/embeddings/word_embeddings"] - initial["bert/embeddings/word_embeddings"])
+    assert 0 < delta.max() < 0.05
+
+
+def test_resume_after_sigkill(tmp_path):
+    cmd = command(tmp_path, "--do_train", "--num_train_steps=400", "--save_checkpoints_steps=5",
+                  "--iterations_per_loop=5", "--keep_checkpoint_max=100")
+    state = tmp_path / "out" / "training_state"
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        if state.exists() and any(n.startswith("ckpt-10.index") for n in os.listdir(state)):
+            break
+        if proc.poll() is not None:
+            pytest.fail("training ended before it could be killed: " + proc.stderr.read()[-2000:])
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    saved = sorted(int(n[5:-6]) for n in os.listdir(state) if n.startswith("ckpt-") and n.endswith(".index"))
+    assert saved and saved[-1] < 400
+    last = saved[-1]
+    import tensorflow as tf
+    reader = tf.train.load_checkpoint(str(state / f"ckpt-{last}"))
+    key = next(n for n in reader.get_variable_to_shape_map()
+               if n.startswith("variables/") and "word_embeddings" in n)
+    weights_at_kill = reader.get_tensor(key)
+
+    result = run(command(tmp_path, "--do_train", "--num_train_steps=" + str(last + 5),
+                         "--save_checkpoints_steps=5", "--iterations_per_loop=5",
+                         "--keep_checkpoint_max=100"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"resuming from {state}/ckpt-{last} at step {last}" in result.stderr
+    assert f"step {last + 5}/{last + 5}" in result.stderr
+    assert f"step {last}/" not in result.stderr  # finished steps are not redone
+    assert os.path.exists(tmp_path / "out" / f"model.ckpt-{last + 5}.index")
+    # The checkpoint taken at the kill is intact and was the starting point.
+    np.testing.assert_array_equal(
+        tf.train.load_checkpoint(str(state / f"ckpt-{last}")).get_tensor(key), weights_at_kill)
+    assert int(tf.train.load_checkpoint(str(state / f"ckpt-{last}")).get_tensor(
+        "optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE")) == last
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--input_file=/nonexistent/*.tfrecord"], "--input_file: /nonexistent/*.tfrecord matches no file"),
+    (["--max_seq_length=32"], "records have input_ids of length 64 but --max_seq_length=32"),
+    (["--max_predictions_per_seq=20"], "records have masked_lm_positions of length 10 but --max_predictions_per_seq=20"),
+    (["--init_checkpoint=" + os.path.join(DATA, "bert_postln_tiny", "bert_model.ckpt")],
+     "bert/embeddings/word_embeddings has shape [128, 32] in the checkpoint but [30522, 32] in the model"),
+    (["--train_batch_size=0"], "--train_batch_size=0: must be at least 1"),
+])
+def test_bad_input_is_one_line_before_training(tmp_path, flags, message):
+    cmd = [c for c in command(tmp_path, "--do_train", "--num_train_steps=5")
+           if not any(c.startswith(f.split("=")[0] + "=") for f in flags)] + flags
+    result = run(cmd)
+    assert result.returncode == 2, result.stderr[-2000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: ") and message in last
+    assert not os.path.exists(tmp_path / "out" / "training_state")
