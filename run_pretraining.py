@@ -273,6 +273,9 @@ def main(argv):
     from training.distribution import make_strategy, set_mixed_precision
     config = _config()
     files = expand_input_files(FLAGS.input_file)
+    # Multi-worker collectives must be set up before TensorFlow runs any op.
+    strategy_name = "tpu" if FLAGS.use_tpu else FLAGS.distribution_strategy
+    strategy = make_strategy(strategy_name, FLAGS.tpu_name, FLAGS.tpu_zone, FLAGS.gcp_project, FLAGS.master)
     check_record_lengths(files, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq)
     if FLAGS.init_checkpoint:
         import modeling
@@ -280,8 +283,6 @@ def main(argv):
     os.makedirs(FLAGS.output_dir, exist_ok=True)
     keras.utils.set_random_seed(FLAGS.seed)
     set_mixed_precision(FLAGS.mixed_precision)
-    strategy_name = "tpu" if FLAGS.use_tpu else FLAGS.distribution_strategy
-    strategy = make_strategy(strategy_name, FLAGS.tpu_name, FLAGS.tpu_zone, FLAGS.gcp_project, FLAGS.master)
     is_chief = _is_chief(strategy)
     write_dir = FLAGS.output_dir if is_chief else os.path.join(
         FLAGS.output_dir, f"worker_{strategy.cluster_resolver.task_id}")
