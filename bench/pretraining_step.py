@@ -1,0 +1,137 @@
+"""Pretraining steps/s and examples/s: post-LN, pre-LN, RealFormer and PLD, side by side.
+
+All cases train on the same real TFRecords (People's Daily, made here with
+create_pretraining_data.py and the 21128-token Chinese vocabulary) with the same config and
+batch, through the same training loop as run_pretraining.py (AdamW, clipping). Each case runs in
+its own process, so its peak memory is its own. PLD is measured at optimizer step 10,000, where
+theta(t) is near theta_bar and about a third of the layer computations are skipped.
+
+    python bench/pretraining_step.py [--config=small] [--batch_size=16] [--steps=15]
+
+Prints a table; writes bench/results/pretraining_step.json.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+VOCAB = os.path.join(ROOT, "tests", "data", "tokenization", "vocab_zh.txt")
+CASES = {
+    "post-LN": dict(layer_norm_type="post", residual_attention="none", pld=False),
+    "pre-LN": dict(layer_norm_type="pre", residual_attention="none", pld=False),
+    "RealFormer": dict(layer_norm_type="post", residual_attention="sum", pld=False),
+    "pre-LN + PLD": dict(layer_norm_type="pre", residual_attention="none", pld=True),
+    "RealFormer + PLD": dict(layer_norm_type="post", residual_attention="sum", pld=True),
+}
+
+
+def run_case(case):
+    import keras
+    import tensorflow as tf
+
+    import modeling
+    from model_step import CONFIGS
+    from pretraining import pld
+    from pretraining.input_pipeline import make_dataset
+    from pretraining.losses import pretraining_totals, replica_pretraining_loss
+    from training.optimization import create_optimizer
+    from training.trainer import TrainLoop
+    keras.utils.set_random_seed(0)
+    variant = CASES[case["name"]]
+    config = modeling.BertConfig(vocab_size=21128, max_position_embeddings=512, type_vocab_size=2,
+                                 layer_norm_type=variant["layer_norm_type"],
+                                 residual_attention=variant["residual_attention"],
+                                 **CONFIGS[case["config"]])
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    with strategy.scope():
+        model = modeling.BertPretrainer(config)
+        model.build()
+        optimizer = create_optimizer(1e-4, 100000, 1000)
+
+        def loss_fn(model, features, training, step, totals):
+            keep = (pld.keep_probabilities(step, config.num_hidden_layers, 0.5, 0.001)
+                    if variant["pld"] else None)
+            return replica_pretraining_loss(model(features, training=training, layer_keep_probs=keep),
+                                            features, totals)
+
+        loop = TrainLoop(strategy, model, optimizer, loss_fn, pretraining_totals, use_xla=case["xla"])
+    if variant["pld"]:
+        optimizer.iterations.assign(10000)
+    dataset = make_dataset([case["data"]], case["batch_size"], case["seq_length"], 20, True, seed=0)
+    iterator = iter(strategy.experimental_distribute_dataset(dataset))
+    for _ in range(3):
+        loop.train_step(iterator)
+    times = []
+    for _ in range(case["steps"]):
+        start = time.perf_counter()
+        float(loop.train_step(iterator)["loss"])
+        times.append(time.perf_counter() - start)
+    median = statistics.median(times)
+    return {**case, "median_step_s": median, "steps_per_s": 1 / median,
+            "examples_per_s": case["batch_size"] / median,
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default="small")
+    parser.add_argument("--batch_size", type=int, default=16)
+    parser.add_argument("--seq_length", type=int, default=128)
+    parser.add_argument("--steps", type=int, default=15)
+    parser.add_argument("--xla", action="store_true")
+    parser.add_argument("--output", default=os.path.join(ROOT, "bench", "results", "pretraining_step.json"))
+    parser.add_argument("--case", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.case:
+        print("RESULT " + json.dumps(run_case(json.loads(args.case))), flush=True)
+        return
+
+    import realdata
+    work = tempfile.mkdtemp(prefix="bench-pretraining-")
+    corpus = os.path.join(work, "corpus.txt")
+    realdata.write_peoples_daily_corpus(corpus, max_documents=4000)
+    data = os.path.join(work, "train.tfrecord")
+    subprocess.run([sys.executable, os.path.join(ROOT, "create_pretraining_data.py"),
+                    f"--input_file={corpus}", f"--output_file={data}", f"--vocab_file={VOCAB}",
+                    f"--max_seq_length={args.seq_length}", "--max_predictions_per_seq=20",
+                    "--dupe_factor=1"], check=True, capture_output=True)
+    results = []
+    print(f"BERT-{args.config} shapes, batch {args.batch_size}, seq {args.seq_length}, XLA {args.xla}")
+    print(f"{'case':<18} {'step ms':>9} {'steps/s':>8} {'examples/s':>11} {'vs post-LN':>10} {'peak MB':>8}")
+    for name in CASES:
+        case = {"name": name, "config": args.config, "batch_size": args.batch_size,
+                "seq_length": args.seq_length, "steps": args.steps, "xla": args.xla, "data": data}
+        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--case", json.dumps(case)],
+                              capture_output=True, text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+        lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
+        if proc.returncode or not lines:
+            raise SystemExit(f"{name} failed:\n{proc.stderr[-3000:]}")
+        result = json.loads(lines[-1][len("RESULT "):])
+        result["step_time_vs_post_ln"] = result["median_step_s"] / (results[0]["median_step_s"] if results else result["median_step_s"])
+        results.append(result)
+        print(f"{name:<18} {result['median_step_s'] * 1e3:9.1f} {result['steps_per_s']:8.2f} "
+              f"{result['examples_per_s']:11.1f} {result['step_time_vs_post_ln']:10.3f} "
+              f"{result['peak_rss_mb']:8.0f}", flush=True)
+    report = {"benchmark": "pretraining_step", "date": datetime.datetime.now().isoformat(timespec="seconds"),
+              "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count()},
+              "command": " ".join(["bench/pretraining_step.py"] + sys.argv[1:]), "results": results}
+    os.makedirs(os.path.dirname(args.output), exist_ok=True)
+    with open(args.output + ".tmp", "w") as f:
+        json.dump(report, f, indent=2)
+    os.replace(args.output + ".tmp", args.output)
+    print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()
