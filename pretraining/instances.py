@@ -182,13 +182,18 @@ def create_masked_lm_predictions(tokens, masking, vocab_ids, rng):
                 candidates[-1].append(i)
             else:
                 candidates.append([i])
-    else:  # single positions; shuffled exactly as the one-element lists would be
+    elif tokens.count(sep) == 2 and tokens.count(cls) == 1 and tokens[0] == cls and tokens[-1] == sep:
+        # The usual [CLS] A [SEP] B [SEP]: every other position, without a Python-level scan.
+        # Single positions are shuffled exactly as the one-element lists would be.
+        middle = tokens.index(sep)
+        candidates = list(range(1, middle)) + list(range(middle + 1, len(tokens) - 1))
+    else:
         candidates = [i for i, token in enumerate(tokens) if token != cls and token != sep]
     shuffle(rng, candidates)
     if not masking.do_whole_word_mask:
-        candidates = [(i,) for i in candidates]
+        candidates = ((i,) for i in candidates)  # only the groups looked at below
 
-    output = [t if t >= 0 else -t - 1 for t in tokens]
+    output = list(tokens) if min(tokens) >= 0 else [t if t >= 0 else -t - 1 for t in tokens]
     num_to_predict = min(masking.max_predictions_per_seq,
                          max(1, int(round(len(tokens) * masking.masked_lm_prob))))
     masked = []  # (position, original id)
