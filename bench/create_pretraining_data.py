@@ -138,7 +138,10 @@ def main():
                  f"--output_file={work}/ours.tfrecord", f"--num_workers={args.num_workers}", *common],
         "original algorithm (tf-models-official + original masking)": [
             PEER_PYTHON, os.path.join(ROOT, "bench", "peers", "tfm_create_pretraining_data.py"),
-            "--faithful_masking", f"--output_file={work}/original.tfrecord", *common],
+            "--faithful_masking=original", f"--output_file={work}/original.tfrecord", *common],
+        "original algorithm with our masking code (tf-models-official)": [
+            PEER_PYTHON, os.path.join(ROOT, "bench", "peers", "tfm_create_pretraining_data.py"),
+            "--faithful_masking=ours", f"--output_file={work}/original_fast_masking.tfrecord", *common],
         "tf-models-official as released": [
             PEER_PYTHON, os.path.join(ROOT, "bench", "peers", "tfm_create_pretraining_data.py"),
             f"--output_file={work}/tfm.tfrecord", *common],
@@ -154,14 +157,18 @@ def main():
                          "command": " ".join(os.path.relpath(c, ROOT) if c.startswith(ROOT) else c for c in cmd)}
         print(f"{name:<62} {seconds:8.1f} s {lines / seconds:10,.0f} lines/s {peak_mb:8.0f} MB", flush=True)
     base = results["original algorithm (tf-models-official + original masking)"]
+    conservative = results["original algorithm with our masking code (tf-models-official)"]
     ratio = base["seconds"] / results["ours"]["seconds"]
+    conservative_ratio = conservative["seconds"] / results["ours"]["seconds"]
     memory_ratio = results["ours"]["peak_rss_mb"] / base["peak_rss_mb"]
     ours = read_records(f"{work}/ours.tfrecord", args.max_seq_length, args.max_predictions_per_seq)
-    original = read_records(f"{work}/original.tfrecord", args.max_seq_length, args.max_predictions_per_seq)
-    identical = same_records(ours, original)
+    identical = all(same_records(ours, read_records(f"{work}/{name}.tfrecord", args.max_seq_length,
+                                                    args.max_predictions_per_seq))
+                    for name in ("original", "original_fast_masking"))
     n_records = len(ours["input_ids"])
-    print(f"speed-up vs the original algorithm: {ratio:.2f}x; peak memory ours/original: "
-          f"{memory_ratio:.2f}; outputs identical: {identical} ({n_records:,} records)")
+    print(f"speed-up vs the original algorithm: {ratio:.2f}x ({conservative_ratio:.2f}x when it "
+          f"borrows our masking code); peak memory ours/original: {memory_ratio:.2f}; "
+          f"outputs identical: {identical} ({n_records:,} records)")
 
     sample = realdata.peoples_daily_lines(split_sentences=True)
     tokenizers = tokenizer_throughput(sample)
@@ -172,7 +179,8 @@ def main():
               "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count()},
               "command": " ".join(["bench/create_pretraining_data.py"] + sys.argv[1:]),
               "corpus_lines": lines, "flags": vars(args), "runs": results,
-              "speedup_vs_original": ratio, "peak_memory_ratio_vs_original": memory_ratio,
+              "speedup_vs_original": ratio, "speedup_vs_original_with_our_masking": conservative_ratio,
+              "peak_memory_ratio_vs_original": memory_ratio,
               "outputs_identical": identical, "records": n_records,
               "tokenizer_lines_per_s": tokenizers, "tokenizer_lines": len(sample)}
     os.makedirs(os.path.dirname(args.output), exist_ok=True)

@@ -1,0 +1,1 @@
+"""Fine-tuning tasks: classification processors and metrics (SQuAD later)."""

@@ -1,0 +1,87 @@
+"""Classification and regression metrics, computed here (tested against hand-worked values).
+
+All take numpy-compatible sequences. Class metrics follow the usual definitions: precision =
+TP / (TP + FP), recall = TP / (TP + FN), F1 their harmonic mean, each 0 when undefined;
+macro = unweighted mean over classes, weighted = mean weighted by each class's support.
+"""
+
+import math
+
+import numpy as np
+
+
+def confusion_matrix(labels, predictions, num_classes):
+    """[num_classes, num_classes] counts; rows are true labels, columns predictions."""
+    matrix = np.zeros((num_classes, num_classes), dtype=np.int64)
+    np.add.at(matrix, (np.asarray(labels, int), np.asarray(predictions, int)), 1)
+    return matrix
+
+
+def per_class_scores(matrix):
+    """{precision, recall, f1, support}: arrays over classes, from a confusion matrix."""
+    matrix = np.asarray(matrix, dtype=np.float64)
+    tp = np.diag(matrix)
+    predicted = matrix.sum(axis=0)
+    support = matrix.sum(axis=1)
+    precision = np.divide(tp, predicted, out=np.zeros_like(tp), where=predicted > 0)
+    recall = np.divide(tp, support, out=np.zeros_like(tp), where=support > 0)
+    denominator = precision + recall
+    f1 = np.divide(2 * precision * recall, denominator, out=np.zeros_like(tp), where=denominator > 0)
+    return {"precision": precision, "recall": recall, "f1": f1, "support": support.astype(np.int64)}
+
+
+def classification_metrics(labels, predictions, num_classes):
+    """accuracy, macro and weighted precision/recall/F1, the confusion matrix, per-class scores."""
+    matrix = confusion_matrix(labels, predictions, num_classes)
+    scores = per_class_scores(matrix)
+    total = matrix.sum()
+    support = scores["support"].astype(np.float64)
+    result = {"accuracy": float(np.trace(matrix) / total) if total else 0.0}
+    for name in ("precision", "recall", "f1"):
+        result[f"macro_{name}"] = float(np.mean(scores[name]))
+        result[f"weighted_{name}"] = float(np.sum(scores[name] * support) / total) if total else 0.0
+    result["confusion_matrix"] = matrix
+    result["per_class"] = scores
+    return result
+
+
+def matthews_corrcoef(labels, predictions):
+    """Matthews correlation of two binary label sequences (0 when undefined), as for CoLA."""
+    matrix = confusion_matrix(labels, predictions, 2).astype(np.float64)
+    (tn, fp), (fn, tp) = matrix
+    denominator = math.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
+    return float((tp * tn - fp * fn) / denominator) if denominator else 0.0
+
+
+def binary_f1(labels, predictions, positive=1):
+    """F1 of the positive class, as reported for MRPC and QQP."""
+    matrix = confusion_matrix(labels, predictions, max(2, positive + 1))
+    return float(per_class_scores(matrix)["f1"][positive])
+
+
+def pearson(x, y):
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    dx, dy = x - x.mean(), y - y.mean()
+    denominator = math.sqrt(float(np.sum(dx * dx) * np.sum(dy * dy)))
+    return float(np.sum(dx * dy) / denominator) if denominator else 0.0
+
+
+def _ranks(values):
+    """Ranks from 1, ties given their average rank."""
+    values = np.asarray(values, np.float64)
+    order = np.argsort(values, kind="mergesort")
+    ranks = np.empty(len(values), np.float64)
+    sorted_values = values[order]
+    i = 0
+    while i < len(values):
+        j = i
+        while j + 1 < len(values) and sorted_values[j + 1] == sorted_values[i]:
+            j += 1
+        ranks[order[i:j + 1]] = (i + j) / 2.0 + 1.0
+        i = j + 1
+    return ranks
+
+
+def spearman(x, y):
+    """Spearman's rank correlation: Pearson's of the (tie-averaged) ranks."""
+    return pearson(_ranks(x), _ranks(y))
