@@ -134,7 +134,8 @@ def _create(input_files, output_files, seed, vocab_ids, progress, ref_files):
     """One corpus -> its output files. Returns (documents, instances, masked positions, tokens)."""
     from pretraining import documents as docs
     from pretraining.instances import MaskingOptions, create_training_instances
-    from pretraining.records import AtomicRecordWriters, ParallelEncoder
+    from pretraining.records import ParallelEncoder
+    from tfrecords import AtomicRecordWriters
 
     segmentation = None if FLAGS.chinese_word_segmentation == "none" else FLAGS.chinese_word_segmentation
     pool = docs.worker_pool((FLAGS.vocab_file, FLAGS.do_lower_case, segmentation), FLAGS.num_workers)

@@ -16,9 +16,10 @@ import os
 import sys
 import time
 
-from absl import flags, logging
+from absl import flags
 
 from cli import InputError, run
+from training.flags import define_shared_flags, is_chief as _is_chief, load_config, strategy_from_flags
 
 FLAGS = flags.FLAGS
 
@@ -39,28 +40,7 @@ flags.DEFINE_integer("num_warmup_steps", 10000, "Number of warmup steps.")
 flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save the model checkpoint.")
 flags.DEFINE_integer("iterations_per_loop", 1000, "Steps between progress lines and summaries.")
 flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.")
-flags.DEFINE_bool("use_tpu", False, "Whether to use TPU (same as --distribution_strategy=tpu).")
-flags.DEFINE_string("tpu_name", None, "The Cloud TPU to use for training.")
-flags.DEFINE_string("tpu_zone", None, "GCE zone where the Cloud TPU is located in.")
-flags.DEFINE_string("gcp_project", None, "Project name for the Cloud TPU-enabled project.")
-flags.DEFINE_string("master", None, "TensorFlow master URL.")
-flags.DEFINE_integer("num_tpu_cores", 8, "Only used if use_tpu is True. Total number of TPU cores to use.")
-
-# Ours.
-flags.DEFINE_enum("distribution_strategy", "one_device", ["one_device", "mirrored", "multi_worker", "tpu"],
-                  "one_device, mirrored (all local GPUs), multi_worker (machines from TF_CONFIG), tpu.")
-flags.DEFINE_enum("mixed_precision", "none", ["none", "bf16", "fp16"], "Mixed precision; fp16 uses dynamic loss scaling.")
-flags.DEFINE_bool("use_xla", False, "Compile the forward and backward pass with XLA.")
-flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"], "adamw (the original's) or lamb.")
-flags.DEFINE_float("weight_decay", 0.01, "Weight decay (not on LayerNorm and bias weights).")
-flags.DEFINE_integer("gradient_accumulation_steps", 1, "Micro-batches of --train_batch_size per optimizer step.")
-flags.DEFINE_enum("layer_norm_type", None, ["post", "pre"], "Override the config's layer_norm_type.")
-flags.DEFINE_enum("residual_attention", None, ["none", "sum", "mean"], "Override the config's residual_attention (RealFormer).")
-flags.DEFINE_bool("pld", False, "Progressive Layer Dropping during training.")
-flags.DEFINE_float("pld_theta", 0.5, "PLD: the final keep probability theta_bar.")
-flags.DEFINE_float("pld_gamma", 0.001, "PLD: how fast theta(t) decays towards theta_bar.")
-flags.DEFINE_integer("keep_checkpoint_max", 5, "Training-state checkpoints to keep.")
-flags.DEFINE_integer("seed", 12345, "Random seed (initialisation, dropout, data order).")
+define_shared_flags(pld=True)
 
 
 def _check_flags():
@@ -80,26 +60,6 @@ def _check_flags():
         raise InputError(f"--pld_theta={FLAGS.pld_theta}: must be in (0, 1]")
 
 
-def _config():
-    import modeling
-    config = modeling.BertConfig.from_json_file(FLAGS.bert_config_file)
-    overrides = {k: getattr(FLAGS, k) for k in ("layer_norm_type", "residual_attention")
-                 if getattr(FLAGS, k) is not None}
-    config = config.replace(**overrides) if overrides else config
-    if FLAGS.max_seq_length > config.max_position_embeddings:
-        raise InputError(f"--max_seq_length={FLAGS.max_seq_length} exceeds max_position_embeddings "
-                         f"{config.max_position_embeddings} of {FLAGS.bert_config_file}")
-    return config
-
-
-def _is_chief(strategy):
-    resolver = getattr(strategy, "cluster_resolver", None)
-    if resolver is None or not resolver.task_type:
-        return True
-    return resolver.task_type == "chief" or (resolver.task_type == "worker" and resolver.task_id == 0
-                                             and "chief" not in resolver.cluster_spec().as_dict())
-
-
 def _loss_fn(num_layers):
     from pretraining import pld
     from pretraining.losses import replica_pretraining_loss
@@ -112,37 +72,13 @@ def _loss_fn(num_layers):
     return loss_fn
 
 
-def _named_variables(model):
-    """The model's variables keyed by their TF1 names: what training-state checkpoints track
-    (Keras 3 layers nested in layers are not tracked as checkpoint dependencies)."""
-    import modeling
-    return {name: variable.value for name, variable in modeling.tf1_variable_map(model).items()}
-
-
-def _initialise(model, path):
-    """A TF1 name-based checkpoint (Google, HFL, RealFormer, ours) or our training state."""
-    import tensorflow as tf
-
-    import modeling
-    prefix = modeling.checkpoints.resolve_checkpoint_path(
-        os.path.join(path, "training_state") if os.path.isdir(os.path.join(path, "training_state")) else path)
-    names = dict(tf.train.list_variables(prefix))
-    if "_CHECKPOINTABLE_OBJECT_GRAPH" in names and not any(n.startswith("bert/") for n in names):
-        tf.train.Checkpoint(variables=_named_variables(model)).restore(prefix).expect_partial()
-        print(f"initialised the model from training state {prefix}", file=sys.stderr)
-        return
-    report = modeling.load_tf1_checkpoint(model, prefix)
-    logging.info(report.summary())
-    if report.missing:
-        print(f"freshly initialised (not in {prefix}): {', '.join(report.missing)}", file=sys.stderr)
-
-
 def train(strategy, config, files, write_dir, is_chief):
     import tensorflow as tf
 
     import modeling
     from pretraining.input_pipeline import make_dataset
     from pretraining.losses import pretraining_totals
+    from training.checkpointing import initialise, training_state
     from training.optimization import create_optimizer
     from training.trainer import TrainLoop, global_batch_slices
 
@@ -158,15 +94,11 @@ def train(strategy, config, files, write_dir, is_chief):
         loop = TrainLoop(strategy, model, optimizer, _loss_fn(config.num_hidden_layers),
                          pretraining_totals, accumulation_steps=FLAGS.gradient_accumulation_steps,
                          loss_scaling=FLAGS.mixed_precision == "fp16", use_xla=FLAGS.use_xla)
-    state = tf.train.Checkpoint(variables=_named_variables(model), optimizer=optimizer,
-                                loss_scale=loop.loss_scale, good_steps=loop.good_steps)
-    manager = tf.train.CheckpointManager(state, os.path.join(write_dir, "training_state"),
-                                         max_to_keep=FLAGS.keep_checkpoint_max)
-    if manager.latest_checkpoint:
-        state.restore(manager.latest_checkpoint)
-        print(f"resuming from {manager.latest_checkpoint} at step {int(optimizer.iterations.numpy())}", file=sys.stderr)
+    _, manager = training_state(model, optimizer, loop, write_dir, FLAGS.keep_checkpoint_max)
+    if manager.restored:
+        print(f"resuming from {manager.restored} at step {int(optimizer.iterations.numpy())}", file=sys.stderr)
     elif FLAGS.init_checkpoint:
-        _initialise(model, FLAGS.init_checkpoint)
+        initialise(model, FLAGS.init_checkpoint)
 
     iterator = iter(strategy.distribute_datasets_from_function(lambda context: global_batch_slices(
         make_dataset(files, FLAGS.train_batch_size, FLAGS.max_seq_length,
@@ -213,8 +145,9 @@ def evaluate(strategy, config, files, model=None):
         with strategy.scope():
             model = modeling.BertPretrainer(config)
             model.build()
-        _initialise(model, FLAGS.output_dir if FLAGS.do_train or not FLAGS.init_checkpoint
-                    else FLAGS.init_checkpoint)
+        from training.checkpointing import initialise
+        initialise(model, FLAGS.output_dir if FLAGS.do_train or not FLAGS.init_checkpoint
+                   else FLAGS.init_checkpoint)
     dataset = make_dataset(files, FLAGS.eval_batch_size, FLAGS.max_seq_length,
                            FLAGS.max_predictions_per_seq, False)
 
@@ -270,12 +203,10 @@ def main(argv):
     import tensorflow as tf
 
     from pretraining.input_pipeline import check_record_lengths, expand_input_files
-    from training.distribution import make_strategy, set_mixed_precision
-    config = _config()
+    from training.distribution import set_mixed_precision
+    config = load_config(FLAGS.bert_config_file, FLAGS.max_seq_length)
     files = expand_input_files(FLAGS.input_file)
-    # Multi-worker collectives must be set up before TensorFlow runs any op.
-    strategy_name = "tpu" if FLAGS.use_tpu else FLAGS.distribution_strategy
-    strategy = make_strategy(strategy_name, FLAGS.tpu_name, FLAGS.tpu_zone, FLAGS.gcp_project, FLAGS.master)
+    strategy = strategy_from_flags()  # multi-worker collectives: before TensorFlow runs any op
     check_record_lengths(files, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq)
     if FLAGS.init_checkpoint:
         import modeling

@@ -1,0 +1,102 @@
+"""Examples -> fixed-length features, cached as TFRecord like the original run_classifier.
+
+`[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]`, truncated as the original (tokens dropped from the
+end of the longer text), zero padded. Record features: `input_ids`, `input_mask`,
+`segment_ids` (int64 x max_seq_length), `label_ids` (int64, or float for regression),
+`is_real_example` (int64). A cache file is re-used only when its key (data file, vocabulary,
+casing, length, labels) matches; otherwise it is rebuilt.
+"""
+
+import hashlib
+import json
+import os
+
+from tfrecords import AtomicRecordWriters, encode_example, float_feature, int64_feature
+
+
+def truncate_seq_pair(tokens_a, tokens_b, max_length):
+    """Pops from the end of the longer list until the pair fits (the original's rule)."""
+    while len(tokens_a) + len(tokens_b) > max_length:
+        (tokens_a if len(tokens_a) > len(tokens_b) else tokens_b).pop()
+
+
+def convert_example(example, label_map, max_seq_length, tokenizer):
+    """-> {input_ids, input_mask, segment_ids, label_id} (lists; label_id int or float)."""
+    ids_a = tokenizer.tokenize_to_ids(example.text_a)
+    ids_b = tokenizer.tokenize_to_ids(example.text_b) if example.text_b else None
+    if ids_b is not None:
+        truncate_seq_pair(ids_a, ids_b, max_seq_length - 3)
+    else:
+        del ids_a[max_seq_length - 2:]
+    cls, sep = tokenizer.vocab["[CLS]"], tokenizer.vocab["[SEP]"]
+    input_ids = [cls, *ids_a, sep]
+    segment_ids = [0] * len(input_ids)
+    if ids_b is not None:
+        input_ids += [*ids_b, sep]
+        segment_ids += [1] * (len(ids_b) + 1)
+    n = len(input_ids)
+    pad = [0] * (max_seq_length - n)
+    label = float(example.label) if label_map is None else label_map[example.label]
+    return {"input_ids": input_ids + pad, "input_mask": [1] * n + pad,
+            "segment_ids": segment_ids + pad, "label_id": label}
+
+
+def feature_spec(max_seq_length, regression=False):
+    import tensorflow as tf
+    return {"input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+            "input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+            "segment_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+            "label_ids": tf.io.FixedLenFeature([], tf.float32 if regression else tf.int64),
+            "is_real_example": tf.io.FixedLenFeature([], tf.int64)}
+
+
+def _cache_key(examples, label_list, max_seq_length, tokenizer):
+    sources = sorted({e.where.rsplit(":", 1)[0] for e in examples})
+    digest = hashlib.sha256()
+    for path in sources + [tokenizer.vocab_file]:
+        stat = os.stat(path)
+        digest.update(f"{os.path.abspath(path)}|{stat.st_size}|{stat.st_mtime_ns}".encode())
+    return json.dumps({"files": digest.hexdigest(), "examples": len(examples),
+                       "do_lower_case": tokenizer.do_lower_case, "max_seq_length": max_seq_length,
+                       "labels": label_list}, sort_keys=True)
+
+
+def cached_features(examples, label_list, max_seq_length, tokenizer, path):
+    """Writes `path` (and `path.key`) unless a cache with the same key exists. Returns True
+    when the cache was re-used."""
+    key = _cache_key(examples, label_list, max_seq_length, tokenizer)
+    key_path = path + ".key"
+    if os.path.exists(path) and os.path.exists(key_path):
+        with open(key_path, encoding="utf-8") as f:
+            if f.read() == key:
+                return True
+    label_map = None if label_list is None else {label: i for i, label in enumerate(label_list)}
+    with AtomicRecordWriters([path]) as writer:
+        for example in examples:
+            f = convert_example(example, label_map, max_seq_length, tokenizer)
+            label = float_feature([f["label_id"]]) if label_map is None else int64_feature([f["label_id"]])
+            writer.write(encode_example({
+                "input_ids": int64_feature(f["input_ids"]), "input_mask": int64_feature(f["input_mask"]),
+                "segment_ids": int64_feature(f["segment_ids"]), "label_ids": label,
+                "is_real_example": int64_feature([1])}))
+    tmp = f"{key_path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(key)
+    os.replace(tmp, key_path)
+    return False
+
+
+def make_dataset(path, batch_size, max_seq_length, is_training, regression=False, seed=None):
+    """Training: shuffled (buffer 100, as the original), repeated, remainder dropped.
+    Eval/predict: in order, the last batch kept."""
+    import tensorflow as tf
+    spec = feature_spec(max_seq_length, regression)
+    d = tf.data.TFRecordDataset(path)
+    if is_training:
+        d = d.repeat().shuffle(buffer_size=100, seed=seed)
+    d = d.batch(batch_size, drop_remainder=is_training)
+
+    def decode(records):
+        example = tf.io.parse_example(records, spec)
+        return {k: tf.cast(v, tf.int32) if v.dtype == tf.int64 else v for k, v in example.items()}
+    return d.map(decode, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
