@@ -1,0 +1,100 @@
+"""SavedModel export of a fine-tuned classifier that takes raw text.
+
+The tensorflow-text tokenizer (`tokenization.fast`, the same ids as the reference) runs inside
+the graph. Signatures:
+  `serving_default` / `classify`: text_a [B] string -> probabilities [B, C] (scores [B, 1]
+    for regression);
+  `classify_pair`: text_a, text_b [B] string -> the same.
+The directory layout is TF Serving's: EXPORT_DIR/<version>/saved_model.pb, version = seconds
+since the epoch. Written under a temporary name and renamed.
+"""
+
+import os
+import shutil
+import time
+
+import tensorflow as tf
+
+from tokenization.fast import FastTokenizer
+from training.checkpointing import named_variables
+
+
+def _keep_first(ids, lengths):
+    """The first `lengths[i]` ids of each row of a ragged [B, (n)] tensor."""
+    positions = tf.ragged.range(ids.row_lengths())
+    return tf.ragged.boolean_mask(ids, positions < tf.expand_dims(lengths, 1))
+
+
+def pack_inputs(ids_a, ids_b, max_seq_length, cls_id, sep_id):
+    """Ragged ids -> dense `input_ids`, `input_mask`, `token_type_ids` [B, max_seq_length], with
+    the original's truncation: pop from the end of the longer text (B on ties) until they fit.
+    In closed form: B keeps min(len_b, max(m // 2, m - len_a)) and A keeps what remains, m the
+    room left by [CLS] and the [SEP]s."""
+    batch = ids_a.nrows()
+    cls = tf.fill([batch, 1], tf.constant(cls_id, tf.int64))
+    sep = tf.fill([batch, 1], tf.constant(sep_id, tf.int64))
+    len_a = ids_a.row_lengths()
+    if ids_b is None:
+        a = _keep_first(ids_a, tf.minimum(len_a, tf.constant(max_seq_length - 2, tf.int64)))
+        ids = tf.concat([cls, a, sep], axis=1)
+        types = tf.zeros_like(ids)
+    else:
+        room = tf.constant(max_seq_length - 3, tf.int64)
+        len_b = ids_b.row_lengths()
+        keep_b = tf.minimum(len_b, tf.maximum(room // 2, room - len_a))
+        keep_a = tf.minimum(len_a, room - keep_b)
+        a, b = _keep_first(ids_a, keep_a), _keep_first(ids_b, keep_b)
+        first = tf.concat([cls, a, sep], axis=1)
+        second = tf.concat([b, sep], axis=1)
+        ids = tf.concat([first, second], axis=1)
+        types = tf.concat([tf.zeros_like(first), tf.ones_like(second)], axis=1)
+    shape = [None, max_seq_length]
+    return {"input_ids": tf.cast(ids.to_tensor(0, shape=shape), tf.int32),
+            "input_mask": tf.cast(tf.ones_like(ids).to_tensor(0, shape=shape), tf.int32),
+            "token_type_ids": tf.cast(types.to_tensor(0, shape=shape), tf.int32)}
+
+
+class ClassifierServing(tf.Module):
+    def __init__(self, model, vocab_file, do_lower_case, max_seq_length, label_list):
+        super().__init__()
+        self._model = model
+        self.model_variables = named_variables(model)  # tracked, so the SavedModel holds them
+        self._tokenizer = FastTokenizer(vocab_file, do_lower_case=do_lower_case)
+        self.wordpiece = self._tokenizer._wordpiece
+        self._max_seq_length = max_seq_length
+        self._regression = label_list is None
+        self.labels = tf.constant(label_list or ["score"])
+        self._cls = self._tokenizer.vocab["[CLS]"]
+        self._sep = self._tokenizer.vocab["[SEP]"]
+
+    def _outputs(self, features):
+        logits = self._model(features, training=False)
+        values = logits if self._regression else tf.nn.softmax(logits, axis=-1)
+        return {"probabilities": tf.cast(values, tf.float32)}
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text_a")])
+    def classify(self, text_a):
+        return self._outputs(pack_inputs(self._tokenizer.tokenize(text_a), None,
+                                         self._max_seq_length, self._cls, self._sep))
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text_a"),
+                                  tf.TensorSpec([None], tf.string, name="text_b")])
+    def classify_pair(self, text_a, text_b):
+        return self._outputs(pack_inputs(self._tokenizer.tokenize(text_a), self._tokenizer.tokenize(text_b),
+                                         self._max_seq_length, self._cls, self._sep))
+
+
+def export_classifier(model, vocab_file, do_lower_case, max_seq_length, label_list, export_dir):
+    """Writes EXPORT_DIR/<version>; returns its path."""
+    module = ClassifierServing(model, vocab_file, do_lower_case, max_seq_length, label_list)
+    version = str(int(time.time()))
+    path = os.path.join(export_dir, version)
+    tmp = os.path.join(export_dir, f".tmp-{version}-{os.getpid()}")
+    os.makedirs(export_dir, exist_ok=True)
+    tf.saved_model.save(module, tmp, signatures={"serving_default": module.classify,
+                                                 "classify": module.classify,
+                                                 "classify_pair": module.classify_pair})
+    if os.path.exists(path):
+        shutil.rmtree(path)
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,145 @@
+"""Classifier processors on files in the published formats, features, and bad input."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from cli import InputError
+from tasks.classifier_data import InputExample, get_processor
+from tasks.classifier_features import cached_features, convert_example, truncate_seq_pair
+from tasks.export import pack_inputs
+from tokenization import FullTokenizer
+
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+VOCAB_EN = os.path.join(DATA, "tokenization", "vocab_en_uncased.txt")
+
+
+def write(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def test_glue_formats(tmp_path):
+    write(tmp_path / "cola" / "train.tsv", "gj04\t1\t\tThe sailors rode the breeze.\nsrc\t0\t*\tThe more books.\n")
+    write(tmp_path / "cola" / "test.tsv", "index\tsentence\n0\tBill whistled.\n")
+    cola = get_processor("cola")
+    train = cola.get_train_examples(str(tmp_path / "cola"))
+    assert [(e.text_a, e.label) for e in train] == [("The sailors rode the breeze.", "1"), ("The more books.", "0")]
+    assert cola.get_test_examples(str(tmp_path / "cola"))[0].text_a == "Bill whistled."
+
+    write(tmp_path / "mrpc" / "dev.tsv", "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t1\t2\tHe said.\tHe says.\n")
+    (e,) = get_processor("mrpc").get_dev_examples(str(tmp_path / "mrpc"))
+    assert (e.text_a, e.text_b, e.label) == ("He said.", "He says.", "1")
+
+    header = "\t".join(["index", "promptID", "pairID", "genre", "s1bp", "s2bp", "s1p", "s2p",
+                        "sentence1", "sentence2", "label1", "gold_label"])
+    write(tmp_path / "mnli" / "dev_mismatched.tsv", header + "\n" + "\t".join(
+        ["0", "1", "2", "g", "b", "b", "p", "p", "A man.", "A person.", "entailment", "entailment"]) + "\n")
+    (e,) = get_processor("mnli", mismatched=True).get_dev_examples(str(tmp_path / "mnli"))
+    assert (e.text_a, e.text_b, e.label) == ("A man.", "A person.", "entailment")
+
+    sts_header = "\t".join(["index", "genre", "filename", "year", "old_index", "source1", "source2",
+                            "sentence1", "sentence2", "score"])
+    write(tmp_path / "sts" / "train.tsv", sts_header + "\n" + "\t".join(
+        ["0", "g", "f", "y", "0", "s", "s", "A plane.", "An air plane.", "5.000"]) + "\n")
+    sts = get_processor("sts-b")
+    assert sts.get_labels() is None
+    assert sts.get_train_examples(str(tmp_path / "sts"))[0].label == "5.000"
+
+
+def test_xnli_any_language(tmp_path):
+    write(tmp_path / "multinli" / "multinli.train.de.tsv", "premise\thypo\tlabel\nEin Mann.\tJemand.\tcontradictory\n")
+    cols = ["language", "gold_label"] + ["x"] * 4 + ["sentence1", "sentence2"]
+    write(tmp_path / "xnli.dev.tsv", "\t".join(cols) + "\n" + "\t".join(
+        ["de", "neutral", "", "", "", "", "Hallo.", "Welt."]) + "\n" + "\t".join(
+        ["zh", "neutral", "", "", "", "", "你好。", "世界。"]) + "\n")
+    xnli = get_processor("xnli", language="de")
+    assert xnli.get_train_examples(str(tmp_path))[0].label == "contradiction"
+    assert [e.text_a for e in xnli.get_dev_examples(str(tmp_path))] == ["Hallo."]
+
+
+def test_clue_formats(tmp_path):
+    write(tmp_path / "tnews" / "train.json", json.dumps(
+        {"label": "102", "label_desc": "news_entertainment", "sentence": "江疏影甜甜圈自拍", "keywords": ""}) + "\n")
+    (e,) = get_processor("tnews").get_train_examples(str(tmp_path / "tnews"))
+    assert (e.text_a, e.label) == ("江疏影甜甜圈自拍", "102")
+    assert len(get_processor("tnews").get_labels()) == 15 and len(get_processor("iflytek").get_labels()) == 119
+    write(tmp_path / "csl" / "dev.json", json.dumps(
+        {"id": 1, "abst": "摘要", "keyword": ["水声", "通信"], "label": "1"}) + "\n")
+    (e,) = get_processor("csl").get_dev_examples(str(tmp_path / "csl"))
+    assert (e.text_a, e.text_b, e.label) == ("水声 通信", "摘要", "1")
+    write(tmp_path / "ocnli" / "dev.json", "\n".join(json.dumps(r) for r in [
+        {"sentence1": "a", "sentence2": "b", "label": "neutral"},
+        {"sentence1": "c", "sentence2": "d", "label": "-"}]) + "\n")
+    assert len(get_processor("ocnli").get_dev_examples(str(tmp_path / "ocnli"))) == 1
+
+
+def test_generic_and_thucnews(tmp_path):
+    write(tmp_path / "g" / "train.csv", "title,body,topic\nHi,there,b\n\"A, B\",c,a\n")
+    generic = get_processor("generic", str(tmp_path / "g"), data_format="csv", text_a_column="title",
+                            text_b_column="body", label_column="topic")
+    assert generic.get_labels() == ["a", "b"]
+    assert generic.get_train_examples(str(tmp_path / "g"))[1].text_a == "A, B"
+    write(tmp_path / "t" / "cnews.train.txt", "体育\t比赛\n财经\t股票\n体育\t足球\n")
+    thuc = get_processor("thucnews", str(tmp_path / "t"))
+    assert thuc.get_labels() == ["体育", "财经"]
+
+
+@pytest.mark.parametrize("make,call,message", [
+    (lambda p: None, lambda p: get_processor("glue-x"), "unknown task; known tasks: afqmc, cmnli, cola"),
+    (lambda p: None, lambda p: get_processor("sst-2").get_train_examples(str(p)), "train.tsv: no such file"),
+    (lambda p: write(p / "train.tsv", "sentence\tlabel\nok\t1\nbad row\n"),
+     lambda p: get_processor("sst2").get_train_examples(str(p)), "train.tsv:3: expected 2 tab-separated columns, found 1"),
+    (lambda p: write(p / "train.tsv", "sentence\tlabel\nok\t7\n"),
+     lambda p: get_processor("sst-2").get_train_examples(str(p)), "train.tsv:2: unknown label '7'; expected one of 0, 1"),
+    (lambda p: write(p / "train.tsv", "sentence\tlabel\n"),
+     lambda p: get_processor("sst-2").get_train_examples(str(p)), "the train split has no examples"),
+    (lambda p: write(p / "train.json", "{not json\n"),
+     lambda p: get_processor("afqmc").get_train_examples(str(p)), "train.json:1: not valid JSON"),
+])
+def test_bad_input_names_file_and_line(tmp_path, make, call, message):
+    make(tmp_path)
+    with pytest.raises(InputError) as info:
+        call(tmp_path)
+    assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_features_truncate_like_the_original_and_cache(tmp_path):
+    a, b = list(range(10)), list(range(3))
+    truncate_seq_pair(a, b, 8)
+    assert (len(a), len(b)) == (5, 3)
+    tokenizer = FullTokenizer(VOCAB_EN)
+    # A has 5 tokens, B 4, room 10 - 3 = 7: A loses its last two (A is longer, then ties go to B).
+    example = InputExample("x", "the quick brown fox jumps", "over the lazy dog", "1", "f:1")
+    f = convert_example(example, {"0": 0, "1": 1}, 10, tokenizer)
+    tokens = tokenizer.convert_ids_to_tokens(f["input_ids"])
+    assert tokens == ["[CLS]", "the", "quick", "brown", "fox", "[SEP]", "over", "the", "lazy", "[SEP]"]
+    assert f["segment_ids"] == [0] * 6 + [1] * 4 and f["label_id"] == 1
+    # The cache is re-used for the same inputs and rebuilt when a flag changes.
+    data = tmp_path / "train.tsv"
+    data.write_text("x")
+    examples = [InputExample("a", "hello world", None, "1", f"{data}:1")]
+    path = str(tmp_path / "train.tf_record")
+    assert cached_features(examples, ["0", "1"], 16, tokenizer, path) is False
+    assert cached_features(examples, ["0", "1"], 16, tokenizer, path) is True
+    assert cached_features(examples, ["0", "1"], 32, tokenizer, path) is False
+
+
+def test_in_graph_packing_equals_python_features():
+    """The SavedModel's truncation and packing give the Python path's features."""
+    tokenizer = FullTokenizer(VOCAB_EN)
+    rng = np.random.RandomState(0)
+    words = "the of and to in a is that for it as was with be by on not he".split()
+    texts = [" ".join(rng.choice(words, rng.randint(0, 14))) or "a" for _ in range(40)]
+    for max_len in (8, 11, 16):
+        pairs = list(zip(texts[:20], texts[20:]))
+        expected = [convert_example(InputExample("g", a, b, "0"), {"0": 0}, max_len, tokenizer) for a, b in pairs]
+        ids_a = tf.ragged.constant([tokenizer.tokenize_to_ids(a) for a, _ in pairs], dtype=tf.int64)
+        ids_b = tf.ragged.constant([tokenizer.tokenize_to_ids(b) for _, b in pairs], dtype=tf.int64)
+        packed = pack_inputs(ids_a, ids_b, max_len, tokenizer.vocab["[CLS]"], tokenizer.vocab["[SEP]"])
+        assert packed["input_ids"].numpy().tolist() == [f["input_ids"] for f in expected]
+        assert packed["token_type_ids"].numpy().tolist() == [f["segment_ids"] for f in expected]
+        assert packed["input_mask"].numpy().tolist() == [f["input_mask"] for f in expected]
