@@ -87,3 +87,41 @@ def test_bad_task_and_missing_files_are_one_line(tmp_path):
                             f"--bert_config_file={config}", f"--output_dir={tmp_path}/o", "--do_train")
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1] == f"error: {tmp_path}/train.tsv: no such file"
+
+
+DATA = os.path.join(ROOT, "tests", "data")
+
+
+@pytest.mark.parametrize("task", ["cola", "sts-b"])
+def test_task_metrics_and_init_from_a_pretrained_checkpoint(tmp_path, task):
+    """CoLA reports Matthews correlation, STS-B (regression) Pearson and Spearman; training
+    starts from the tiny original-BERT checkpoint, whose missing classifier head is listed."""
+    rng = random.Random(0)
+    words = "the cat sat on a mat dog played in snow old man reads it rained".split()
+    data = tmp_path / "data"
+    data.mkdir()
+    if task == "cola":
+        lines = {split: "".join(f"src\t{rng.randint(0, 1)}\t\t{' '.join(rng.choices(words, k=5))}\n"
+                                for _ in range(24)) for split in ("train", "dev")}
+    else:
+        header = "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore\n"
+        lines = {split: header + "".join(
+            f"{i}\tg\tf\ty\t{i}\ts\ts\t{' '.join(rng.choices(words, k=4))}\t{' '.join(rng.choices(words, k=4))}"
+            f"\t{rng.uniform(0, 5):.3f}\n" for i in range(24)) for split in ("train", "dev")}
+    for split, text in lines.items():
+        (data / f"{split}.tsv").write_text(text, encoding="utf-8")
+    out = tmp_path / "out"
+    result = run_classifier(f"--task_name={task}", f"--data_dir={data}",
+                            f"--vocab_file={DATA}/bert_postln_tiny/vocab.txt",
+                            f"--bert_config_file={DATA}/bert_postln_tiny/bert_config.json",
+                            f"--init_checkpoint={DATA}/bert_postln_tiny/bert_model.ckpt",
+                            f"--output_dir={out}", "--do_train", "--do_eval", "--max_seq_length=16",
+                            "--train_batch_size=8", "--num_train_epochs=1")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "freshly initialised" in result.stderr and "output_weights, output_bias" in result.stderr
+    values = dict(line.split(" = ", 1) for line in (out / "eval_results.txt").read_text().splitlines())
+    if task == "cola":
+        assert -1 <= float(values["matthews_corrcoef"]) <= 1 and "eval_accuracy" in values
+    else:
+        assert -1 <= float(values["pearson"]) <= 1 and -1 <= float(values["spearman"]) <= 1
+        assert float(values["eval_loss"]) > 0
