@@ -191,14 +191,6 @@ def evaluation_results(task, outputs, labels, label_list, global_step):
     return result
 
 
-def write_key_values(result, path):
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        for key in sorted(result):
-            f.write(f"{key} = {result[key]}\n")
-    os.replace(tmp, path)
-
-
 def write_test_results(outputs, path):
     tmp = f"{path}.tmp{os.getpid()}"
     with open(tmp, "w", encoding="utf-8") as f:
@@ -223,6 +215,7 @@ def main(argv):
     from tokenization import FullTokenizer, validate_case_matches_checkpoint
     from training.checkpointing import initialise
     from training.distribution import set_mixed_precision
+    from training.results import write_eval_results
     task = FLAGS.task_name.lower()
     processor = get_processor(task, FLAGS.data_dir, language=FLAGS.xnli_language,
                               mismatched=FLAGS.mnli_mismatched, data_format=FLAGS.data_format,
@@ -257,7 +250,7 @@ def main(argv):
         outputs, labels = predict(model, eval_examples, label_list, tokenizer, "eval",
                                   FLAGS.eval_batch_size, regression)
         result = evaluation_results(task, outputs, labels, label_list, step)
-        write_key_values(result, os.path.join(FLAGS.output_dir, "eval_results.txt"))
+        write_eval_results(result, os.path.join(FLAGS.output_dir, "eval_results.txt"))
         for key in ("eval_accuracy", "eval_loss", "macro_f1", "pearson", "spearman"):
             if key in result:
                 print(f"  {key} = {result[key]}", file=sys.stderr)

@@ -188,14 +188,6 @@ def _global_step(model):
     return max(steps) if steps else 0
 
 
-def write_eval_results(result, path):
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as f:
-        for key in sorted(result):
-            f.write(f"{key} = {result[key]}\n")
-    os.replace(tmp, path)
-
-
 def main(argv):
     del argv
     _check_flags()
@@ -222,6 +214,7 @@ def main(argv):
         model = train(strategy, config, files, write_dir, is_chief)
     if FLAGS.do_eval and is_chief:
         result = evaluate(strategy, config, files, model)
+        from training.results import write_eval_results
         write_eval_results(result, os.path.join(FLAGS.output_dir, "eval_results.txt"))
         for key in sorted(result):
             print(f"  {key} = {result[key]}", file=sys.stderr)
