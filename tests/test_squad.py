@@ -1,0 +1,206 @@
+"""SQuAD: the official metrics by hand, the original algorithm on real data with oracle logits,
+v2.0 null answers, run_squad.py end to end, and bad input."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from cli import InputError
+from tasks import squad, squad_evaluate
+from tokenization import FullTokenizer
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.path.join(ROOT, "tests", "data")
+VOCAB_EN = os.path.join(DATA, "tokenization", "vocab_en_uncased.txt")
+
+
+def allennlp_squad():
+    spec = importlib.util.find_spec("allennlp")
+    if spec is None:
+        if os.environ.get("REQUIRE_REAL_DATA"):
+            raise RuntimeError("allennlp==0.9.0 is not installed (make test installs it with --no-deps)")
+        pytest.skip("allennlp==0.9.0 is not installed")
+    return os.path.join(spec.submodule_search_locations[0], "tests", "fixtures", "data", "squad.json")
+
+
+# ------------------------------------------------------------------ official metrics by hand
+def test_normalisation_exact_and_f1_by_hand():
+    assert squad_evaluate.normalize_answer("The  Golden, statue!") == "golden statue"
+    assert squad_evaluate.exact_score("a golden statue", "Golden statue.") == 1
+    # gold "golden statue of mary" (4 tokens) vs "statue of the virgin mary" -> "statue of virgin mary"
+    # common: statue, of, mary = 3; P = 3/4, R = 3/4, F1 = 0.75.
+    assert squad_evaluate.f1_score("a golden statue of Mary", "statue of the Virgin Mary") == pytest.approx(0.75)
+    assert squad_evaluate.f1_score("", "") == 1.0 and squad_evaluate.f1_score("", "x") == 0.0
+
+
+def test_v2_keys_splits_and_best_threshold_by_hand():
+    dataset = [{"paragraphs": [{"context": "c", "qas": [
+        {"id": "a", "answers": [{"text": "red car"}, {"text": "car"}]},
+        {"id": "b", "answers": [{"text": "blue"}]},
+        {"id": "c", "answers": []}]}]}]
+    predictions = {"a": "the car", "b": "green", "c": ""}
+    result = squad_evaluate.evaluate(dataset, predictions)
+    assert result["exact"] == pytest.approx(100 * 2 / 3) and result["total"] == 3
+    assert result["HasAns_exact"] == 50.0 and result["HasAns_total"] == 2
+    assert result["NoAns_exact"] == 100.0 and result["NoAns_total"] == 1
+    # With null odds: sorted by odds c(0.1) a(0.5) b(0.9); start 1 (one no-answer question);
+    # c: prediction "" -> +0; a: +1 -> 2 (best, thresh 0.5); b: +0. best_exact = 2/3.
+    result = squad_evaluate.evaluate(dataset, predictions, {"a": 0.5, "b": 0.9, "c": 0.1})
+    assert result["best_exact"] == pytest.approx(100 * 2 / 3) and result["best_exact_thresh"] == 0.5
+    # A threshold below b's odds turns b into "no answer" (wrong, it has one) -> still 0 for b.
+    low = squad_evaluate.evaluate(dataset, predictions, {"a": 0.0, "b": 0.9, "c": 0.1}, na_prob_thresh=0.5)
+    assert low["exact"] == pytest.approx(100 * 2 / 3)
+
+
+def test_evaluate_command_line(tmp_path):
+    data = tmp_path / "data.json"
+    data.write_text(json.dumps({"data": [{"paragraphs": [{"context": "c", "qas": [
+        {"id": "q", "answers": [{"text": "Paris"}]}]}]}]}))
+    preds = tmp_path / "pred.json"
+    preds.write_text(json.dumps({"q": "paris"}))
+    result = subprocess.run([sys.executable, "-m", "tasks.squad_evaluate", str(data), str(preds)],
+                            capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["exact"] == 100.0 and out["f1"] == 100.0 and out["HasAns_total"] == 1
+
+
+# ------------------------------------------------------------------ the algorithm on real data
+def _oracle_results(features):
+    results = []
+    for f in features:
+        start, end = [0.0] * len(f.input_ids), [0.0] * len(f.input_ids)
+        start[f.start_position] += 10.0
+        end[f.end_position] += 10.0
+        results.append(squad.RawResult(f.unique_id, start, end))
+    return results
+
+
+def test_oracle_logits_score_100_on_real_squad(tmp_path):
+    path = allennlp_squad()
+    tokenizer = FullTokenizer(VOCAB_EN)
+    # The gold positions come from the first answer of each question (a dev file has several).
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    for article in data["data"]:
+        for paragraph in article["paragraphs"]:
+            for qa in paragraph["qas"]:
+                qa["answers"] = qa["answers"][:1]
+    first_answers = tmp_path / "first_answers.json"
+    first_answers.write_text(json.dumps(data))
+    examples, skipped = squad.read_squad_examples(str(first_answers), True)
+    assert len(examples) == 5 and skipped == 0
+    assert len(squad.read_squad_examples(path, False)[0]) == 5
+    # Short windows, so that several windows per question and max-context scoring are exercised.
+    features = squad.convert_examples_to_features(examples, tokenizer, 96, 32, 24, True)
+    assert {f.example_index for f in features} == set(range(5))
+    assert len(features) > 5
+    predictions, nbest, _ = squad.compute_predictions(examples, features, _oracle_results(features),
+                                                     20, 30, True)
+    with open(path, encoding="utf-8") as f:
+        dataset = json.load(f)["data"]
+    assert squad_evaluate.evaluate_v1(dataset, predictions) == {"exact_match": 100.0, "f1": 100.0}
+    assert all(abs(sum(e["probability"] for e in entries) - 1) < 1e-6 for entries in nbest.values())
+
+
+def test_get_final_text_restores_original_characters():
+    assert squad.get_final_text("steve smith", "Steve Smith's", True) == "Steve Smith"
+    assert squad.get_final_text("1895", "(1895-1943)", True) == "1895"
+    assert squad.get_final_text("xyz", "Steve", True) == "Steve"  # no alignment: the original
+
+
+V2 = {"version": "v2.0", "data": [{"title": "t", "paragraphs": [{
+    "context": "The Normans gave their name to Normandy, a region in France.",
+    "qas": [{"id": "has", "question": "To which region did the Normans give their name?",
+             "answers": [{"text": "Normandy", "answer_start": 32}], "is_impossible": False},
+            {"id": "none", "question": "Who gave their name to Italy?", "answers": [],
+             "is_impossible": True}]}]}]}
+
+
+def test_v2_null_answer_with_oracle_logits(tmp_path):
+    path = tmp_path / "v2.json"
+    path.write_text(json.dumps(V2))
+    tokenizer = FullTokenizer(VOCAB_EN)
+    examples, _ = squad.read_squad_examples(str(path), True, version_2_with_negative=True)
+    assert [e.is_impossible for e in examples] == [False, True]
+    features = squad.convert_examples_to_features(examples, tokenizer, 64, 32, 24, True)
+    predictions, _, null_odds = squad.compute_predictions(examples, features, _oracle_results(features),
+                                                         20, 30, True, version_2_with_negative=True)
+    assert predictions == {"has": "Normandy", "none": ""}
+    assert null_odds["none"] > 0 > null_odds["has"]
+    result = squad_evaluate.evaluate(V2["data"], predictions, null_odds)
+    assert result["exact"] == 100.0 and result["NoAns_total"] == 1 and result["best_f1"] == 100.0
+
+
+def test_mismatched_offsets_are_skipped_and_counted_and_bad_files_fail(tmp_path):
+    broken = json.loads(json.dumps(V2))
+    broken["data"][0]["paragraphs"][0]["qas"][0]["answers"][0]["answer_start"] = 5
+    path = tmp_path / "broken.json"
+    path.write_text(json.dumps(broken))
+    examples, skipped = squad.read_squad_examples(str(path), True, True)
+    assert skipped == 1 and len(examples) == 1
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(InputError, match="bad.json: not a SQuAD JSON file"):
+        squad.read_squad_examples(str(bad), False)
+    with pytest.raises(InputError, match="nope.json: cannot read"):
+        squad.read_squad_examples(str(tmp_path / "nope.json"), False)
+
+
+def test_run_squad_trains_and_writes_the_three_files(tmp_path):
+    path = tmp_path / "v2.json"
+    path.write_text(json.dumps(V2))
+    config = tmp_path / "bert_config.json"
+    config.write_text(json.dumps({"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2,
+                                  "num_attention_heads": 2, "intermediate_size": 64,
+                                  "max_position_embeddings": 64, "type_vocab_size": 2}))
+    result = subprocess.run([sys.executable, os.path.join(ROOT, "run_squad.py"), f"--vocab_file={VOCAB_EN}",
+                             f"--bert_config_file={config}", f"--output_dir={tmp_path}/out", "--do_train",
+                             f"--train_file={path}", "--do_predict", f"--predict_file={path}", "--do_eval",
+                             "--version_2_with_negative", "--max_seq_length=64", "--doc_stride=32",
+                             "--max_query_length=24", "--train_batch_size=2", "--num_train_epochs=4"],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = tmp_path / "out"
+    predictions = json.loads((out / "predictions.json").read_text())
+    assert set(predictions) == {"has", "none"}
+    assert set(json.loads((out / "null_odds.json").read_text())) == {"has", "none"}
+    nbest = json.loads((out / "nbest_predictions.json").read_text())
+    assert 1 <= len(nbest["has"]) <= 20
+    assert "HasAns_exact" in (out / "eval_results.txt").read_text()
+
+
+def test_extract_features_outputs_the_models_own_layers(tmp_path):
+    import numpy as np
+
+    import modeling
+    postln = os.path.join(DATA, "bert_postln_tiny")
+    (tmp_path / "in.txt").write_text("The cat sat on the mat ||| Dogs played in snow.\nHi\n", encoding="utf-8")
+    result = subprocess.run([sys.executable, os.path.join(ROOT, "extract_features.py"),
+                             f"--input_file={tmp_path}/in.txt", f"--output_file={tmp_path}/out.jsonl",
+                             f"--vocab_file={postln}/vocab.txt", f"--bert_config_file={postln}/bert_config.json",
+                             f"--init_checkpoint={postln}/bert_model.ckpt", "--layers=-1,-2", "--max_seq_length=16",
+                             "--batch_size=1"], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert [line["linex_index"] for line in lines] == [0, 1]
+    first = lines[0]["features"]
+    assert [f["token"] for f in first] == ["[CLS]", "the", "cat", "sat", "on", "the", "mat", "[SEP]",
+                                           "dog", "##s", "play", "##ed", "in", "snow", ".", "[SEP]"]
+    # The fixture's row 0 is this text before masking: compare with the model's layers directly.
+    config = modeling.BertConfig.from_json_file(os.path.join(postln, "bert_config.json"))
+    model = modeling.BertModel(config)
+    modeling.load_tf1_checkpoint(model, postln)
+    io = np.load(os.path.join(postln, "io.npz"))
+    tokenizer = FullTokenizer(os.path.join(postln, "vocab.txt"))
+    ids = np.array([tokenizer.convert_tokens_to_ids([f["token"] for f in first])], "int32")
+    out = model({"input_ids": ids, "token_type_ids": io["token_type_ids"][:1]})
+    for position, feature in enumerate(first):
+        assert [layer["index"] for layer in feature["layers"]] == [-1, -2]
+        np.testing.assert_allclose(feature["layers"][0]["values"], out["all_encoder_layers"][-1][0, position], atol=1e-5)
+        np.testing.assert_allclose(feature["layers"][1]["values"], out["all_encoder_layers"][-2][0, position], atol=1e-5)
+    assert [f["token"] for f in lines[1]["features"]] == ["[CLS]", "hi", "[SEP]"]
