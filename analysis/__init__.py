@@ -1,0 +1,1 @@
+"""Analyses of trained models (the RealFormer paper's attention statistics)."""
