@@ -280,7 +280,17 @@ class CslProcessor(_ClueTask):
         return " ".join(keywords) if isinstance(keywords, list) else str(keywords), _key(obj, "abst", path, number)
 
 
-class GenericProcessor(Processor):
+class _LabelsFromData(Processor):
+    """A task whose label list comes from its data (`set_labels_from(data_dir)`)."""
+    _labels = None
+
+    def get_labels(self):
+        if self._labels is None:
+            raise InputError("the label list is not known yet: call set_labels_from(data_dir) first")
+        return list(self._labels)
+
+
+class GenericProcessor(_LabelsFromData):
     """Users' own data: `train`, `dev`, `test` files in TSV, CSV or JSON lines with named text
     and label columns (TSV/CSV: a header row names them). The labels come from `label_file`
     (one per line) or are collected, sorted, from the training file."""
@@ -292,7 +302,6 @@ class GenericProcessor(Processor):
         self.data_format = data_format
         self.columns = (text_a_column, text_b_column, label_column)
         self.label_file = label_file
-        self._labels = None
 
     def _path(self, data_dir, split):
         return os.path.join(data_dir, f"{split}.{self.data_format}")
@@ -329,11 +338,6 @@ class GenericProcessor(Processor):
                     example.label = labels[0]
         return examples
 
-    def get_labels(self):
-        if self._labels is None:
-            raise InputError("the label list is not known yet: call set_labels_from(data_dir) first")
-        return list(self._labels)
-
     def set_labels_from(self, data_dir):
         """Reads `label_file`, or collects the labels of the training file."""
         if self.label_file:
@@ -351,16 +355,13 @@ class GenericProcessor(Processor):
         return self.get_labels()
 
 
-class ThucnewsProcessor(Processor):
+class ThucnewsProcessor(_LabelsFromData):
     """THUCNews-style topic data: `label<TAB>text` per line in train/dev/test files (`.tsv`,
     `.txt`, or the `cnews.train.txt` / `cnews.val.txt` / `cnews.test.txt` of the popular split).
     The labels are collected from the training file in order of first appearance."""
     names = {"train": ("train.tsv", "train.txt", "cnews.train.txt"),
              "dev": ("dev.tsv", "dev.txt", "cnews.val.txt"),
              "test": ("test.tsv", "test.txt", "cnews.test.txt")}
-
-    def __init__(self):
-        self._labels = None
 
     def _path(self, data_dir, split):
         for name in self.names[split]:
@@ -382,11 +383,6 @@ class ThucnewsProcessor(Processor):
                 label, text = line.split("\t", 1)
                 examples.append(InputExample(f"{split}-{number}", text, None, label, f"{path}:{number}"))
         return examples
-
-    def get_labels(self):
-        if self._labels is None:
-            raise InputError("the label list is not known yet: call set_labels_from(data_dir) first")
-        return list(self._labels)
 
     def set_labels_from(self, data_dir):
         self._labels = list(dict.fromkeys(e.label for e in self._examples(data_dir, "train")))
