@@ -1,0 +1,148 @@
+"""Encoder train-step throughput on this CPU: ours (post-LN and RealFormer, XLA off/on) vs
+tf-models-official 2.20's BertEncoder (Keras 2, its own venv) vs Hugging Face transformers'
+BertModel on PyTorch, same shapes, batch and sequence length, side by side in one run.
+
+A step: forward of the encoder, a loss on its outputs (mean squared pooled output + mean
+sequence output), backward, SGD update. Prints a table; writes bench/results/encoder_step_peers.json.
+
+    python bench/encoder_step_peers.py [--config=small] [--batch_size=8] [--seq_length=128]
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+sys.path.insert(0, ROOT)
+PEER_PYTHON = os.path.join(ROOT, "bench", ".venv-tfm", "bin", "python")
+
+
+def ours(case):
+    import numpy as np
+    import tensorflow as tf
+
+    import modeling
+    from model_step import CONFIGS
+    config = modeling.BertConfig(vocab_size=30522, max_position_embeddings=512, type_vocab_size=2,
+                                 residual_attention=case["residual_attention"], **CONFIGS[case["config"]])
+    model = modeling.BertModel(config)
+    batch, seq = case["batch_size"], case["seq_length"]
+    rng = np.random.RandomState(0)
+    inputs = {"input_ids": tf.constant(rng.randint(0, 30522, (batch, seq)), tf.int32),
+              "input_mask": tf.ones((batch, seq), tf.int32), "token_type_ids": tf.zeros((batch, seq), tf.int32)}
+    model(inputs)
+    variables = model.trainable_variables
+
+    @tf.function(jit_compile=case["xla"])
+    def step():
+        with tf.GradientTape() as tape:
+            out = model(inputs, training=True)
+            loss = tf.reduce_mean(tf.square(out["pooled_output"])) + tf.reduce_mean(out["sequence_output"])
+        grads = tape.gradient(loss, variables)
+        for v, g in zip(variables, grads):
+            v.assign_sub(1e-4 * tf.convert_to_tensor(g))
+        return loss
+    return step
+
+
+def pytorch(case):
+    import torch
+    import transformers
+
+    from model_step import CONFIGS
+    shape = CONFIGS[case["config"]]
+    torch.manual_seed(0)
+    model = transformers.BertModel(transformers.BertConfig(
+        vocab_size=30522, hidden_size=shape["hidden_size"], num_hidden_layers=shape["num_hidden_layers"],
+        num_attention_heads=shape["num_attention_heads"], intermediate_size=shape["intermediate_size"],
+        max_position_embeddings=512, type_vocab_size=2, hidden_act="gelu_new"))
+    model.train()
+    batch, seq = case["batch_size"], case["seq_length"]
+    ids = torch.randint(0, 30522, (batch, seq))
+    mask = torch.ones((batch, seq), dtype=torch.long)
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-4)
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        out = model(input_ids=ids, attention_mask=mask)
+        loss = out.pooler_output.square().mean() + out.last_hidden_state.mean()
+        loss.backward()
+        optimizer.step()
+        return float(loss)
+    return step
+
+
+def run_case(case):
+    step = ours(case) if case["framework"] == "ours" else pytorch(case)
+    for _ in range(3):
+        float(step())
+    times = []
+    for _ in range(case["steps"]):
+        start = time.perf_counter()
+        float(step())
+        times.append(time.perf_counter() - start)
+    median = statistics.median(times)
+    return {"median_step_s": median, "tokens_per_s": case["batch_size"] * case["seq_length"] / median}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default="small")
+    parser.add_argument("--batch_size", type=int, default=8)
+    parser.add_argument("--seq_length", type=int, default=128)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--output", default=os.path.join(ROOT, "bench", "results", "encoder_step_peers.json"))
+    parser.add_argument("--case", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.case:
+        print("RESULT " + json.dumps(run_case(json.loads(args.case))), flush=True)
+        return
+    from model_step import CONFIGS
+    base = {"config": args.config, "batch_size": args.batch_size, "seq_length": args.seq_length, "steps": args.steps}
+    cases = [("ours post-LN", {"framework": "ours", "residual_attention": "none", "xla": False}),
+             ("ours post-LN XLA", {"framework": "ours", "residual_attention": "none", "xla": True}),
+             ("ours RealFormer", {"framework": "ours", "residual_attention": "sum", "xla": False}),
+             ("ours RealFormer XLA", {"framework": "ours", "residual_attention": "sum", "xla": True}),
+             ("tf-models BertEncoder", {"framework": "tfm", "xla": False}),
+             ("tf-models BertEncoder XLA", {"framework": "tfm", "xla": True}),
+             ("PyTorch transformers BertModel", {"framework": "pytorch"})]
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    results = []
+    print(f"BERT-{args.config} shapes, batch {args.batch_size}, seq {args.seq_length}, this CPU ({os.cpu_count()} cores)")
+    for name, extra in cases:
+        case = {**base, **extra}
+        if extra["framework"] == "tfm":
+            cmd = [PEER_PYTHON, os.path.join(ROOT, "bench", "peers", "tfm_encoder_step.py"),
+                   json.dumps({**case, "shape": CONFIGS[args.config]})]
+        else:
+            cmd = [sys.executable, os.path.abspath(__file__), "--case", json.dumps(case)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
+        if proc.returncode or not lines:
+            print(f"{name}: failed\n{proc.stderr[-1500:]}", file=sys.stderr)
+            continue
+        result = {"name": name, **case, **json.loads(lines[-1][len("RESULT "):])}
+        results.append(result)
+        print(f"{name:<32} {result['median_step_s'] * 1e3:9.1f} ms {result['tokens_per_s']:9.0f} tokens/s", flush=True)
+    reference = next(r for r in results if r["name"] == "ours post-LN")
+    for r in results:
+        r["tokens_per_s_vs_ours_post_ln"] = r["tokens_per_s"] / reference["tokens_per_s"]
+    report = {"benchmark": "encoder_step_peers", "date": datetime.datetime.now().isoformat(timespec="seconds"),
+              "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count()},
+              "command": " ".join(["bench/encoder_step_peers.py"] + sys.argv[1:]), "results": results}
+    os.makedirs(os.path.dirname(args.output), exist_ok=True)
+    with open(args.output + ".tmp", "w") as f:
+        json.dump(report, f, indent=2)
+    os.replace(args.output + ".tmp", args.output)
+    print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,55 @@
+"""tf-models-official's BertEncoder train step (forward + backward of a pooled-output loss,
+SGD update), run in bench/.venv-tfm. Prints `RESULT {json}`."""
+
+import json
+import os
+import statistics
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def main():
+    case = json.loads(sys.argv[1])
+    import numpy as np
+    import tensorflow as tf
+    from official.nlp.modeling import networks
+    shape = case["shape"]
+    encoder = networks.BertEncoder(
+        vocab_size=30522, hidden_size=shape["hidden_size"], num_layers=shape["num_hidden_layers"],
+        num_attention_heads=shape["num_attention_heads"], inner_dim=shape["intermediate_size"],
+        max_sequence_length=512, type_vocab_size=2, inner_activation="gelu", dropout_rate=0.1,
+        attention_dropout_rate=0.1)
+    batch, seq = case["batch_size"], case["seq_length"]
+    rng = np.random.RandomState(0)
+    inputs = {"input_word_ids": tf.constant(rng.randint(0, 30522, (batch, seq)), tf.int32),
+              "input_mask": tf.ones((batch, seq), tf.int32), "input_type_ids": tf.zeros((batch, seq), tf.int32)}
+    encoder(inputs)
+    variables = encoder.trainable_variables
+
+    @tf.function(jit_compile=case["xla"])
+    def step():
+        with tf.GradientTape() as tape:
+            out = encoder(inputs, training=True)
+            if not isinstance(out, dict):  # the legacy encoder returns [sequence, pooled]
+                out = {"sequence_output": out[0], "pooled_output": out[1]}
+            loss = tf.reduce_mean(tf.square(out["pooled_output"])) + tf.reduce_mean(out["sequence_output"])
+        grads = tape.gradient(loss, variables)
+        for v, g in zip(variables, grads):
+            v.assign_sub(1e-4 * tf.convert_to_tensor(g))
+        return loss
+
+    for _ in range(3):
+        float(step())
+    times = []
+    for _ in range(case["steps"]):
+        start = time.perf_counter()
+        float(step())
+        times.append(time.perf_counter() - start)
+    median = statistics.median(times)
+    print("RESULT " + json.dumps({"median_step_s": median, "tokens_per_s": batch * seq / median}))
+
+
+if __name__ == "__main__":
+    main()
