@@ -13,10 +13,7 @@ Prints a table; writes bench/results/create_pretraining_data.json.
 """
 
 import argparse
-import datetime
-import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -26,6 +23,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 PEER_PYTHON = os.path.join(ROOT, "bench", ".venv-tfm", "bin", "python")
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+
+from common import write_report  # noqa: E402
 VOCAB = os.path.join(ROOT, "tests", "data", "tokenization", "vocab_zh.txt")
 
 
@@ -175,19 +175,11 @@ def main():
     for name, rate in tokenizers.items():
         print(f"tokenizer {name:<30} {rate:10,.0f} lines/s")
 
-    report = {"benchmark": "create_pretraining_data", "date": datetime.datetime.now().isoformat(timespec="seconds"),
-              "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count()},
-              "command": " ".join(["bench/create_pretraining_data.py"] + sys.argv[1:]),
-              "corpus_lines": lines, "flags": vars(args), "runs": results,
-              "speedup_vs_original": ratio, "speedup_vs_original_with_our_masking": conservative_ratio,
-              "peak_memory_ratio_vs_original": memory_ratio,
-              "outputs_identical": identical, "records": n_records,
-              "tokenizer_lines_per_s": tokenizers, "tokenizer_lines": len(sample)}
-    os.makedirs(os.path.dirname(args.output), exist_ok=True)
-    with open(args.output + ".tmp", "w") as f:
-        json.dump(report, f, indent=2)
-    os.replace(args.output + ".tmp", args.output)
-    print(f"wrote {args.output}")
+    write_report(args.output, "create_pretraining_data", sys.argv[1:],
+                 corpus_lines=lines, flags=vars(args), runs=results, speedup_vs_original=ratio,
+                 speedup_vs_original_with_our_masking=conservative_ratio,
+                 peak_memory_ratio_vs_original=memory_ratio, outputs_identical=identical,
+                 records=n_records, tokenizer_lines_per_s=tokenizers, tokenizer_lines=len(sample))
     if not identical:
         sys.exit(1)
 

@@ -9,12 +9,9 @@ sequence output), backward, SGD update. Prints a table; writes bench/results/enc
 """
 
 import argparse
-import datetime
 import json
 import os
-import platform
 import statistics
-import subprocess
 import sys
 import time
 
@@ -22,6 +19,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 sys.path.insert(0, ROOT)
 PEER_PYTHON = os.path.join(ROOT, "bench", ".venv-tfm", "bin", "python")
+
+from common import emit_result, run_case_process, write_report  # noqa: E402
 
 
 def ours(case):
@@ -102,7 +101,7 @@ def main():
     parser.add_argument("--case", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.case:
-        print("RESULT " + json.dumps(run_case(json.loads(args.case))), flush=True)
+        emit_result(run_case(json.loads(args.case)))
         return
     from model_step import CONFIGS
     base = {"config": args.config, "batch_size": args.batch_size, "seq_length": args.seq_length, "steps": args.steps}
@@ -113,7 +112,6 @@ def main():
              ("tf-models BertEncoder", {"framework": "tfm", "xla": False}),
              ("tf-models BertEncoder XLA", {"framework": "tfm", "xla": True}),
              ("PyTorch transformers BertModel", {"framework": "pytorch"})]
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
     results = []
     print(f"BERT-{args.config} shapes, batch {args.batch_size}, seq {args.seq_length}, this CPU ({os.cpu_count()} cores)")
     for name, extra in cases:
@@ -123,25 +121,16 @@ def main():
                    json.dumps({**case, "shape": CONFIGS[args.config]})]
         else:
             cmd = [sys.executable, os.path.abspath(__file__), "--case", json.dumps(case)]
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
-        lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
-        if proc.returncode or not lines:
-            print(f"{name}: failed\n{proc.stderr[-1500:]}", file=sys.stderr)
+        measured = run_case_process(cmd)
+        if measured is None:
             continue
-        result = {"name": name, **case, **json.loads(lines[-1][len("RESULT "):])}
+        result = {"name": name, **case, **measured}
         results.append(result)
         print(f"{name:<32} {result['median_step_s'] * 1e3:9.1f} ms {result['tokens_per_s']:9.0f} tokens/s", flush=True)
     reference = next(r for r in results if r["name"] == "ours post-LN")
     for r in results:
         r["tokens_per_s_vs_ours_post_ln"] = r["tokens_per_s"] / reference["tokens_per_s"]
-    report = {"benchmark": "encoder_step_peers", "date": datetime.datetime.now().isoformat(timespec="seconds"),
-              "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count()},
-              "command": " ".join(["bench/encoder_step_peers.py"] + sys.argv[1:]), "results": results}
-    os.makedirs(os.path.dirname(args.output), exist_ok=True)
-    with open(args.output + ".tmp", "w") as f:
-        json.dump(report, f, indent=2)
-    os.replace(args.output + ".tmp", args.output)
-    print(f"wrote {args.output}")
+    write_report(args.output, "encoder_step_peers", sys.argv[1:], results=results)
 
 
 if __name__ == "__main__":

@@ -11,18 +11,18 @@ Prints a table and writes JSON to bench/results/model_step-<backend>-<config>.js
 """
 
 import argparse
-import datetime
 import json
 import os
-import platform
 import resource
 import statistics
-import subprocess
 import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+
+from common import emit_result, run_case_process, write_report  # noqa: E402
 
 CONFIGS = {  # Google's released shapes (BERT-Tiny/Small/Base/Large)
     "tiny": dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512),
@@ -151,7 +151,7 @@ def main():
     args = parser.parse_args()
 
     if args.case:  # child process: one case
-        print("RESULT " + json.dumps(run_case(json.loads(args.case))), flush=True)
+        emit_result(run_case(json.loads(args.case)))
         return
 
     import keras
@@ -170,13 +170,9 @@ def main():
     print(f"{'seq':>4} {'xla':>3} {'variant':<16} {'step ms':>9} {'tokens/s':>10} "
           f"{'vs post-LN':>10} {'peak MB':>9}")
     for case in cases:
-        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--case", json.dumps(case)],
-                              capture_output=True, text=True)
-        lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
-        if proc.returncode or not lines:
-            print(f"case {case} failed:\n{proc.stderr[-2000:]}", file=sys.stderr)
+        result = run_case_process([sys.executable, os.path.abspath(__file__), "--case", json.dumps(case)])
+        if result is None:
             sys.exit(1)
-        result = json.loads(lines[-1][len("RESULT "):])
         base = next((r for r in results if r["variant"] == "post-LN"
                      and r["seq_length"] == case["seq_length"] and r["xla"] == case["xla"]), None)
         result["step_time_vs_post_ln"] = (result["median_step_s"] / base["median_step_s"]
@@ -187,19 +183,8 @@ def main():
               f"{result['median_step_s'] * 1e3:>9.1f} {result['tokens_per_s']:>10.0f} "
               f"{(f'{ratio:.3f}' if ratio else '-'):>10} {result['peak_memory_mb']:>9.0f}", flush=True)
 
-    output = args.output or os.path.join(ROOT, "bench", "results",
-                                         f"model_step-{backend}-{args.config}.json")
-    os.makedirs(os.path.dirname(output), exist_ok=True)
-    report = {"benchmark": "model_step", "date": datetime.datetime.now().isoformat(timespec="seconds"),
-              "machine": {"platform": platform.platform(), "processor": platform.processor(),
-                          "cpu_count": os.cpu_count()},
-              "command": " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]),
-              "results": results}
-    tmp = output + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(report, f, indent=2)
-    os.replace(tmp, output)
-    print(f"wrote {output}")
+    output = args.output or os.path.join(ROOT, "bench", "results", f"model_step-{backend}-{args.config}.json")
+    write_report(output, "model_step", sys.argv[1:], results=results)
 
 
 if __name__ == "__main__":

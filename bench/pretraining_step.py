@@ -12,10 +12,8 @@ Prints a table; writes bench/results/pretraining_step.json.
 """
 
 import argparse
-import datetime
 import json
 import os
-import platform
 import resource
 import statistics
 import subprocess
@@ -27,6 +25,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 VOCAB = os.path.join(ROOT, "tests", "data", "tokenization", "vocab_zh.txt")
+
+from common import emit_result, run_case_process, write_report  # noqa: E402
 CASES = {
     "post-LN": dict(layer_norm_type="post", residual_attention="none", pld=False),
     "pre-LN": dict(layer_norm_type="pre", residual_attention="none", pld=False),
@@ -94,7 +94,7 @@ def main():
     parser.add_argument("--case", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.case:
-        print("RESULT " + json.dumps(run_case(json.loads(args.case))), flush=True)
+        emit_result(run_case(json.loads(args.case)))
         return
 
     import realdata
@@ -112,25 +112,15 @@ def main():
     for name in CASES:
         case = {"name": name, "config": args.config, "batch_size": args.batch_size,
                 "seq_length": args.seq_length, "steps": args.steps, "xla": args.xla, "data": data}
-        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--case", json.dumps(case)],
-                              capture_output=True, text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
-        lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
-        if proc.returncode or not lines:
-            raise SystemExit(f"{name} failed:\n{proc.stderr[-3000:]}")
-        result = json.loads(lines[-1][len("RESULT "):])
+        result = run_case_process([sys.executable, os.path.abspath(__file__), "--case", json.dumps(case)])
+        if result is None:
+            raise SystemExit(f"{name} failed")
         result["step_time_vs_post_ln"] = result["median_step_s"] / (results[0]["median_step_s"] if results else result["median_step_s"])
         results.append(result)
         print(f"{name:<18} {result['median_step_s'] * 1e3:9.1f} {result['steps_per_s']:8.2f} "
               f"{result['examples_per_s']:11.1f} {result['step_time_vs_post_ln']:10.3f} "
               f"{result['peak_rss_mb']:8.0f}", flush=True)
-    report = {"benchmark": "pretraining_step", "date": datetime.datetime.now().isoformat(timespec="seconds"),
-              "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count()},
-              "command": " ".join(["bench/pretraining_step.py"] + sys.argv[1:]), "results": results}
-    os.makedirs(os.path.dirname(args.output), exist_ok=True)
-    with open(args.output + ".tmp", "w") as f:
-        json.dump(report, f, indent=2)
-    os.replace(args.output + ".tmp", args.output)
-    print(f"wrote {args.output}")
+    write_report(args.output, "pretraining_step", sys.argv[1:], results=results)
 
 
 if __name__ == "__main__":
