@@ -199,12 +199,6 @@ def write_test_results(outputs, path):
     os.replace(tmp, path)
 
 
-def _latest_step():
-    steps = [int(n[len("model.ckpt-"):-len(".index")]) for n in os.listdir(FLAGS.output_dir)
-             if n.startswith("model.ckpt-") and n.endswith(".index") and n[len("model.ckpt-"):-len(".index")].isdigit()]
-    return max(steps) if steps else 0
-
-
 def main(argv):
     del argv
     _check_flags()
@@ -213,7 +207,7 @@ def main(argv):
     import modeling
     from tasks.classifier_data import get_processor
     from tokenization import FullTokenizer, validate_case_matches_checkpoint
-    from training.checkpointing import initialise
+    from training.checkpointing import initialise, latest_exported_step
     from training.distribution import set_mixed_precision
     from training.results import write_eval_results
     task = FLAGS.task_name.lower()
@@ -245,7 +239,7 @@ def main(argv):
         step = train(strategy, model, train_examples, label_list, tokenizer, regression)
     else:
         initialise(model, FLAGS.init_checkpoint or FLAGS.output_dir)
-        step = _latest_step()
+        step = latest_exported_step(FLAGS.output_dir)
     if FLAGS.do_eval:
         outputs, labels = predict(model, eval_examples, label_list, tokenizer, "eval",
                                   FLAGS.eval_batch_size, regression)

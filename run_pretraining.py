@@ -141,6 +141,7 @@ def evaluate(strategy, config, files, model=None):
 
     import modeling
     from pretraining.input_pipeline import make_dataset
+    from training.checkpointing import latest_exported_step
     if model is None:
         with strategy.scope():
             model = modeling.BertPretrainer(config)
@@ -177,15 +178,8 @@ def evaluate(strategy, config, files, model=None):
               "next_sentence_accuracy": sums["nsp_correct"] / n,
               "next_sentence_loss": sums["nsp_loss"] / n}
     result["loss"] = result["masked_lm_loss"] + result["next_sentence_loss"]
-    result["global_step"] = _global_step(model)
+    result["global_step"] = latest_exported_step(FLAGS.output_dir)
     return result
-
-
-def _global_step(model):
-    steps = [int(n.rsplit("-", 1)[1]) for n in os.listdir(FLAGS.output_dir)
-             if n.startswith("model.ckpt-") and n.endswith(".index")
-             for n in [n[:-len(".index")]] if n.rsplit("-", 1)[1].isdigit()]
-    return max(steps) if steps else 0
 
 
 def main(argv):

@@ -47,6 +47,17 @@ def training_state(model, optimizer, loop, directory, max_to_keep):
     return state, manager
 
 
+def latest_exported_step(directory):
+    """The largest N of the `model.ckpt-N` TF1 exports in `directory` (0 if none)."""
+    steps = []
+    for name in os.listdir(directory):
+        if name.startswith("model.ckpt-") and name.endswith(".index"):
+            number = name[len("model.ckpt-"):-len(".index")]
+            if number.isdigit():
+                steps.append(int(number))
+    return max(steps, default=0)
+
+
 def _unescape(key):
     """A tf.train.Checkpoint dict key back to the name ('.S' was '/', '..' was '.')."""
     out, i = [], 0
