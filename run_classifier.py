@@ -96,8 +96,6 @@ def _totals(features):
 
 
 def train(strategy, model, examples, label_list, tokenizer, regression):
-    import tensorflow as tf
-
     from tasks.classifier_features import cached_features, make_dataset
     from training.checkpointing import initialise, training_state
     from training.optimization import create_optimizer
@@ -137,7 +135,6 @@ def train(strategy, model, examples, label_list, tokenizer, regression):
     import modeling
     prefix = modeling.save_tf1_checkpoint(model, os.path.join(FLAGS.output_dir, f"model.ckpt-{step}"))
     print(f"wrote {prefix}", file=sys.stderr)
-    del tf
     return step
 
 

@@ -186,7 +186,6 @@ def main(argv):
     del argv
     _check_flags()
     import keras
-    import tensorflow as tf
 
     from pretraining.input_pipeline import check_record_lengths, expand_input_files
     from training.distribution import set_mixed_precision
@@ -212,7 +211,6 @@ def main(argv):
         write_eval_results(result, os.path.join(FLAGS.output_dir, "eval_results.txt"))
         for key in sorted(result):
             print(f"  {key} = {result[key]}", file=sys.stderr)
-    del tf
 
 
 if __name__ == "__main__":
