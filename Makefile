@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 test: $(STAMP)
-	REQUIRE_REAL_DATA=1 $(PY) -m pytest -q
+	REQUIRE_REAL_DATA=1 REQUIRE_NATIVE=1 $(PY) -m pytest -q
 
 # The README's "run it" command: Post-LN vs Pre-LN vs RealFormer on real Chinese data.
 demo: $(STAMP)

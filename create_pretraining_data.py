@@ -44,6 +44,7 @@ flags.DEFINE_bool("shard_mode", False, "Process input files one at a time, each 
 flags.DEFINE_enum("chinese_word_segmentation", "none", ["none", "jieba"], "Chinese whole-word masking: segment lines with jieba and mask multi-character words together (needs --do_whole_word_mask).")
 flags.DEFINE_string("chinese_ref_file", None, "Chinese whole-word masking from reference files in the format of Hugging Face's run_chinese_ref.py, one per input file (comma-separated; needs --do_whole_word_mask).")
 flags.DEFINE_bool("no_nsp", False, "RoBERTa-style data without next-sentence prediction: each instance is [CLS] + contiguous sentences of one document + [SEP], segment ids 0, next_sentence_labels 0.")
+flags.DEFINE_bool("use_native", True, "Make the instances and records with the compiled C module (pretraining/_native.c) where it was built; the output is the same. False: the pure-Python path.")
 flags.DEFINE_bool("progress", None, "Show a progress line (default: when stderr is a terminal).")
 
 
@@ -133,9 +134,8 @@ class Progress:
 def _create(input_files, output_files, seed, vocab_ids, progress, ref_files):
     """One corpus -> its output files. Returns (documents, instances, masked positions, tokens)."""
     from pretraining import documents as docs
-    from pretraining.instances import MaskingOptions, create_training_instances
-    from pretraining.records import ParallelEncoder
-    from tfrecords import AtomicRecordWriters
+    from pretraining import native
+    from pretraining.instances import MaskingOptions
 
     segmentation = None if FLAGS.chinese_word_segmentation == "none" else FLAGS.chinese_word_segmentation
     pool = docs.worker_pool((FLAGS.vocab_file, FLAGS.do_lower_case, segmentation), FLAGS.num_workers)
@@ -151,33 +151,64 @@ def _create(input_files, output_files, seed, vocab_ids, progress, ref_files):
                              "(every line is blank or tokenizes to nothing)")
         masking = MaskingOptions(FLAGS.masked_lm_prob, FLAGS.max_predictions_per_seq,
                                  FLAGS.do_whole_word_mask)
-        n_documents = len(documents)
-        encoder = ParallelEncoder(pool, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq)
-        counts = {"masked": 0, "tokens": 0}
-
-        def encode(instance):  # the pool serializes while this process makes the next ones
-            counts["masked"] += len(instance.masked_lm_positions)
-            counts["tokens"] += len(instance.input_ids)
-            return encoder.add(instance)
-
-        # Millions of small lists are made and kept: the cyclic garbage collector would rescan
-        # them again and again (nothing here makes cycles).
-        gc.disable()
-        try:
-            order = create_training_instances(documents, FLAGS.max_seq_length, FLAGS.dupe_factor,
-                                              FLAGS.short_seq_prob, masking, vocab_ids,
-                                              random.Random(seed), no_nsp=FLAGS.no_nsp, encode=encode)
-            del documents
-            records = encoder.records()
-        finally:
-            gc.enable()
+        if FLAGS.use_native and native.available():
+            if pool is not None:  # tokenization is done: free the workers' memory
+                pool.terminate()
+                pool = None
+            counts = _write_native(documents, output_files, seed, masking, vocab_ids)
+        else:
+            counts = _write_python(documents, output_files, seed, masking, vocab_ids, pool)
     finally:
         if pool is not None:
             pool.terminate()
+    return (len(documents), *counts)
+
+
+def _write_native(documents, output_files, seed, masking, vocab_ids):
+    """Instances and records made in C (`pretraining.native`). Returns (instances, masked, tokens)."""
+    from pretraining import native
+    from tfrecords import AtomicRecordWriters
+
+    instances = native.create_training_instances(
+        documents, FLAGS.max_seq_length, FLAGS.dupe_factor, FLAGS.short_seq_prob, masking,
+        vocab_ids, random.Random(seed), no_nsp=FLAGS.no_nsp)
+    with AtomicRecordWriters(output_files) as writers:
+        for records, ends in native.encoded_chunks(instances, FLAGS.max_seq_length,
+                                                   FLAGS.max_predictions_per_seq,
+                                                   threads=FLAGS.num_workers):
+            writers.write_framed(records, ends)
+    return len(instances), len(instances.masked_ids), len(instances.ids)
+
+
+def _write_python(documents, output_files, seed, masking, vocab_ids, pool):
+    """The pure-Python path (no C module): `pool` serializes while this process makes the
+    instances. Returns (instances, masked, tokens)."""
+    from pretraining.instances import create_training_instances
+    from pretraining.records import ParallelEncoder
+    from tfrecords import AtomicRecordWriters
+
+    encoder = ParallelEncoder(pool, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq)
+    counts = {"masked": 0, "tokens": 0}
+
+    def encode(instance):
+        counts["masked"] += len(instance.masked_lm_positions)
+        counts["tokens"] += len(instance.input_ids)
+        return encoder.add(instance)
+
+    # Millions of small lists are made and kept: the cyclic garbage collector would rescan
+    # them again and again (nothing here makes cycles).
+    gc.disable()
+    try:
+        order = create_training_instances(documents, FLAGS.max_seq_length, FLAGS.dupe_factor,
+                                          FLAGS.short_seq_prob, masking, vocab_ids,
+                                          random.Random(seed), no_nsp=FLAGS.no_nsp, encode=encode)
+        records = encoder.records()
+    finally:
+        gc.enable()
     with AtomicRecordWriters(output_files) as writers:
         for index in order:
             writers.write(records[index])
-    return n_documents, len(order), counts["masked"], counts["tokens"]
+    return len(order), counts["masked"], counts["tokens"]
 
 
 def main(argv):

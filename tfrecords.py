@@ -95,6 +95,20 @@ class AtomicRecordWriters:
         self._next = (self._next + 1) % len(self._files)
         self.written += 1
 
+    def write_framed(self, records, ends):
+        """Writes records already framed (`frame_record`) and concatenated in `records`; record
+        k ends at `ends[k]`. They go round-robin on from where `write` left off."""
+        view = memoryview(records)
+        if len(self._files) == 1:
+            self._files[0].write(view)
+        else:
+            start = 0
+            for end in ends:
+                self._files[self._next].write(view[start:end])
+                self._next = (self._next + 1) % len(self._files)
+                start = end
+        self.written += len(ends)
+
     def commit(self):
         for f in self._files:
             f.close()

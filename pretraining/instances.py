@@ -46,10 +46,10 @@ class VocabIds:
         for token, index in vocab.items():
             if token.startswith("##"):
                 suffix[index] = 1
-        self._suffix = bytes(suffix)
+        self.continuation_flags = bytes(suffix)  # by id: 1 for a '##' piece
 
     def continues_word(self, token_id):
-        return token_id < 0 or self._suffix[token_id]
+        return token_id < 0 or self.continuation_flags[token_id]
 
 
 def create_training_instances(documents, max_seq_length, dupe_factor, short_seq_prob, masking,
@@ -264,4 +264,4 @@ else:  # pragma: no cover - a Python whose Random draws differently
         rng.shuffle(x)
 
     def randint(rng, a, b):
-        return randint(rng, a, b)
+        return rng.randint(a, b)

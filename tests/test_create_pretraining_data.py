@@ -63,10 +63,13 @@ def assert_same_records(ours, expected):
             assert a[key] == b[key], (index, key)
 
 
-@pytest.mark.parametrize("name,wwm,workers", [("plain", False, 1), ("wwm", True, 2)])
-def test_instances_are_the_originals_in_the_same_order(tmp_path, name, wwm, workers):
+@pytest.mark.parametrize("name,wwm,workers,use_native", [
+    ("plain", False, 1, True), ("wwm", True, 2, True),  # the C instance maker
+    ("plain", False, 2, False), ("wwm", True, 1, False),  # the pure-Python path
+])
+def test_instances_are_the_originals_in_the_same_order(tmp_path, name, wwm, workers, use_native):
     result, output = create(tmp_path, *FIXTURE_FLAGS, f"--do_whole_word_mask={wwm}",
-                            f"--num_workers={workers}")
+                            f"--num_workers={workers}", f"--use_native={use_native}")
     assert result.returncode == 0, result.stderr
     ours = read_records(output)
     assert_same_records(ours, expected_records(os.path.join(FIXTURE, f"{name}.jsonl")))
