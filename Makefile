@@ -28,10 +28,17 @@ clean:
 	rm -rf $(VENV) .pytest_cache
 
 # Peers for the benchmarks, each in its own virtual environment under bench/.
-bench-peers: bench/.venv-tfm/.installed
+bench-peers: bench/.venv-tfm/.installed bench/.venv-hf/.installed
 
 bench/.venv-tfm/.installed:
 	$(PYTHON) -m venv bench/.venv-tfm
 	bench/.venv-tfm/bin/pip install --quiet --upgrade pip
 	bench/.venv-tfm/bin/pip install --quiet "tf-models-official==2.20.0"
+	touch $@
+
+# Hugging Face on PyTorch (CPU build) and the `tokenizers` WordPiece tokenizer.
+bench/.venv-hf/.installed:
+	$(PYTHON) -m venv bench/.venv-hf
+	bench/.venv-hf/bin/pip install --quiet --upgrade pip
+	bench/.venv-hf/bin/pip install --quiet torch==2.13.0 transformers==5.23.0
 	touch $@

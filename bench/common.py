@@ -4,8 +4,10 @@ import datetime
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
+import time
 
 RESULT_PREFIX = "RESULT "
 
@@ -25,6 +27,20 @@ def run_case_process(cmd, env=None):
         print(f"{' '.join(cmd[:3])} ... failed:\n{proc.stderr[-2000:]}", file=sys.stderr)
         return None
     return json.loads(lines[-1][len(RESULT_PREFIX):])
+
+
+def time_steps(step, steps, tokens_per_step, warmup=3):
+    """Runs `step()` (returns something `float()` can wait on) `warmup` times, then times
+    `steps` calls; returns {"median_step_s", "tokens_per_s"}."""
+    for _ in range(warmup):
+        float(step())
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        float(step())
+        times.append(time.perf_counter() - start)
+    median = statistics.median(times)
+    return {"median_step_s": median, "tokens_per_s": tokens_per_step / median}
 
 
 def write_report(path, benchmark, argv, **fields):

@@ -26,6 +26,7 @@ PEER_PYTHON = os.path.join(ROOT, "bench", ".venv-tfm", "bin", "python")
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 from common import write_report  # noqa: E402
+from tokenizer_peers import tokenizer_throughput  # noqa: E402
 VOCAB = os.path.join(ROOT, "tests", "data", "tokenization", "vocab_zh.txt")
 
 
@@ -86,33 +87,6 @@ def same_records(a, b):
     return a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
 
 
-def tokenizer_throughput(lines):
-    from tokenization import FullTokenizer
-    from tokenization.fast import FastTokenizer
-    from tokenization.reference import BasicTokenizer
-    results = {}
-    literal = FullTokenizer(VOCAB)
-    literal.basic_tokenizer = BasicTokenizer()  # character by character, like the original
-    literal._piece_cache = literal._id_cache = _NoCache()
-    for name, tokenizer in (("original-style (no caches)", literal), ("reference", FullTokenizer(VOCAB))):
-        start = time.perf_counter()
-        for line in lines:
-            tokenizer.convert_tokens_to_ids(tokenizer.tokenize(line))
-        results[name] = len(lines) / (time.perf_counter() - start)
-    fast = FastTokenizer(VOCAB)
-    fast.tokenize_to_lists(lines[:100])  # graph warm-up
-    start = time.perf_counter()
-    for i in range(0, len(lines), 4096):
-        fast.tokenize_to_lists(lines[i:i + 4096])
-    results["fast (tensorflow-text)"] = len(lines) / (time.perf_counter() - start)
-    return results
-
-
-class _NoCache(dict):
-    def __setitem__(self, key, value):
-        pass
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dupe_factor", type=int, default=10)
@@ -171,7 +145,7 @@ def main():
           f"outputs identical: {identical} ({n_records:,} records)")
 
     sample = realdata.peoples_daily_lines(split_sentences=True)
-    tokenizers = tokenizer_throughput(sample)
+    tokenizers, _ = tokenizer_throughput(sample, VOCAB)
     for name, rate in tokenizers.items():
         print(f"tokenizer {name:<30} {rate:10,.0f} lines/s")
 

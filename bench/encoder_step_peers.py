@@ -1,11 +1,11 @@
 """Encoder train-step throughput on this CPU: ours (post-LN and RealFormer, XLA off/on) vs
-tf-models-official 2.20's BertEncoder (Keras 2, its own venv) vs Hugging Face transformers'
-BertModel on PyTorch, same shapes, batch and sequence length, side by side in one run.
+tf-models-official 2.20's BertEncoder (Keras 2, bench/.venv-tfm) vs Hugging Face transformers'
+BertModel on PyTorch (bench/.venv-hf), same shapes, batch and sequence length, side by side in one run.
 
 A step: forward of the encoder, a loss on its outputs (mean squared pooled output + mean
 sequence output), backward, SGD update. Prints a table; writes bench/results/encoder_step_peers.json.
 
-    python bench/encoder_step_peers.py [--config=small] [--batch_size=8] [--seq_length=128]
+    python bench/encoder_step_peers.py [--config=small] [--batch_size=8] [--seq_length=128] [--rounds=3]
 """
 
 import argparse
@@ -13,14 +13,16 @@ import json
 import os
 import statistics
 import sys
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 sys.path.insert(0, ROOT)
-PEER_PYTHON = os.path.join(ROOT, "bench", ".venv-tfm", "bin", "python")
+PEERS = {  # framework: (its virtual environment's python, its script in bench/peers/)
+    "tfm": (os.path.join(ROOT, "bench", ".venv-tfm", "bin", "python"), "tfm_encoder_step.py"),
+    "pytorch": (os.path.join(ROOT, "bench", ".venv-hf", "bin", "python"), "hf_encoder_step.py"),
+}
 
-from common import emit_result, run_case_process, write_report  # noqa: E402
+from common import emit_result, run_case_process, time_steps, write_report  # noqa: E402
 
 
 def ours(case):
@@ -51,44 +53,8 @@ def ours(case):
     return step
 
 
-def pytorch(case):
-    import torch
-    import transformers
-
-    from model_step import CONFIGS
-    shape = CONFIGS[case["config"]]
-    torch.manual_seed(0)
-    model = transformers.BertModel(transformers.BertConfig(
-        vocab_size=30522, hidden_size=shape["hidden_size"], num_hidden_layers=shape["num_hidden_layers"],
-        num_attention_heads=shape["num_attention_heads"], intermediate_size=shape["intermediate_size"],
-        max_position_embeddings=512, type_vocab_size=2, hidden_act="gelu_new"))
-    model.train()
-    batch, seq = case["batch_size"], case["seq_length"]
-    ids = torch.randint(0, 30522, (batch, seq))
-    mask = torch.ones((batch, seq), dtype=torch.long)
-    optimizer = torch.optim.SGD(model.parameters(), lr=1e-4)
-
-    def step():
-        optimizer.zero_grad(set_to_none=True)
-        out = model(input_ids=ids, attention_mask=mask)
-        loss = out.pooler_output.square().mean() + out.last_hidden_state.mean()
-        loss.backward()
-        optimizer.step()
-        return float(loss)
-    return step
-
-
 def run_case(case):
-    step = ours(case) if case["framework"] == "ours" else pytorch(case)
-    for _ in range(3):
-        float(step())
-    times = []
-    for _ in range(case["steps"]):
-        start = time.perf_counter()
-        float(step())
-        times.append(time.perf_counter() - start)
-    median = statistics.median(times)
-    return {"median_step_s": median, "tokens_per_s": case["batch_size"] * case["seq_length"] / median}
+    emit_result(time_steps(ours(case), case["steps"], case["batch_size"] * case["seq_length"]))
 
 
 def main():
@@ -97,11 +63,12 @@ def main():
     parser.add_argument("--batch_size", type=int, default=8)
     parser.add_argument("--seq_length", type=int, default=128)
     parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=3, help="passes over all cases, interleaved")
     parser.add_argument("--output", default=os.path.join(ROOT, "bench", "results", "encoder_step_peers.json"))
     parser.add_argument("--case", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.case:
-        emit_result(run_case(json.loads(args.case)))
+        run_case(json.loads(args.case))
         return
     from model_step import CONFIGS
     base = {"config": args.config, "batch_size": args.batch_size, "seq_length": args.seq_length, "steps": args.steps}
@@ -112,24 +79,35 @@ def main():
              ("tf-models BertEncoder", {"framework": "tfm", "xla": False}),
              ("tf-models BertEncoder XLA", {"framework": "tfm", "xla": True}),
              ("PyTorch transformers BertModel", {"framework": "pytorch"})]
+    print(f"BERT-{args.config} shapes, batch {args.batch_size}, seq {args.seq_length}, this CPU "
+          f"({os.cpu_count()} cores), {args.rounds} round(s) over all cases, median kept")
+    per_round = {name: [] for name, _ in cases}
+    for round_index in range(args.rounds):  # interleaved: drift of the machine hits every case
+        for name, extra in cases:
+            case = {**base, **extra}
+            if extra["framework"] in PEERS:
+                python, script = PEERS[extra["framework"]]
+                cmd = [python, os.path.join(ROOT, "bench", "peers", script),
+                       json.dumps({**case, "shape": CONFIGS[args.config]})]
+            else:
+                cmd = [sys.executable, os.path.abspath(__file__), "--case", json.dumps(case)]
+            measured = run_case_process(cmd)
+            if measured is not None:
+                per_round[name].append(measured)
+                print(f"round {round_index + 1}  {name:<32} {measured['median_step_s'] * 1e3:9.1f} ms "
+                      f"{measured['tokens_per_s']:9.0f} tokens/s", flush=True)
     results = []
-    print(f"BERT-{args.config} shapes, batch {args.batch_size}, seq {args.seq_length}, this CPU ({os.cpu_count()} cores)")
     for name, extra in cases:
-        case = {**base, **extra}
-        if extra["framework"] == "tfm":
-            cmd = [PEER_PYTHON, os.path.join(ROOT, "bench", "peers", "tfm_encoder_step.py"),
-                   json.dumps({**case, "shape": CONFIGS[args.config]})]
-        else:
-            cmd = [sys.executable, os.path.abspath(__file__), "--case", json.dumps(case)]
-        measured = run_case_process(cmd)
-        if measured is None:
-            continue
-        result = {"name": name, **case, **measured}
-        results.append(result)
-        print(f"{name:<32} {result['median_step_s'] * 1e3:9.1f} ms {result['tokens_per_s']:9.0f} tokens/s", flush=True)
+        if per_round[name]:
+            step_s = statistics.median(m["median_step_s"] for m in per_round[name])
+            results.append({"name": name, **base, **extra, "median_step_s": step_s,
+                            "tokens_per_s": args.batch_size * args.seq_length / step_s,
+                            "rounds_step_s": [m["median_step_s"] for m in per_round[name]]})
     reference = next(r for r in results if r["name"] == "ours post-LN")
     for r in results:
         r["tokens_per_s_vs_ours_post_ln"] = r["tokens_per_s"] / reference["tokens_per_s"]
+        print(f"{r['name']:<32} {r['median_step_s'] * 1e3:9.1f} ms {r['tokens_per_s']:9.0f} tokens/s "
+              f"{r['tokens_per_s_vs_ours_post_ln']:6.3f} x ours post-LN")
     write_report(args.output, "encoder_step_peers", sys.argv[1:], results=results)
 
 

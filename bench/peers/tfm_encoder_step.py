@@ -3,11 +3,12 @@ SGD update), run in bench/.venv-tfm. Prints `RESULT {json}`."""
 
 import json
 import os
-import statistics
 import sys
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from common import emit_result, time_steps  # noqa: E402
 
 
 def main():
@@ -40,15 +41,7 @@ def main():
             v.assign_sub(1e-4 * tf.convert_to_tensor(g))
         return loss
 
-    for _ in range(3):
-        float(step())
-    times = []
-    for _ in range(case["steps"]):
-        start = time.perf_counter()
-        float(step())
-        times.append(time.perf_counter() - start)
-    median = statistics.median(times)
-    print("RESULT " + json.dumps({"median_step_s": median, "tokens_per_s": batch * seq / median}))
+    emit_result(time_steps(step, case["steps"], batch * seq))
 
 
 if __name__ == "__main__":
