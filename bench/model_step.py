@@ -5,7 +5,8 @@ all cases of one invocation run back to back on the same machine. A step is forw
 of the MLM+NSP pretraining loss plus an SGD update.
 
     python bench/model_step.py --config=small --seq_length=128,512 --batch_size=8
-    KERAS_BACKEND=jax python bench/model_step.py --config=large --dtype_policy=mixed_bfloat16
+    KERAS_BACKEND=jax python bench/model_step.py --config=large --dtype_policy=mixed_bfloat16 \
+        --seq_length=128,512 --batch_size=64 --peak_matmul_size=8192 --pytorch_python=python3
 
 Prints a table and writes JSON to bench/results/model_step-<backend>-<config>.json.
 """
@@ -24,6 +25,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 from common import emit_result, run_case_process, write_report  # noqa: E402
 
+VOCAB_SIZE = 30522
 CONFIGS = {  # Google's released shapes (BERT-Tiny/Small/Base/Large)
     "tiny": dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512),
     "small": dict(hidden_size=512, num_hidden_layers=4, num_attention_heads=8, intermediate_size=2048),
@@ -36,6 +38,45 @@ VARIANTS = {
     "RealFormer-sum": dict(layer_norm_type="post", residual_attention="sum"),
     "RealFormer-mean": dict(layer_norm_type="post", residual_attention="mean"),
 }
+
+
+def train_flops_per_step(shape, batch, seq, predictions, vocab=VOCAB_SIZE):
+    """Model FLOPs of one pretraining step: 3x the forward pass's matmul FLOPs (backward is
+    twice the forward), counting multiply-adds as 2 and nothing else (the MFU convention).
+
+    Per layer and token: Q, K, V, output projections 4H^2 and the FFN 2HI weights, plus QK^T
+    and probs x V, 2SH; per masked prediction: the MLM transform H^2 and the tied decoder HV;
+    per sequence: the pooler H^2 and NSP 2H.
+    """
+    h, i, layers = shape["hidden_size"], shape["intermediate_size"], shape["num_hidden_layers"]
+    per_token = layers * (2 * (4 * h * h + 2 * h * i) + 2 * 2 * seq * h)
+    forward = batch * seq * per_token + batch * predictions * 2 * (h * h + h * vocab) \
+        + batch * 2 * (h * h + 2 * h)
+    return 3 * forward
+
+
+def measure_matmul_peak_tflops(dtype, size, repeats=20):
+    """TFLOP/s of a size x size x size matmul in `dtype` on this backend's default device (the
+    denominator of MFU: what this machine can actually do, not its data sheet)."""
+    import keras
+    if keras.backend.backend() == "jax":
+        import jax
+        import jax.numpy as jnp
+        a = jax.random.normal(jax.random.PRNGKey(0), (size, size), jnp.float32).astype(dtype)
+        matmul = jax.jit(lambda x, y: x @ y)
+        wait = lambda x: x.block_until_ready()  # noqa: E731
+    else:
+        import tensorflow as tf
+        a = tf.cast(tf.random.normal((size, size)), dtype)
+        matmul = tf.function(lambda x, y: tf.matmul(x, y), jit_compile=True)
+        wait = lambda x: x.numpy()  # noqa: E731
+    for _ in range(3):
+        wait(matmul(a, a))
+    start = time.perf_counter()
+    for _ in range(repeats):
+        out = matmul(a, a)
+    wait(out)
+    return 2 * size ** 3 * repeats / (time.perf_counter() - start) / 1e12
 
 
 def _features(batch, seq, predictions, vocab):
@@ -111,11 +152,11 @@ def run_case(case):
     import modeling
     if case["dtype_policy"] != "float32":
         keras.config.set_dtype_policy(case["dtype_policy"])
-    config = modeling.BertConfig(vocab_size=30522, max_position_embeddings=512, type_vocab_size=2,
+    config = modeling.BertConfig(vocab_size=VOCAB_SIZE, max_position_embeddings=512, type_vocab_size=2,
                                  **CONFIGS[case["config"]], **VARIANTS[case["variant"]])
     model = modeling.BertPretrainer(config)
     model.build()
-    features = _features(case["batch_size"], case["seq_length"], case["predictions"], 30522)
+    features = _features(case["batch_size"], case["seq_length"], case["predictions"], VOCAB_SIZE)
     backend = keras.backend.backend()
     step = _tf_step(model, case["xla"]) if backend == "tensorflow" else _jax_step(model)
     start = time.perf_counter()
@@ -130,7 +171,10 @@ def run_case(case):
         times.append(time.perf_counter() - start)
     median = statistics.median(times)
     memory, memory_kind = _peak_memory_mb()
+    flops = train_flops_per_step(CONFIGS[case["config"]], case["batch_size"], case["seq_length"],
+                                 case["predictions"])
     return {**case, "backend": backend, "first_step_s": compile_s, "median_step_s": median,
+            "model_tflops_per_s": flops / median / 1e12,
             "tokens_per_s": case["batch_size"] * case["seq_length"] / median,
             "sequences_per_s": case["batch_size"] / median, "peak_memory_mb": memory,
             "memory_kind": memory_kind, "final_loss": loss}
@@ -146,12 +190,20 @@ def main():
     parser.add_argument("--dtype_policy", default="float32")
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--peak_matmul_size", type=int, default=0,
+                        help="measure the matmul peak at this size first (8192 on a GPU) and report MFU")
+    parser.add_argument("--pytorch_python", default=None,
+                        help="a python with torch and transformers: add Hugging Face's BertModel as the peer")
     parser.add_argument("--output", default=None, help="JSON path (default bench/results/...)")
     parser.add_argument("--case", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
 
     if args.case:  # child process: one case
-        emit_result(run_case(json.loads(args.case)))
+        case = json.loads(args.case)
+        if case.get("kind") == "peak":
+            emit_result({"peak_tflops": measure_matmul_peak_tflops(case["dtype"], case["size"])})
+        else:
+            emit_result(run_case(case))
         return
 
     import keras
@@ -166,25 +218,61 @@ def main():
                               "predictions": max(1, round(seq * 0.15)) if seq != 128 else 20,
                               "dtype_policy": args.dtype_policy, "steps": args.steps,
                               "warmup": args.warmup})
+    peak = None
+    if args.peak_matmul_size:  # in its own process: a JAX child would not share the GPU
+        dtype = "bfloat16" if "bfloat16" in args.dtype_policy else "float16" if "float16" in args.dtype_policy else "float32"
+        measured = run_case_process([sys.executable, os.path.abspath(__file__), "--case", json.dumps(
+            {"kind": "peak", "dtype": dtype, "size": args.peak_matmul_size})])
+        peak = measured and {"dtype": dtype, "size": args.peak_matmul_size, "tflops": measured["peak_tflops"]}
+        if peak:
+            print(f"measured matmul peak: {peak['tflops']:.1f} TFLOP/s ({dtype}, {args.peak_matmul_size}^3)")
     results = []
-    print(f"{'seq':>4} {'xla':>3} {'variant':<16} {'step ms':>9} {'tokens/s':>10} "
-          f"{'vs post-LN':>10} {'peak MB':>9}")
+    print(f"{'seq':>4} {'xla':>3} {'variant':<16} {'step ms':>9} {'tokens/s':>10} {'seq/s':>8} "
+          f"{'vs post-LN':>10} {'MFU':>6} {'peak MB':>9}")
     for case in cases:
         result = run_case_process([sys.executable, os.path.abspath(__file__), "--case", json.dumps(case)])
         if result is None:
             sys.exit(1)
+        result["mfu"] = result["model_tflops_per_s"] / peak["tflops"] if peak else None
         base = next((r for r in results if r["variant"] == "post-LN"
                      and r["seq_length"] == case["seq_length"] and r["xla"] == case["xla"]), None)
         result["step_time_vs_post_ln"] = (result["median_step_s"] / base["median_step_s"]
                                           if base else 1.0 if case["variant"] == "post-LN" else None)
         results.append(result)
         ratio = result["step_time_vs_post_ln"]
+        mfu = f"{result['mfu']:.1%}" if peak else "-"
         print(f"{case['seq_length']:>4} {'on' if case['xla'] else 'off':>3} {case['variant']:<16} "
               f"{result['median_step_s'] * 1e3:>9.1f} {result['tokens_per_s']:>10.0f} "
-              f"{(f'{ratio:.3f}' if ratio else '-'):>10} {result['peak_memory_mb']:>9.0f}", flush=True)
+              f"{result['sequences_per_s']:>8.1f} {(f'{ratio:.3f}' if ratio else '-'):>10} {mfu:>6} "
+              f"{result['peak_memory_mb']:>9.0f}", flush=True)
+    if args.pytorch_python:
+        for seq in sorted({c["seq_length"] for c in cases}):
+            results.append(_pytorch_case(args, seq, peak))
 
     output = args.output or os.path.join(ROOT, "bench", "results", f"model_step-{backend}-{args.config}.json")
-    write_report(output, "model_step", sys.argv[1:], results=results)
+    write_report(output, "model_step", sys.argv[1:], results=results, matmul_peak=peak)
+
+
+def _pytorch_case(args, seq, peak):
+    """The peer: transformers' BertModel with PyTorch's fused attention (sdpa) and the same
+    heads on the masked positions, same shapes and batch (bench/peers/hf_pretraining_step.py)."""
+    case = {"framework": "pytorch", "config": args.config, "shape": CONFIGS[args.config],
+            "seq_length": seq, "batch_size": args.batch_size,
+            "predictions": max(1, round(seq * 0.15)) if seq != 128 else 20,
+            "dtype_policy": args.dtype_policy, "steps": args.steps, "warmup": args.warmup,
+            "vocab_size": VOCAB_SIZE}
+    result = run_case_process([args.pytorch_python, os.path.join(ROOT, "bench", "peers", "hf_pretraining_step.py"),
+                               json.dumps(case)])
+    if result is None:
+        sys.exit(1)
+    flops = train_flops_per_step(case["shape"], args.batch_size, seq, case["predictions"])
+    result = {**case, **result, "model_tflops_per_s": flops / result["median_step_s"] / 1e12}
+    result["mfu"] = result["model_tflops_per_s"] / peak["tflops"] if peak else None
+    mfu = f"{result['mfu']:.1%}" if peak else "-"
+    print(f"{seq:>4} {'':>3} {'PyTorch (sdpa)':<16} {result['median_step_s'] * 1e3:>9.1f} "
+          f"{result['tokens_per_s']:>10.0f} {result['sequences_per_s']:>8.1f} {'-':>10} {mfu:>6} "
+          f"{result['peak_memory_mb']:>9.0f}", flush=True)
+    return result
 
 
 if __name__ == "__main__":
