@@ -23,6 +23,7 @@ PEERS = {  # framework: (its virtual environment's python, its script in bench/p
 }
 
 from common import emit_result, run_case_process, time_steps, write_report  # noqa: E402
+from tf_step import encoder_output_loss, sgd_step  # noqa: E402
 
 
 def ours(case):
@@ -39,18 +40,8 @@ def ours(case):
     inputs = {"input_ids": tf.constant(rng.randint(0, 30522, (batch, seq)), tf.int32),
               "input_mask": tf.ones((batch, seq), tf.int32), "token_type_ids": tf.zeros((batch, seq), tf.int32)}
     model(inputs)
-    variables = model.trainable_variables
-
-    @tf.function(jit_compile=case["xla"])
-    def step():
-        with tf.GradientTape() as tape:
-            out = model(inputs, training=True)
-            loss = tf.reduce_mean(tf.square(out["pooled_output"])) + tf.reduce_mean(out["sequence_output"])
-        grads = tape.gradient(loss, variables)
-        for v, g in zip(variables, grads):
-            v.assign_sub(1e-4 * tf.convert_to_tensor(g))
-        return loss
-    return step
+    return sgd_step(lambda: encoder_output_loss(model(inputs, training=True)),
+                    model.trainable_variables, case["xla"])
 
 
 def run_case(case):

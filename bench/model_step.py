@@ -24,6 +24,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 from common import emit_result, run_case_process, write_report  # noqa: E402
+from tf_step import sgd_step  # noqa: E402
 
 VOCAB_SIZE = 30522
 CONFIGS = {  # Google's released shapes (BERT-Tiny/Small/Base/Large)
@@ -94,19 +95,9 @@ def _features(batch, seq, predictions, vocab):
 
 
 def _tf_step(model, xla):
-    import tensorflow as tf
     import modeling
-    variables = model.trainable_variables
-
-    @tf.function(jit_compile=xla)
-    def step(features):
-        with tf.GradientTape() as tape:
-            loss = modeling.pretraining_losses(model(features, training=True), features)["total_loss"]
-        grads = tape.gradient(loss, variables)
-        for v, g in zip(variables, grads):
-            v.assign_sub(1e-4 * tf.convert_to_tensor(g))
-        return loss
-
+    step = sgd_step(lambda features: modeling.pretraining_losses(
+        model(features, training=True), features)["total_loss"], model.trainable_variables, xla)
     return lambda features: float(step(features))
 
 

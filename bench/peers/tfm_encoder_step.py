@@ -9,6 +9,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from common import emit_result, time_steps  # noqa: E402
+from tf_step import encoder_output_loss, sgd_step  # noqa: E402
 
 
 def main():
@@ -27,20 +28,14 @@ def main():
     inputs = {"input_word_ids": tf.constant(rng.randint(0, 30522, (batch, seq)), tf.int32),
               "input_mask": tf.ones((batch, seq), tf.int32), "input_type_ids": tf.zeros((batch, seq), tf.int32)}
     encoder(inputs)
-    variables = encoder.trainable_variables
 
-    @tf.function(jit_compile=case["xla"])
-    def step():
-        with tf.GradientTape() as tape:
-            out = encoder(inputs, training=True)
-            if not isinstance(out, dict):  # the legacy encoder returns [sequence, pooled]
-                out = {"sequence_output": out[0], "pooled_output": out[1]}
-            loss = tf.reduce_mean(tf.square(out["pooled_output"])) + tf.reduce_mean(out["sequence_output"])
-        grads = tape.gradient(loss, variables)
-        for v, g in zip(variables, grads):
-            v.assign_sub(1e-4 * tf.convert_to_tensor(g))
-        return loss
+    def loss():
+        out = encoder(inputs, training=True)
+        if not isinstance(out, dict):  # the legacy encoder returns [sequence, pooled]
+            out = {"sequence_output": out[0], "pooled_output": out[1]}
+        return encoder_output_loss(out)
 
+    step = sgd_step(loss, encoder.trainable_variables, case["xla"])
     emit_result(time_steps(step, case["steps"], batch * seq))
 
 
