@@ -12,6 +12,7 @@ Prints a table and writes JSON to bench/results/model_step-<backend>-<config>.js
 """
 
 import argparse
+import functools
 import json
 import os
 import resource
@@ -54,6 +55,11 @@ def train_flops_per_step(shape, batch, seq, predictions, vocab=VOCAB_SIZE):
     forward = batch * seq * per_token + batch * predictions * 2 * (h * h + h * vocab) \
         + batch * 2 * (h * h + 2 * h)
     return 3 * forward
+
+
+def predictions_per_seq(seq):
+    """`max_predictions_per_seq`: the original's 20 at seq 128, else 15% of the sequence."""
+    return 20 if seq == 128 else max(1, round(seq * 0.15))
 
 
 def measure_matmul_peak_tflops(dtype, size, repeats=20):
@@ -102,29 +108,36 @@ def _tf_step(model, xla):
 
 
 def _jax_step(model):
-    import jax
-    import modeling
-    trainable = [v.value for v in model.trainable_variables]
-    non_trainable = [v.value for v in model.non_trainable_variables]
-
-    def loss_fn(trainable, non_trainable, features):
-        out, non_trainable = model.stateless_call(trainable, non_trainable, features, training=True)
-        return modeling.pretraining_losses(out, features)["total_loss"], non_trainable
-
-    @jax.jit
-    def step(trainable, non_trainable, features, rng_unused=None):
-        (loss, non_trainable), grads = jax.value_and_grad(loss_fn, has_aux=True)(
-            trainable, non_trainable, features)
-        trainable = [w - 1e-4 * g.astype(w.dtype) for w, g in zip(trainable, grads)]
-        return loss, trainable, non_trainable
-
-    state = {"t": trainable, "n": non_trainable}
+    step, state = jax_train_step(model)
 
     def run(features):
         loss, state["t"], state["n"] = step(state["t"], state["n"], features)
         return float(loss)
 
     return run
+
+
+def jax_train_step(model, learning_rate=1e-4):
+    """The JAX train step: `(step, state)` where the jitted `step(trainable, non_trainable,
+    features)` returns `(loss, trainable, non_trainable)` with the weights' buffers donated (as
+    a real trainer updates them in place), and `state` holds the current `{"t", "n"}` values."""
+    import jax
+    import modeling
+
+    def loss_fn(trainable, non_trainable, features):
+        out, non_trainable = model.stateless_call(trainable, non_trainable, features, training=True)
+        return modeling.pretraining_losses(out, features)["total_loss"], non_trainable
+
+    @functools.partial(jax.jit, donate_argnums=(0, 1))
+    def step(trainable, non_trainable, features):
+        (loss, non_trainable), grads = jax.value_and_grad(loss_fn, has_aux=True)(
+            trainable, non_trainable, features)
+        trainable = [w - learning_rate * g.astype(w.dtype) for w, g in zip(trainable, grads)]
+        return loss, trainable, non_trainable
+
+    state = {"t": [v.value for v in model.trainable_variables],
+             "n": [v.value for v in model.non_trainable_variables]}
+    return step, state
 
 
 def _peak_memory_mb():
@@ -137,17 +150,27 @@ def _peak_memory_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "host RSS"
 
 
-def run_case(case):
-    """Runs one case in this process and returns its measurements."""
+def build_case(case):
+    """The case's `BertPretrainer` (built, under its dtype policy) and a batch of features.
+    `case["dropout"]`, when set, replaces both dropout probabilities (for ablations)."""
     import keras
     import modeling
     if case["dtype_policy"] != "float32":
         keras.config.set_dtype_policy(case["dtype_policy"])
+    dropout = case.get("dropout")
+    overrides = {} if dropout is None else {"hidden_dropout_prob": dropout,
+                                            "attention_probs_dropout_prob": dropout}
     config = modeling.BertConfig(vocab_size=VOCAB_SIZE, max_position_embeddings=512, type_vocab_size=2,
-                                 **CONFIGS[case["config"]], **VARIANTS[case["variant"]])
+                                 **CONFIGS[case["config"]], **VARIANTS[case["variant"]], **overrides)
     model = modeling.BertPretrainer(config)
     model.build()
-    features = _features(case["batch_size"], case["seq_length"], case["predictions"], VOCAB_SIZE)
+    return model, _features(case["batch_size"], case["seq_length"], case["predictions"], VOCAB_SIZE)
+
+
+def run_case(case):
+    """Runs one case in this process and returns its measurements."""
+    import keras
+    model, features = build_case(case)
     backend = keras.backend.backend()
     step = _tf_step(model, case["xla"]) if backend == "tensorflow" else _jax_step(model)
     start = time.perf_counter()
@@ -175,10 +198,12 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="small", choices=sorted(CONFIGS))
     parser.add_argument("--seq_length", default="128", help="comma-separated")
-    parser.add_argument("--batch_size", type=int, default=8)
+    parser.add_argument("--batch_size", default="8", help="comma-separated")
     parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated")
     parser.add_argument("--xla", default="off,on", help="comma-separated on/off (TF backend)")
     parser.add_argument("--dtype_policy", default="float32")
+    parser.add_argument("--dropout", type=float, default=None,
+                        help="replace both dropout probabilities (0.1 in the configs) for ablations")
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--peak_matmul_size", type=int, default=0,
@@ -202,13 +227,14 @@ def main():
     xla_modes = [m == "on" for m in args.xla.split(",")] if backend == "tensorflow" else [True]
     cases = []
     for seq in (int(s) for s in args.seq_length.split(",")):
-        for xla in xla_modes:
-            for variant in args.variants.split(","):
-                cases.append({"config": args.config, "variant": variant, "seq_length": seq,
-                              "batch_size": args.batch_size, "xla": xla,
-                              "predictions": max(1, round(seq * 0.15)) if seq != 128 else 20,
-                              "dtype_policy": args.dtype_policy, "steps": args.steps,
-                              "warmup": args.warmup})
+        for batch in (int(b) for b in args.batch_size.split(",")):
+            for xla in xla_modes:
+                for variant in args.variants.split(","):
+                    cases.append({"config": args.config, "variant": variant, "seq_length": seq,
+                                  "batch_size": batch, "xla": xla, "dropout": args.dropout,
+                                  "predictions": predictions_per_seq(seq),
+                                  "dtype_policy": args.dtype_policy, "steps": args.steps,
+                                  "warmup": args.warmup})
     peak = None
     if args.peak_matmul_size:  # in its own process: a JAX child would not share the GPU
         dtype = "bfloat16" if "bfloat16" in args.dtype_policy else "float16" if "float16" in args.dtype_policy else "float32"
@@ -218,49 +244,52 @@ def main():
         if peak:
             print(f"measured matmul peak: {peak['tflops']:.1f} TFLOP/s ({dtype}, {args.peak_matmul_size}^3)")
     results = []
-    print(f"{'seq':>4} {'xla':>3} {'variant':<16} {'step ms':>9} {'tokens/s':>10} {'seq/s':>8} "
+    print(f"{'seq':>4} {'batch':>5} {'xla':>3} {'variant':<16} {'step ms':>9} {'tokens/s':>10} {'seq/s':>8} "
           f"{'vs post-LN':>10} {'MFU':>6} {'peak MB':>9}")
     for case in cases:
         result = run_case_process([sys.executable, os.path.abspath(__file__), "--case", json.dumps(case)])
-        if result is None:
-            sys.exit(1)
+        if result is None:  # e.g. out of memory at this batch size: report it and go on
+            print(f"{case['seq_length']:>4} {case['batch_size']:>5} {case['variant']}: failed", flush=True)
+            results.append({**case, "failed": True})
+            continue
         result["mfu"] = result["model_tflops_per_s"] / peak["tflops"] if peak else None
-        base = next((r for r in results if r["variant"] == "post-LN"
-                     and r["seq_length"] == case["seq_length"] and r["xla"] == case["xla"]), None)
+        base = next((r for r in results if r["variant"] == "post-LN" and not r.get("failed")
+                     and r["xla"] == case["xla"]
+                     and r["seq_length"] == case["seq_length"]
+                     and r["batch_size"] == case["batch_size"]), None)
         result["step_time_vs_post_ln"] = (result["median_step_s"] / base["median_step_s"]
                                           if base else 1.0 if case["variant"] == "post-LN" else None)
         results.append(result)
         ratio = result["step_time_vs_post_ln"]
         mfu = f"{result['mfu']:.1%}" if peak else "-"
-        print(f"{case['seq_length']:>4} {'on' if case['xla'] else 'off':>3} {case['variant']:<16} "
+        print(f"{case['seq_length']:>4} {case['batch_size']:>5} {'on' if case['xla'] else 'off':>3} {case['variant']:<16} "
               f"{result['median_step_s'] * 1e3:>9.1f} {result['tokens_per_s']:>10.0f} "
               f"{result['sequences_per_s']:>8.1f} {(f'{ratio:.3f}' if ratio else '-'):>10} {mfu:>6} "
               f"{result['peak_memory_mb']:>9.0f}", flush=True)
     if args.pytorch_python:
-        for seq in sorted({c["seq_length"] for c in cases}):
-            results.append(_pytorch_case(args, seq, peak))
+        for seq, batch in sorted({(c["seq_length"], c["batch_size"]) for c in cases}):
+            results.append(_pytorch_case(args, seq, batch, peak))
 
     output = args.output or os.path.join(ROOT, "bench", "results", f"model_step-{backend}-{args.config}.json")
     write_report(output, "model_step", sys.argv[1:], results=results, matmul_peak=peak)
 
 
-def _pytorch_case(args, seq, peak):
+def _pytorch_case(args, seq, batch, peak):
     """The peer: transformers' BertModel with PyTorch's fused attention (sdpa) and the same
     heads on the masked positions, same shapes and batch (bench/peers/hf_pretraining_step.py)."""
     case = {"framework": "pytorch", "config": args.config, "shape": CONFIGS[args.config],
-            "seq_length": seq, "batch_size": args.batch_size,
-            "predictions": max(1, round(seq * 0.15)) if seq != 128 else 20,
+            "seq_length": seq, "batch_size": batch, "predictions": predictions_per_seq(seq),
             "dtype_policy": args.dtype_policy, "steps": args.steps, "warmup": args.warmup,
             "vocab_size": VOCAB_SIZE}
     result = run_case_process([args.pytorch_python, os.path.join(ROOT, "bench", "peers", "hf_pretraining_step.py"),
                                json.dumps(case)])
     if result is None:
-        sys.exit(1)
-    flops = train_flops_per_step(case["shape"], args.batch_size, seq, case["predictions"])
+        return {**case, "failed": True}
+    flops = train_flops_per_step(case["shape"], batch, seq, case["predictions"])
     result = {**case, **result, "model_tflops_per_s": flops / result["median_step_s"] / 1e12}
     result["mfu"] = result["model_tflops_per_s"] / peak["tflops"] if peak else None
     mfu = f"{result['mfu']:.1%}" if peak else "-"
-    print(f"{seq:>4} {'':>3} {'PyTorch (sdpa)':<16} {result['median_step_s'] * 1e3:>9.1f} "
+    print(f"{seq:>4} {batch:>5} {'':>3} {'PyTorch (sdpa)':<16} {result['median_step_s'] * 1e3:>9.1f} "
           f"{result['tokens_per_s']:>10.0f} {result['sequences_per_s']:>8.1f} {'-':>10} {mfu:>6} "
           f"{result['peak_memory_mb']:>9.0f}", flush=True)
     return result
