@@ -10,6 +10,7 @@ Writes OUTPUT_DIR/attention_stats.json and attention_entropy.png, attention_jsd.
 
 import json
 import os
+import sys
 
 from absl import flags
 
@@ -69,7 +70,7 @@ def main(argv):
     config = modeling.BertConfig.from_json_file(FLAGS.bert_config_file)
     model = modeling.BertModel(config)
     model.build()
-    initialise(model, FLAGS.init_checkpoint)
+    print(initialise(model, FLAGS.init_checkpoint), file=sys.stderr)
     stats = AttentionStatistics(config.num_hidden_layers, config.num_attention_heads)
     for batch in batches():
         out = model(batch, training=False, output_attention_probs=True)

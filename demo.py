@@ -85,7 +85,8 @@ def loss_curve(log):
     points = []
     with open(log, encoding="utf-8") as f:
         for line in f:
-            match = re.match(r"step (\d+)/\d+: loss ([\d.]+) \(mlm ([\d.]+), nsp ([\d.]+)\)", line)
+            match = re.match(r"step (\d+)/\d+: loss ([\d.]+) \(masked_lm_loss ([\d.]+), "
+                             r"next_sentence_loss ([\d.]+)\)", line)
             if match:
                 points.append(tuple(float(g) for g in match.groups()))
     return points

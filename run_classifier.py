@@ -12,15 +12,14 @@ OUTPUT_DIR/test_results.tsv (class probabilities per line), `model.ckpt-STEP`, a
 --export_dir a SavedModel that takes raw text.
 """
 
-import json
 import os
 import sys
-import time
 
 from absl import flags
 
 from cli import InputError, run
-from training.flags import define_shared_flags, load_config, strategy_from_flags
+from training.flags import (check_shared_flags, define_shared_flags, load_config, run_options,
+                            strategy_from_flags)
 
 FLAGS = flags.FLAGS
 
@@ -42,8 +41,6 @@ flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predict.")
 flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.")
 flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.")
 flags.DEFINE_float("warmup_proportion", 0.1, "Proportion of training to perform linear learning rate warmup for.")
-flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save the model checkpoint.")
-flags.DEFINE_integer("iterations_per_loop", 1000, "Steps between progress lines and summaries.")
 define_shared_flags()
 
 # Ours: task options and users' own data.
@@ -73,139 +70,18 @@ def _check_flags():
             raise InputError(f"--{name}={getattr(FLAGS, name)}: must be at least 1")
     if FLAGS.max_seq_length < 3:
         raise InputError(f"--max_seq_length={FLAGS.max_seq_length}: too small for [CLS] A [SEP]")
-
-
-def _loss_fn(regression):
-    import tensorflow as tf
-
-    def loss_fn(model, features, training, step, totals):
-        logits = model(features, training=training)
-        if regression:
-            per_example = tf.square(tf.squeeze(logits, -1) - tf.cast(features["label_ids"], tf.float32))
-        else:
-            log_probs = tf.nn.log_softmax(logits, axis=-1)
-            per_example = -tf.gather(log_probs, features["label_ids"], batch_dims=1)
-        share = tf.reduce_sum(per_example) / totals["examples"]
-        return share, {"loss": share}
-    return loss_fn
-
-
-def _totals(features):
-    import tensorflow as tf
-    return {"examples": tf.cast(tf.shape(features["label_ids"])[0], tf.float32)}
-
-
-def train(strategy, model, examples, label_list, tokenizer, regression):
-    from tasks.classifier_features import cached_features, make_dataset
-    from training.checkpointing import initialise, training_state
-    from training.optimization import create_optimizer
-    from training.trainer import TrainLoop, global_batch_slices
-    path = os.path.join(FLAGS.output_dir, "train.tf_record")
-    reused = cached_features(examples, label_list, FLAGS.max_seq_length, tokenizer, path)
-    print(f"{'re-used' if reused else 'wrote'} {path} ({len(examples)} examples)", file=sys.stderr)
-    num_train_steps = int(len(examples) / FLAGS.train_batch_size / FLAGS.gradient_accumulation_steps
-                          * FLAGS.num_train_epochs)
-    num_warmup_steps = int(num_train_steps * FLAGS.warmup_proportion)
-    with strategy.scope():
-        optimizer = create_optimizer(FLAGS.learning_rate, num_train_steps, num_warmup_steps,
-                                     FLAGS.optimizer, FLAGS.weight_decay)
-        loop = TrainLoop(strategy, model, optimizer, _loss_fn(regression), _totals,
-                         accumulation_steps=FLAGS.gradient_accumulation_steps,
-                         loss_scaling=FLAGS.mixed_precision == "fp16", use_xla=FLAGS.use_xla)
-    _, manager = training_state(model, optimizer, loop, FLAGS.output_dir, FLAGS.keep_checkpoint_max)
-    if manager.restored:
-        print(f"resuming from {manager.restored} at step {int(optimizer.iterations.numpy())}", file=sys.stderr)
-    elif FLAGS.init_checkpoint:
-        initialise(model, FLAGS.init_checkpoint)
-    iterator = iter(strategy.distribute_datasets_from_function(lambda context: global_batch_slices(
-        make_dataset(path, FLAGS.train_batch_size, FLAGS.max_seq_length, True, regression, FLAGS.seed),
-        FLAGS.train_batch_size, context)))
-    step = int(optimizer.iterations.numpy())
-    start, start_step = time.time(), step
-    while step < num_train_steps:
-        metrics = loop.train_step(iterator)
-        step = int(optimizer.iterations.numpy())
-        if step % FLAGS.iterations_per_loop == 0 or step == num_train_steps:
-            rate = (step - start_step) / max(time.time() - start, 1e-9)
-            print(f"step {step}/{num_train_steps}: loss {float(metrics['loss']):.4f}, {rate:.2f} steps/s",
-                  file=sys.stderr, flush=True)
-            start, start_step = time.time(), step
-        if step % FLAGS.save_checkpoints_steps == 0 or step == num_train_steps:
-            manager.save(checkpoint_number=step)
-    import modeling
-    prefix = modeling.save_tf1_checkpoint(model, os.path.join(FLAGS.output_dir, f"model.ckpt-{step}"))
-    print(f"wrote {prefix}", file=sys.stderr)
-    return step
-
-
-def predict(model, examples, label_list, tokenizer, name, batch_size, regression):
-    """(probabilities or scores [N, C or 1], labels [N]) for `examples`, in order."""
-    import numpy as np
-    import tensorflow as tf
-
-    from tasks.classifier_features import cached_features, make_dataset
-    path = os.path.join(FLAGS.output_dir, f"{name}.tf_record")
-    cached_features(examples, label_list, FLAGS.max_seq_length, tokenizer, path)
-
-    @tf.function
-    def forward(features):
-        logits = model(features, training=False)
-        return logits if regression else tf.nn.softmax(logits, axis=-1)
-
-    outputs, labels = [], []
-    for features in make_dataset(path, batch_size, FLAGS.max_seq_length, False, regression):
-        outputs.append(forward(features).numpy())
-        labels.append(features["label_ids"].numpy())
-    return np.concatenate(outputs), np.concatenate(labels)
-
-
-def evaluation_results(task, outputs, labels, label_list, global_step):
-    """The eval_results.txt entries (key -> value)."""
-    import numpy as np
-
-    from tasks import metrics
-    if label_list is None:
-        scores = outputs[:, 0]
-        return {"eval_loss": float(np.mean((scores - labels) ** 2)), "pearson": metrics.pearson(scores, labels),
-                "spearman": metrics.spearman(scores, labels), "global_step": global_step}
-    predictions = outputs.argmax(-1)
-    loss = float(np.mean(-np.log(np.maximum(outputs[np.arange(len(labels)), labels], 1e-30))))
-    report = metrics.classification_metrics(labels, predictions, len(label_list))
-    result = {"eval_accuracy": report["accuracy"], "eval_loss": loss, "global_step": global_step}
-    for key in ("macro_precision", "macro_recall", "macro_f1", "weighted_precision", "weighted_recall",
-                "weighted_f1"):
-        result[key] = report[key]
-    if task == "cola":
-        result["matthews_corrcoef"] = metrics.matthews_corrcoef(labels, predictions)
-    if task in ("mrpc", "qqp"):
-        result["f1"] = metrics.binary_f1(labels, predictions)
-    per_class = report["per_class"]
-    for i, label in enumerate(label_list):
-        for name in ("precision", "recall", "f1", "support"):
-            value = per_class[name][i]
-            result[f"class_{label}_{name}"] = int(value) if name == "support" else float(value)
-    result["confusion_matrix"] = json.dumps(report["confusion_matrix"].tolist())
-    return result
-
-
-def write_test_results(outputs, path):
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        for row in outputs:
-            f.write("\t".join(str(float(v)) for v in row) + "\n")
-    os.replace(tmp, path)
+    check_shared_flags()
 
 
 def main(argv):
     del argv
     _check_flags()
-    import keras
-
     import modeling
+    from tasks import classifier_task
     from tasks.classifier_data import get_processor
+    from tasks.classifier_features import cached_features
     from tokenization import FullTokenizer, validate_case_matches_checkpoint
-    from training.checkpointing import initialise, latest_exported_step
-    from training.distribution import set_mixed_precision
+    from training.driver import Driver
     from training.results import write_eval_results
     task = FLAGS.task_name.lower()
     processor = get_processor(task, FLAGS.data_dir, language=FLAGS.xnli_language,
@@ -226,32 +102,37 @@ def main(argv):
     test_examples = processor.get_test_examples(FLAGS.data_dir) if FLAGS.do_predict else None
     if FLAGS.init_checkpoint:
         modeling.checkpoints.resolve_checkpoint_path(FLAGS.init_checkpoint)  # exists?
-    os.makedirs(FLAGS.output_dir, exist_ok=True)
-    keras.utils.set_random_seed(FLAGS.seed)
-    set_mixed_precision(FLAGS.mixed_precision)
-    with strategy.scope():
-        model = modeling.BertClassifier(config, num_labels=1 if regression else len(label_list))
-        model.build()
+    options = run_options(strategy, FLAGS.output_dir, FLAGS.init_checkpoint)
+    num_labels = 1 if regression else len(label_list)
+    driver = Driver(strategy, lambda: modeling.BertClassifier(config, num_labels=num_labels), options)
     if FLAGS.do_train:
-        step = train(strategy, model, train_examples, label_list, tokenizer, regression)
+        path = os.path.join(FLAGS.output_dir, "train.tf_record")
+        reused = cached_features(train_examples, label_list, FLAGS.max_seq_length, tokenizer, path)
+        print(f"{'re-used' if reused else 'wrote'} {path} ({len(train_examples)} examples)", file=sys.stderr)
+        steps = classifier_task.num_train_steps(len(train_examples), FLAGS.train_batch_size,
+                                                FLAGS.num_train_epochs, FLAGS.gradient_accumulation_steps)
+        driver.train(classifier_task.classifier_task(
+            path, FLAGS.train_batch_size, FLAGS.max_seq_length, regression, FLAGS.learning_rate,
+            steps, FLAGS.warmup_proportion, FLAGS.seed))
     else:
-        initialise(model, FLAGS.init_checkpoint or FLAGS.output_dir)
-        step = latest_exported_step(FLAGS.output_dir)
+        driver.restore_for_inference()
     if FLAGS.do_eval:
-        outputs, labels = predict(model, eval_examples, label_list, tokenizer, "eval",
-                                  FLAGS.eval_batch_size, regression)
-        result = evaluation_results(task, outputs, labels, label_list, step)
+        outputs, labels = classifier_task.predict(
+            driver, eval_examples, label_list, tokenizer, os.path.join(FLAGS.output_dir, "eval.tf_record"),
+            FLAGS.eval_batch_size, FLAGS.max_seq_length)
+        result = classifier_task.evaluation_results(task, outputs, labels, label_list, driver.step)
         write_eval_results(result, os.path.join(FLAGS.output_dir, "eval_results.txt"))
         for key in ("eval_accuracy", "eval_loss", "macro_f1", "pearson", "spearman"):
             if key in result:
                 print(f"  {key} = {result[key]}", file=sys.stderr)
     if FLAGS.do_predict:
-        outputs, _ = predict(model, test_examples, label_list, tokenizer, "predict",
-                             FLAGS.predict_batch_size, regression)
-        write_test_results(outputs, os.path.join(FLAGS.output_dir, "test_results.tsv"))
+        outputs, _ = classifier_task.predict(
+            driver, test_examples, label_list, tokenizer, os.path.join(FLAGS.output_dir, "predict.tf_record"),
+            FLAGS.predict_batch_size, FLAGS.max_seq_length)
+        classifier_task.write_test_results(outputs, os.path.join(FLAGS.output_dir, "test_results.tsv"))
     if FLAGS.export_dir:
         from tasks.export import export_classifier
-        path = export_classifier(model, FLAGS.vocab_file, FLAGS.do_lower_case, FLAGS.max_seq_length,
+        path = export_classifier(driver.model, FLAGS.vocab_file, FLAGS.do_lower_case, FLAGS.max_seq_length,
                                  label_list, FLAGS.export_dir)
         print(f"exported {path}", file=sys.stderr)
 

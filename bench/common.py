@@ -54,3 +54,21 @@ def write_report(path, benchmark, argv, **fields):
         json.dump(report, f, indent=2)
     os.replace(path + ".tmp", path)
     print(f"wrote {path}")
+
+
+def peoples_daily_records(work_dir, seq_length, max_predictions=20, max_documents=4000):
+    """Pretraining TFRecords from People's Daily (the `realdata` corpus) made with our
+    create_pretraining_data.py and the 21128-token Chinese vocabulary; returns the path."""
+    import realdata
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    corpus = os.path.join(work_dir, "corpus.txt")
+    if not os.path.exists(corpus):
+        realdata.write_peoples_daily_corpus(corpus, max_documents=max_documents)
+    data = os.path.join(work_dir, f"train-{seq_length}-{max_predictions}.tfrecord")
+    subprocess.run([sys.executable, os.path.join(root, "create_pretraining_data.py"),
+                    f"--input_file={corpus}", f"--output_file={data}",
+                    f"--vocab_file={os.path.join(root, 'tests', 'data', 'tokenization', 'vocab_zh.txt')}",
+                    f"--max_seq_length={seq_length}", f"--max_predictions_per_seq={max_predictions}",
+                    "--dupe_factor=1"], check=True, capture_output=True)
+    return data
+

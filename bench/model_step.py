@@ -30,6 +30,7 @@ from tf_step import sgd_step  # noqa: E402
 VOCAB_SIZE = 30522
 CONFIGS = {  # Google's released shapes (BERT-Tiny/Small/Base/Large)
     "tiny": dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512),
+    "demo": dict(hidden_size=128, num_hidden_layers=4, num_attention_heads=4, intermediate_size=512),  # make demo
     "small": dict(hidden_size=512, num_hidden_layers=4, num_attention_heads=8, intermediate_size=2048),
     "base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072),
     "large": dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096),
@@ -160,11 +161,12 @@ def build_case(case):
     dropout = case.get("dropout")
     overrides = {} if dropout is None else {"hidden_dropout_prob": dropout,
                                             "attention_probs_dropout_prob": dropout}
-    config = modeling.BertConfig(vocab_size=VOCAB_SIZE, max_position_embeddings=512, type_vocab_size=2,
+    vocab = case.get("vocab_size", VOCAB_SIZE)
+    config = modeling.BertConfig(vocab_size=vocab, max_position_embeddings=512, type_vocab_size=2,
                                  **CONFIGS[case["config"]], **VARIANTS[case["variant"]], **overrides)
     model = modeling.BertPretrainer(config)
     model.build()
-    return model, _features(case["batch_size"], case["seq_length"], case["predictions"], VOCAB_SIZE)
+    return model, _features(case["batch_size"], case["seq_length"], case["predictions"], vocab)
 
 
 def run_case(case):

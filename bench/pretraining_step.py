@@ -16,7 +16,6 @@ import json
 import os
 import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -24,9 +23,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
-VOCAB = os.path.join(ROOT, "tests", "data", "tokenization", "vocab_zh.txt")
 
-from common import emit_result, run_case_process, write_report  # noqa: E402
+from common import emit_result, peoples_daily_records, run_case_process, write_report  # noqa: E402
 CASES = {
     "post-LN": dict(layer_norm_type="post", residual_attention="none", pld=False),
     "pre-LN": dict(layer_norm_type="pre", residual_attention="none", pld=False),
@@ -97,15 +95,7 @@ def main():
         emit_result(run_case(json.loads(args.case)))
         return
 
-    import realdata
-    work = tempfile.mkdtemp(prefix="bench-pretraining-")
-    corpus = os.path.join(work, "corpus.txt")
-    realdata.write_peoples_daily_corpus(corpus, max_documents=4000)
-    data = os.path.join(work, "train.tfrecord")
-    subprocess.run([sys.executable, os.path.join(ROOT, "create_pretraining_data.py"),
-                    f"--input_file={corpus}", f"--output_file={data}", f"--vocab_file={VOCAB}",
-                    f"--max_seq_length={args.seq_length}", "--max_predictions_per_seq=20",
-                    "--dupe_factor=1"], check=True, capture_output=True)
+    data = peoples_daily_records(tempfile.mkdtemp(prefix="bench-pretraining-"), args.seq_length)
     results = []
     print(f"BERT-{args.config} shapes, batch {args.batch_size}, seq {args.seq_length}, XLA {args.xla}")
     print(f"{'case':<18} {'step ms':>9} {'steps/s':>8} {'examples/s':>11} {'vs post-LN':>10} {'peak MB':>8}")

@@ -13,5 +13,6 @@ from modeling.heads import (ClassifierHead, MaskedLMHead, NextSentenceHead, Span
                             next_sentence_loss, span_loss)
 from modeling import huggingface  # noqa: F401  (modeling.huggingface)
 from modeling.layers import LayerNorm
+from modeling.randomness import Dropout, random_stream
 from modeling.models import (BertClassifier, BertPretrainer, BertSpanLabeler, encoder_inputs,
                              pretraining_losses)

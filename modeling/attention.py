@@ -15,6 +15,7 @@ import keras
 from keras import ops
 
 from modeling.layers import dense
+from modeling.randomness import Dropout
 
 MASK_ADDER = -10000.0
 
@@ -62,7 +63,7 @@ class AttentionLayer(keras.layers.Layer):
         self.query = dense(width, initializer_range, name="query")
         self.key = dense(width, initializer_range, name="key")
         self.value = dense(width, initializer_range, name="value")
-        self.dropout = keras.layers.Dropout(attention_probs_dropout_prob)
+        self.dropout = Dropout(attention_probs_dropout_prob)
 
     def build(self, from_tensor_shape, to_tensor_shape=None):
         self.query.build(from_tensor_shape)

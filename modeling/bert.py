@@ -17,6 +17,7 @@ from keras import ops
 from modeling.config import BertConfig
 from modeling.encoder import TransformerEncoder
 from modeling.layers import LayerNorm, create_initializer, dense
+from modeling.randomness import Dropout
 
 
 class BertEmbeddings(keras.layers.Layer):
@@ -30,7 +31,7 @@ class BertEmbeddings(keras.layers.Layer):
         super().__init__(autocast=False, **kwargs)
         self.config = config
         self.layer_norm = LayerNorm(name="layer_norm")
-        self.dropout = keras.layers.Dropout(config.hidden_dropout_prob)
+        self.dropout = Dropout(config.hidden_dropout_prob)
 
     def build(self, input_ids_shape=None):
         c = self.config

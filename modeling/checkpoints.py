@@ -150,12 +150,17 @@ def load_tf1_checkpoint(model, path):
       CheckpointError: no checkpoint there, or a shape differs (both shapes in the message).
     """
     prefix = resolve_checkpoint_path(path)
-    values = read_tf1_checkpoint(prefix)
+    return assign_named_values(model, read_tf1_checkpoint(prefix), prefix)
+
+
+def assign_named_values(model, values, source):
+    """Assigns {TF1 name: array} to the model's variables of those names (see
+    `load_tf1_checkpoint`); `source` names the values in the report and in errors."""
     variables = tf1_variable_map(model)
     for name, variable in variables.items():
         if name in values and tuple(values[name].shape) != tuple(variable.shape):
             raise CheckpointError(
-                f"{prefix}: {name} has shape {list(values[name].shape)} in the checkpoint but "
+                f"{source}: {name} has shape {list(values[name].shape)} in the checkpoint but "
                 f"{list(variable.shape)} in the model")
     loaded = []
     for name, variable in variables.items():
@@ -164,7 +169,7 @@ def load_tf1_checkpoint(model, path):
             loaded.append(name)
     missing = [name for name in variables if name not in values]
     unexpected = [name for name in values if name not in variables]
-    return LoadReport(prefix, loaded, missing, unexpected)
+    return LoadReport(source, loaded, missing, unexpected)
 
 
 def save_tf1_checkpoint(model, prefix):

@@ -11,6 +11,7 @@ import keras
 from modeling.activations import get_activation
 from modeling.attention import AttentionLayer
 from modeling.layers import LayerNorm, dense
+from modeling.randomness import Dropout, StreamSeedGenerator
 
 
 class TransformerBlock(keras.layers.Layer):
@@ -34,7 +35,9 @@ class TransformerBlock(keras.layers.Layer):
         # Post-LN: after each residual add. Pre-LN: before each sublayer.
         self.attention_layer_norm = LayerNorm(name="attention_layer_norm")
         self.output_layer_norm = LayerNorm(name="output_layer_norm")
-        self.dropout = keras.layers.Dropout(config.hidden_dropout_prob)
+        # One dropout layer per site: in a random stream each draws once per forward pass.
+        self.attention_output_dropout = Dropout(config.hidden_dropout_prob)
+        self.output_dropout = Dropout(config.hidden_dropout_prob)
 
     def build(self, x_shape):
         hidden, inter = self.config.hidden_size, self.config.intermediate_size
@@ -47,7 +50,7 @@ class TransformerBlock(keras.layers.Layer):
 
     def _feed_forward(self, x, training):
         h = self.intermediate_act(self.intermediate(x))
-        return self.dropout(self.output_dense(h), training=training)
+        return self.output_dropout(self.output_dense(h), training=training)
 
     def call(self, x, attention_mask=None, prev_attens=None, training=None, return_probs=False):
         x = keras.ops.cast(x, self.compute_dtype)
@@ -55,7 +58,7 @@ class TransformerBlock(keras.layers.Layer):
         context, scores, *probs = self.attention(attn_in, attn_in, attention_mask=attention_mask,
                                                  prev_attens=prev_attens, training=training,
                                                  return_probs=return_probs)
-        attn = self.dropout(self.attention_output(context), training=training)
+        attn = self.attention_output_dropout(self.attention_output(context), training=training)
         if self.pre_ln:
             x = x + attn
             y = x + self._feed_forward(self.output_layer_norm(x), training)
@@ -84,7 +87,9 @@ class TransformerEncoder(keras.layers.Layer):
                        for i in range(config.num_hidden_layers)]
         self.final_layer_norm = (LayerNorm(name="final_layer_norm")
                                  if config.layer_norm_type == "pre" else None)
-        self._pld_seed = keras.random.SeedGenerator(name="pld_seed")
+        # Progressive Layer Dropping: one gate (seed generator) per layer.
+        self._pld_gates = [StreamSeedGenerator(name=f"pld_gate_{i}")
+                           for i in range(config.num_hidden_layers)]
 
     def build(self, x_shape):
         for block in self.blocks:
@@ -102,7 +107,7 @@ class TransformerEncoder(keras.layers.Layer):
         layer_outputs, all_probs = [], []
         for index, block in enumerate(self.blocks):
             if training and layer_keep_probs is not None and not return_probs:
-                x, scores = self._maybe_skip(block, x, attention_mask, prev_attens,
+                x, scores = self._maybe_skip(index, x, attention_mask, prev_attens,
                                              layer_keep_probs[index])
                 probs = []
             else:
@@ -116,19 +121,27 @@ class TransformerEncoder(keras.layers.Layer):
             layer_outputs[-1] = self.final_layer_norm(layer_outputs[-1])
         return layer_outputs, (all_probs if return_probs else None)
 
-    def _maybe_skip(self, block, x, attention_mask, prev_attens, keep_prob):
+    def _maybe_skip(self, index, x, attention_mask, prev_attens, keep_prob):
+        """Runs block `index` with probability `keep_prob` (its change scaled by 1/keep_prob),
+        else passes `x` (and the RealFormer running sum) through. Returns (x, scores or None)."""
+        block = self.blocks[index]
         x = keras.ops.cast(x, self.compute_dtype)
-        if prev_attens is None:  # nothing carried yet: a skipped first layer passes zeros
+        carried = self.config.residual_attention != "none"
+        if carried and prev_attens is None:  # nothing carried yet: a skipped first layer passes zeros
             batch, length = keras.ops.shape(x)[0], keras.ops.shape(x)[1]
             prev_attens = keras.ops.zeros((batch, self.config.num_attention_heads, length, length))
-        keep = keras.random.uniform((), seed=self._pld_seed) < keep_prob
+        keep = keras.random.uniform((), seed=self._pld_gates[index]) < keep_prob
 
         def run():
             y, scores = block(x, attention_mask=attention_mask, prev_attens=prev_attens, training=True)
-            scale = keras.ops.cast(1.0 / keep_prob, y.dtype)
-            return x + (y - x) * scale, scores
+            y = x + (y - x) * keras.ops.cast(1.0 / keep_prob, y.dtype)
+            return (y, scores) if carried else y
 
-        return keras.ops.cond(keep, run, lambda: (x, prev_attens))
+        def skip():
+            return (x, prev_attens) if carried else x
+
+        out = keras.ops.cond(keep, run, skip)
+        return out if carried else (out, None)
 
     def get_config(self):
         return {**super().get_config(), "config": self.config.to_dict()}

@@ -13,6 +13,7 @@ from keras import ops
 
 from modeling.activations import get_activation
 from modeling.layers import LayerNorm, create_initializer, dense
+from modeling.randomness import Dropout
 
 FINETUNING_INITIALIZER_RANGE = 0.02  # the fine-tuning scripts use a fixed 0.02, not the config's
 
@@ -84,7 +85,7 @@ class ClassifierHead(_OutputWeightsHead):
 
     def __init__(self, hidden_size, num_labels, dropout_prob=0.1, **kwargs):
         super().__init__(hidden_size, num_labels, FINETUNING_INITIALIZER_RANGE, **kwargs)
-        self.dropout = keras.layers.Dropout(dropout_prob)
+        self.dropout = Dropout(dropout_prob)
 
     def call(self, pooled_output, training=None):
         return self.logits(self.dropout(pooled_output, training=training))

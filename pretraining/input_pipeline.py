@@ -1,13 +1,15 @@
 """Reading pretraining TFRecords with tf.data, as the original `input_fn_builder`.
 
-Training: the files are shuffled and read interleaved (several at once), records shuffled with
-a buffer, repeated forever. Evaluation: files in order, repeated (evaluation runs a fixed
-number of steps). Batches drop the remainder; int64 features become int32.
+Training: the files are shuffled and read interleaved (4 at once, the original's
+`num_cpu_threads`, on every host alike), records shuffled with a buffer, repeated forever; the
+sequence is a function of the seed only, and `start_batch` resumes it at that batch. Evaluation:
+files in order, repeated (evaluation runs a fixed number of steps). Batches drop the
+remainder; int64 features become int32.
 """
 
-import os
-
 from cli import InputError
+
+CYCLE_LENGTH = 4  # files read at once in training (the original's num_cpu_threads default)
 from pretraining.records import feature_spec
 
 
@@ -66,9 +68,11 @@ def _decode(max_seq_length, max_predictions_per_seq):
 
 
 def make_dataset(files, batch_size, max_seq_length, max_predictions_per_seq, is_training,
-                 input_context=None, seed=None):
+                 input_context=None, seed=None, start_batch=0):
     """A dataset of feature dicts with batch dimension `batch_size` (per replica when
-    `input_context` is given: files, or else records, are sharded across input pipelines)."""
+    `input_context` is given: files, or else records, are sharded across input pipelines).
+    Training with a seed: from batch `start_batch` of the seed's sequence on (the records
+    before it are read and dropped unparsed)."""
     import tensorflow as tf
     if is_training:
         d = tf.data.Dataset.from_tensor_slices(tf.constant(files))
@@ -76,12 +80,13 @@ def make_dataset(files, batch_size, max_seq_length, max_predictions_per_seq, is_
             d = d.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
             input_context = None
         d = d.repeat().shuffle(buffer_size=len(files), seed=seed)
-        cycle_length = min(os.cpu_count() or 4, len(files))
-        d = d.interleave(tf.data.TFRecordDataset, cycle_length=cycle_length,
+        d = d.interleave(tf.data.TFRecordDataset, cycle_length=min(CYCLE_LENGTH, len(files)),
                          num_parallel_calls=tf.data.AUTOTUNE, deterministic=seed is not None)
         if input_context and input_context.num_input_pipelines > 1:
             d = d.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
         d = d.shuffle(buffer_size=100, seed=seed)
+        if start_batch:
+            d = d.skip(start_batch * batch_size)
     else:
         d = tf.data.TFRecordDataset(files)
         if input_context and input_context.num_input_pipelines > 1:

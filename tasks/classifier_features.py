@@ -86,14 +86,17 @@ def cached_features(examples, label_list, max_seq_length, tokenizer, path):
     return False
 
 
-def make_dataset(path, batch_size, max_seq_length, is_training, regression=False, seed=None):
-    """Training: shuffled (buffer 100, as the original), repeated, remainder dropped.
-    Eval/predict: in order, the last batch kept."""
+def make_dataset(path, batch_size, max_seq_length, is_training, regression=False, seed=None,
+                 start_batch=0):
+    """Training: shuffled (buffer 100, as the original), repeated, remainder dropped, from
+    batch `start_batch` of the seed's sequence on. Eval/predict: in order, the last batch kept."""
     import tensorflow as tf
     spec = feature_spec(max_seq_length, regression)
     d = tf.data.TFRecordDataset(path)
     if is_training:
         d = d.repeat().shuffle(buffer_size=100, seed=seed)
+        if start_batch:
+            d = d.skip(start_batch * batch_size)
     d = d.batch(batch_size, drop_remainder=is_training)
 
     def decode(records):

@@ -125,3 +125,50 @@ def test_task_metrics_and_init_from_a_pretrained_checkpoint(tmp_path, task):
     else:
         assert -1 <= float(values["pearson"]) <= 1 and -1 <= float(values["spearman"]) <= 1
         assert float(values["eval_loss"]) > 0
+
+
+def _cola_data(directory, rows=24):
+    rng = random.Random(0)
+    words = "the cat sat on a mat dog played in snow old man reads it rained".split()
+    directory.mkdir()
+    for split in ("train", "dev"):
+        (directory / f"{split}.tsv").write_text("".join(
+            f"src\t{rng.randint(0, 1)}\t\t{' '.join(rng.choices(words, k=5))}\n" for _ in range(rows)))
+    (directory / "test.tsv").write_text("index\tsentence\n" + "".join(
+        f"{i}\t{' '.join(rng.choices(words, k=5))}\n" for i in range(10)))
+    return directory
+
+
+def test_eval_and_predict_in_a_later_process_use_the_fine_tuned_weights(tmp_path):
+    """The original's usual flags: --init_checkpoint is the pretrained model, --output_dir the
+    training run's. Eval and predict alone, in a second process, load the fine-tuned weights
+    from --output_dir and reproduce the first process's files exactly; with no fine-tuned
+    weights they stop with one line instead of using a random classifier head."""
+    data = _cola_data(tmp_path / "data")
+    out = tmp_path / "out"
+    common = ["--task_name=cola", f"--data_dir={data}", f"--vocab_file={DATA}/bert_postln_tiny/vocab.txt",
+              f"--bert_config_file={DATA}/bert_postln_tiny/bert_config.json",
+              f"--init_checkpoint={DATA}/bert_postln_tiny/bert_model.ckpt", "--max_seq_length=16",
+              "--train_batch_size=8", "--num_train_epochs=2"]
+    trained = run_classifier(*common, f"--output_dir={out}", "--do_train", "--do_eval", "--do_predict")
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    first = {name: (out / name).read_text() for name in ("eval_results.txt", "test_results.tsv")}
+    assert "global_step = 6" in first["eval_results.txt"]
+    for name in first:
+        (out / name).unlink()
+
+    again = run_classifier(*common, f"--output_dir={out}", "--do_eval", "--do_predict")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"weights: training state {out}/training_state/ckpt-6 (step 6)" in again.stderr
+    assert {name: (out / name).read_text() for name in first} == first
+
+    fresh = run_classifier(*common, f"--output_dir={tmp_path}/fresh", "--do_eval")
+    assert fresh.returncode == 2
+    assert fresh.stderr.strip().splitlines()[-1].startswith("error: ")
+    assert "lacks weights the model needs: output_weights, output_bias" in fresh.stderr
+    nothing = run_classifier(*[c for c in common if not c.startswith("--init_checkpoint")],
+                             f"--output_dir={tmp_path}/nothing", "--do_predict")
+    assert nothing.returncode == 2
+    assert nothing.stderr.strip().splitlines()[-1] == (
+        f"error: no weights to evaluate or predict with: --output_dir={tmp_path}/nothing holds no "
+        "training state or model.ckpt-N and --init_checkpoint is not set")

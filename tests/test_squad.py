@@ -166,21 +166,32 @@ def test_run_squad_trains_and_writes_the_three_files(tmp_path):
     config.write_text(json.dumps({"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2,
                                   "num_attention_heads": 2, "intermediate_size": 64,
                                   "max_position_embeddings": 64, "type_vocab_size": 2}))
-    result = subprocess.run([sys.executable, os.path.join(ROOT, "run_squad.py"), f"--vocab_file={VOCAB_EN}",
-                             f"--bert_config_file={config}", f"--output_dir={tmp_path}/out", "--do_train",
-                             f"--train_file={path}", "--do_predict", f"--predict_file={allennlp_squad()}",
-                             "--do_eval", "--version_2_with_negative", "--max_seq_length=64", "--doc_stride=32",
-                             "--max_query_length=24", "--train_batch_size=4", "--num_train_epochs=1"],
+    common = [sys.executable, os.path.join(ROOT, "run_squad.py"), f"--vocab_file={VOCAB_EN}",
+              f"--bert_config_file={config}", f"--output_dir={tmp_path}/out", "--do_predict",
+              f"--predict_file={allennlp_squad()}", "--do_eval", "--version_2_with_negative",
+              "--max_seq_length=64", "--doc_stride=32", "--max_query_length=24", "--train_batch_size=4"]
+    result = subprocess.run(common + ["--do_train", f"--train_file={path}", "--num_train_epochs=3"],
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     out = tmp_path / "out"
     assert "training on 7 questions (0 skipped)" in result.stderr
+    assert "step 5/5" in result.stderr  # int(7 questions / 4 * 3 epochs), not counted from windows
     predictions = json.loads((out / "predictions.json").read_text())
     assert len(predictions) == 5
     assert set(json.loads((out / "null_odds.json").read_text())) == set(predictions)
     nbest = json.loads((out / "nbest_predictions.json").read_text())
     assert all(1 <= len(entries) <= 21 for entries in nbest.values())  # n-best, plus "" (v2.0)
     assert "HasAns_total = 5" in (out / "eval_results.txt").read_text()
+
+    # Predict-only in a second process: the fine-tuned weights from --output_dir, the same files.
+    first = {name: (out / name).read_text() for name in
+             ("predictions.json", "nbest_predictions.json", "null_odds.json", "eval_results.txt")}
+    for name in first:
+        (out / name).unlink()
+    again = subprocess.run(common, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"weights: training state {out}/training_state/ckpt-5 (step 5)" in again.stderr
+    assert {name: (out / name).read_text() for name in first} == first
 
 
 def test_extract_features_outputs_the_models_own_layers(tmp_path):

@@ -19,25 +19,59 @@ from training.trainer import TrainLoop
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def test_mirrored_and_accumulated_steps_equal_one_device():
-    """Global batch 8 for 3 steps, MLM weights partly 0: one device; 2 micro-batches of 4
-    accumulated; mirrored over 2 logical CPUs; mirrored and accumulated. The same losses and
-    weights within 1e-5 (float32 summation order)."""
+def _assert_same_run(a, b, name):
+    losses, weights, steps = a
+    other_losses, other_weights, other_steps = b
+    assert other_steps == steps == 3, name
+    np.testing.assert_allclose(other_losses, losses, atol=1e-5, err_msg=name)
+    for x, y in zip(other_weights, weights):
+        np.testing.assert_allclose(x, y, atol=1e-5, err_msg=name)
+
+
+@pytest.fixture(scope="module")
+def equivalence_runs():
     result = subprocess.run([sys.executable, os.path.join(HERE, "helpers", "train_equivalence.py")],
-                            capture_output=True, text=True, timeout=600,
+                            capture_output=True, text=True, timeout=900,
                             env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
     assert result.returncode == 0, result.stderr[-3000:]
     line = next(l for l in result.stdout.splitlines() if l.startswith("RESULT "))
-    runs = json.loads(line[len("RESULT "):])
+    return json.loads(line[len("RESULT "):])
+
+
+def test_mirrored_and_accumulated_steps_equal_one_device(equivalence_runs):
+    """Global batch 8 for 3 steps, MLM weights partly 0, dropout off: one device; 2
+    micro-batches of 4 accumulated; mirrored over 2 logical CPUs; mirrored and accumulated.
+    The same losses and weights within 1e-5 (float32 summation order)."""
+    runs = equivalence_runs
     assert runs["replicas"] == 2
-    losses, weights, steps = runs["one_device"]
-    assert steps == 3 and losses[2] < losses[0] + 0.5
+    losses = runs["one_device"][0]
+    assert losses[2] < losses[0] + 0.5
     for name in ("one_device_accumulated", "mirrored", "mirrored_accumulated"):
-        other_losses, other_weights, other_steps = runs[name]
-        assert other_steps == 3, name
-        np.testing.assert_allclose(other_losses, losses, atol=1e-5, err_msg=name)
-        for a, b in zip(other_weights, weights):
-            np.testing.assert_allclose(a, b, atol=1e-5, err_msg=name)
+        _assert_same_run(runs["one_device"], runs[name], name)
+
+
+def test_with_dropout_replicas_draw_their_own_masks_and_match_accumulation(equivalence_runs):
+    """Dropout 0.2: each replica draws its own masks (on identical inputs they differ, and the
+    same step draws them again identically); mirrored(2 x 4) equals one device accumulating
+    2 x 4 and mirrored + accumulated equals one device accumulating 4 x 2, because the pieces
+    of a global batch get the same per-example masks either way; a fixed-seed run repeats
+    exactly; and one device on the whole batch draws other masks (so dropout is really on)."""
+    runs = equivalence_runs["dropout"]
+    first, second = equivalence_runs["replica_masks"]
+    assert first == second
+    replica_0, replica_1 = (np.array(m) for m in first)
+    assert not np.array_equal(replica_0, replica_1)
+    assert 0.3 < np.mean(replica_0 == 0) < 0.7 and set(np.unique(replica_0)) == {0.0, 2.0}
+    _assert_same_run(runs["one_device_2x4"], runs["mirrored"], "mirrored vs one device 2x4")
+    _assert_same_run(runs["one_device_4x2"], runs["mirrored_accumulated"], "mirrored+accumulated vs 4x2")
+    assert runs["mirrored"] == runs["mirrored_again"]
+    assert not np.allclose(runs["one_device"][0], runs["mirrored"][0], atol=1e-4)
+
+
+def test_predict_under_mirrored_equals_one_device_in_order(equivalence_runs):
+    one, mirrored = (np.array(equivalence_runs[k]) for k in ("predict_one_device", "predict_mirrored"))
+    assert one.shape == (5, 2)
+    np.testing.assert_allclose(mirrored, one, atol=1e-6)
 
 
 def _tiny_realformer_loop(policy):

@@ -1,14 +1,39 @@
-"""Checkpoints around the training loop: initialising from a TF1 checkpoint or our training
-state, saving and resuming training state, and the final TF1 export."""
+"""Which weights a run starts from, and the checkpoints around training.
 
+Two kinds of checkpoint:
+* a training state, `OUTPUT_DIR/training_state/ckpt-N`: the weights under their TF1 names plus
+  the optimizer and the loop's state (`tf.train.Checkpoint`), what a run resumes from;
+* a TF1 name-based checkpoint: Google's, HFL's or the RealFormer authors' releases, and the
+  `OUTPUT_DIR/model.ckpt-N` every run exports at its end.
+
+The weights policy, the same for every script and mode (`choose_weights`): the latest training
+state or `model.ckpt-N` in the output directory (the higher step; the training state on a
+tie); else `--init_checkpoint` (a TF1 checkpoint, one of ours, or a run's output directory);
+else fresh weights for training and an error for eval/predict.
+"""
+
+import dataclasses
 import os
-import sys
+import re
 
 import tensorflow as tf
 
 import modeling
+from cli import InputError
 
 TRAINING_STATE = "training_state"
+TRAINING_STATE_KIND = "training state"
+TF1_KIND = "TF1 checkpoint"
+_STEP = re.compile(r"-(\d+)$")
+
+
+@dataclasses.dataclass(frozen=True)
+class Checkpoint:
+    """A checkpoint prefix, its kind (`TRAINING_STATE_KIND` or `TF1_KIND`) and step (0 if
+    its name has none)."""
+    prefix: str
+    kind: str
+    step: int
 
 
 def named_variables(model):
@@ -17,45 +42,126 @@ def named_variables(model):
     return {name: variable.value for name, variable in modeling.tf1_variable_map(model).items()}
 
 
-def initialise(model, path):
-    """Loads `path` into `model`: a TF1 name-based checkpoint (Google, HFL, RealFormer, our
-    `model.ckpt-N`), or our training state (a `training_state` directory, an output directory
-    holding one, or a `ckpt-N` prefix). Weights missing from it are listed on stderr."""
-    state_dir = os.path.join(path, TRAINING_STATE)
-    prefix = modeling.checkpoints.resolve_checkpoint_path(state_dir if os.path.isdir(state_dir) else path)
-    names = dict(tf.train.list_variables(prefix))
-    if "_CHECKPOINTABLE_OBJECT_GRAPH" in names and not any(n.startswith("bert/") for n in names):
-        tf.train.Checkpoint(variables=named_variables(model)).restore(prefix).expect_partial()
-        print(f"initialised the model from training state {prefix}", file=sys.stderr)
-        return
-    report = modeling.load_tf1_checkpoint(model, prefix)
-    if report.missing:
-        print(f"freshly initialised (not in {prefix}): {', '.join(report.missing)}", file=sys.stderr)
+def step_of(prefix):
+    """N of a `...-N` checkpoint prefix (0 when it has none)."""
+    match = _STEP.search(prefix)
+    return int(match.group(1)) if match else 0
 
 
-def training_state(model, optimizer, loop, directory, max_to_keep):
-    """(checkpoint, manager) for the training state in `directory/training_state`; restores
-    the latest one if there is one (then `manager.restored` is its path, else None)."""
-    state = tf.train.Checkpoint(variables=named_variables(model), optimizer=optimizer,
-                                loss_scale=loop.loss_scale, good_steps=loop.good_steps)
-    manager = tf.train.CheckpointManager(state, os.path.join(directory, TRAINING_STATE),
-                                         max_to_keep=max_to_keep)
-    manager.restored = None
-    if manager.latest_checkpoint:
-        state.restore(manager.latest_checkpoint)
-        manager.restored = manager.latest_checkpoint
-    return state, manager
+def _training_states(directory):
+    state_dir = os.path.join(directory, TRAINING_STATE)
+    latest = tf.train.latest_checkpoint(state_dir) if os.path.isdir(state_dir) else None
+    return Checkpoint(latest, TRAINING_STATE_KIND, step_of(latest)) if latest else None
 
 
-def latest_exported_step(directory):
-    """The largest N of the `model.ckpt-N` TF1 exports in `directory` (0 if none)."""
+def _tf1_exports(directory):
     steps = []
     for name in os.listdir(directory):
         if name.startswith("model.ckpt-") and name.endswith(".index"):
             number = name[len("model.ckpt-"):-len(".index")]
             if number.isdigit():
                 steps.append(int(number))
-    return max(steps, default=0)
+    if not steps:
+        return None
+    step = max(steps)
+    return Checkpoint(os.path.join(directory, f"model.ckpt-{step}"), TF1_KIND, step)
+
+
+def latest_in(directory):
+    """The latest training state or `model.ckpt-N` export in a run directory, or None."""
+    if not directory or not os.path.isdir(directory):
+        return None
+    found = [c for c in (_training_states(directory), _tf1_exports(directory)) if c]
+    return max(found, key=lambda c: (c.step, c.kind == TRAINING_STATE_KIND), default=None)
+
+
+def resolve(path):
+    """`--init_checkpoint` as a `Checkpoint`: a run directory (its latest), a training-state
+    directory or prefix, or a TF1 checkpoint (prefix, or a directory with a `checkpoint` file)."""
+    if os.path.isdir(path):
+        found = latest_in(path)
+        if found:
+            return found
+    prefix = modeling.checkpoints.resolve_checkpoint_path(path)
+    names = {name for name, _ in tf.train.list_variables(prefix)}
+    is_state = "_CHECKPOINTABLE_OBJECT_GRAPH" in names and any(n.startswith("variables/") for n in names)
+    return Checkpoint(prefix, TRAINING_STATE_KIND if is_state else TF1_KIND, step_of(prefix))
+
+
+def choose_weights(output_dir, init_checkpoint, training):
+    """The checkpoint a run starts from (see the module docstring), or None for fresh
+    weights (training only)."""
+    found = latest_in(output_dir)
+    if found:
+        return found
+    if init_checkpoint:
+        return resolve(init_checkpoint)
+    if training:
+        return None
+    raise InputError(f"no weights to evaluate or predict with: --output_dir={output_dir} holds no "
+                     "training state or model.ckpt-N and --init_checkpoint is not set")
+
+
+def describe(checkpoint, report=None):
+    """One line for the user: which weights, and what they did not cover."""
+    if checkpoint is None:
+        return "weights: freshly initialised (no checkpoint in --output_dir, no --init_checkpoint)"
+    text = f"weights: {checkpoint.kind} {checkpoint.prefix} (step {checkpoint.step})"
+    if report is not None:
+        text += f", {len(report.loaded)} loaded"
+        if report.missing:
+            text += f"; freshly initialised (not in it): {', '.join(report.missing)}"
+        if report.unexpected:
+            text += f"; in it but unused: {', '.join(report.unexpected)}"
+    return text
+
+
+def read_training_state(path):
+    """{TF1 name: array} of the model weights in our training state (a run or training-state
+    directory, or a `ckpt-N` prefix)."""
+    state_dir = os.path.join(path, TRAINING_STATE)
+    prefix = modeling.checkpoints.resolve_checkpoint_path(state_dir if os.path.isdir(state_dir) else path)
+    reader = tf.train.load_checkpoint(prefix)
+    suffix = "/.ATTRIBUTES/VARIABLE_VALUE"
+    values = {_unescape(key[len("variables/"):-len(suffix)]): reader.get_tensor(key)
+              for key in reader.get_variable_to_shape_map()
+              if key.startswith("variables/") and key.endswith(suffix)}
+    if not values:
+        raise modeling.CheckpointError(f"{prefix}: not a training state written by our scripts")
+    return values
+
+
+def load_weights(model, checkpoint, strict=False):
+    """Loads a `Checkpoint`'s weights into `model`; returns the `LoadReport`. `strict`: every
+    weight of the model must be in it (eval/predict never runs on random weights)."""
+    if checkpoint.kind == TRAINING_STATE_KIND:
+        report = modeling.checkpoints.assign_named_values(
+            model, read_training_state(checkpoint.prefix), checkpoint.prefix)
+    else:
+        report = modeling.load_tf1_checkpoint(model, checkpoint.prefix)
+    if strict and report.missing:
+        raise modeling.CheckpointError(
+            f"{checkpoint.prefix} lacks weights the model needs: {', '.join(report.missing)} "
+            "(a pretrained checkpoint without this task's head? train with --do_train first)")
+    return report
+
+
+def initialise(model, path):
+    """Loads `path` (see `resolve`) into `model`; returns the one-line description."""
+    checkpoint = resolve(path)
+    return describe(checkpoint, load_weights(model, checkpoint))
+
+
+def check_training_state_matches(model, prefix):
+    """A training state must hold exactly the model's weights (resuming a Post-LN run as
+    Pre-LN would otherwise leave LayerNorms random)."""
+    saved = set(read_training_state(prefix))
+    expected = set(modeling.tf1_variable_map(model))
+    if saved != expected:
+        missing, unexpected = sorted(expected - saved), sorted(saved - expected)
+        raise modeling.CheckpointError(
+            f"{prefix} does not match the model (another config or --layer_norm_type?): "
+            f"missing {', '.join(missing) or 'nothing'}; unexpected {', '.join(unexpected) or 'nothing'}")
 
 
 def _unescape(key):
@@ -71,23 +177,9 @@ def _unescape(key):
     return "".join(out)
 
 
-def read_training_state(path):
-    """{TF1 name: array} of the model weights in our training state (dir or ckpt-N prefix)."""
-    state_dir = os.path.join(path, TRAINING_STATE)
-    prefix = modeling.checkpoints.resolve_checkpoint_path(state_dir if os.path.isdir(state_dir) else path)
-    reader = tf.train.load_checkpoint(prefix)
-    suffix = "/.ATTRIBUTES/VARIABLE_VALUE"
-    values = {_unescape(key[len("variables/"):-len(suffix)]): reader.get_tensor(key)
-              for key in reader.get_variable_to_shape_map()
-              if key.startswith("variables/") and key.endswith(suffix)}
-    if not values:
-        raise modeling.CheckpointError(f"{prefix}: not a training state written by our scripts")
-    return values
-
-
 def write_training_state(values, directory):
     """Writes {TF1 name: array} as a training state (weights only) in `directory/training_state`,
-    which run_pretraining.py / run_classifier.py resume from or take as --init_checkpoint."""
+    which the scripts resume from or take as --init_checkpoint."""
     variables = {name: tf.Variable(value) for name, value in values.items()}
     manager = tf.train.CheckpointManager(tf.train.Checkpoint(variables=variables),
                                          os.path.join(directory, TRAINING_STATE), max_to_keep=1)

@@ -1,6 +1,8 @@
 """Flags that run_pretraining.py and the fine-tuning scripts share: the original TPU flags and
 our distribution, precision, optimizer, variant and PLD flags."""
 
+import os
+
 from absl import flags
 
 
@@ -12,6 +14,8 @@ def define_shared_flags(pld=False):
     flags.DEFINE_string("gcp_project", None, "Project name for the Cloud TPU-enabled project.")
     flags.DEFINE_string("master", None, "TensorFlow master URL.")
     flags.DEFINE_integer("num_tpu_cores", 8, "Only used if use_tpu is True. Total number of TPU cores to use.")
+    flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save the model checkpoint.")
+    flags.DEFINE_integer("iterations_per_loop", 1000, "How many steps to make in each estimator call.")
     # Ours.
     flags.DEFINE_enum("distribution_strategy", "one_device", ["one_device", "mirrored", "multi_worker", "tpu"],
                       "one_device, mirrored (all local GPUs), multi_worker (machines from TF_CONFIG), tpu.")
@@ -51,6 +55,31 @@ def strategy_from_flags():
     FLAGS = flags.FLAGS
     name = "tpu" if FLAGS.use_tpu else FLAGS.distribution_strategy
     return make_strategy(name, FLAGS.tpu_name, FLAGS.tpu_zone, FLAGS.gcp_project, FLAGS.master)
+
+
+def run_options(strategy, output_dir, init_checkpoint):
+    """The driver's `RunOptions` from the shared flags; non-chief workers keep their training
+    state in OUTPUT_DIR/worker_N."""
+    from training.driver import RunOptions
+    FLAGS = flags.FLAGS
+    chief = is_chief(strategy)
+    write_dir = None if chief else os.path.join(output_dir, f"worker_{strategy.cluster_resolver.task_id}")
+    return RunOptions(
+        output_dir=output_dir, init_checkpoint=init_checkpoint, seed=FLAGS.seed,
+        mixed_precision=FLAGS.mixed_precision, use_xla=FLAGS.use_xla, optimizer=FLAGS.optimizer,
+        weight_decay=FLAGS.weight_decay, gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
+        save_checkpoints_steps=FLAGS.save_checkpoints_steps, iterations_per_loop=FLAGS.iterations_per_loop,
+        keep_checkpoint_max=FLAGS.keep_checkpoint_max, is_chief=chief, write_dir=write_dir)
+
+
+def check_shared_flags():
+    """One-line errors for shared flags out of range."""
+    from cli import InputError
+    FLAGS = flags.FLAGS
+    for name in ("gradient_accumulation_steps", "save_checkpoints_steps", "iterations_per_loop",
+                 "keep_checkpoint_max"):
+        if getattr(FLAGS, name) < 1:
+            raise InputError(f"--{name}={getattr(FLAGS, name)}: must be at least 1")
 
 
 def is_chief(strategy):

@@ -62,12 +62,9 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         self.epsilon = epsilon
         self.exclude_from_weight_decay_patterns = tuple(exclude_from_weight_decay or ())
 
-    # The training loop all-reduces and clips the gradients itself (the original clips the
-    # global gradient); then the TensorFlow optimizer must not sum them across replicas again.
-    gradients_are_reduced = False
-    # With dynamic loss scaling, a step whose gradients overflowed must change nothing: the
-    # loop sets `apply_mask` (a boolean scalar) and every update is `where(apply_mask, new, old)`.
-    apply_mask = None
+    # Set only for the duration of `apply_reduced` (see there).
+    _gradients_are_reduced = False
+    _apply_mask = None
 
     def build(self, var_list):
         if self.built:
@@ -75,36 +72,66 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         super().build(var_list)
         self._m, self._v = self.add_optimizer_variables(var_list, ["adam_m", "adam_v"])
 
+    def apply_reduced(self, grads, variables, apply_mask=None):
+        """One update from gradients the caller already summed across replicas (and clipped:
+        the original clips the global gradient), so they are not all-reduced again.
+
+        A variable whose gradient is None, or zero everywhere (a layer Progressive Layer
+        Dropping skipped), keeps its value and slots, weight decay included, as the original
+        skips variables without a gradient. `apply_mask` (a boolean scalar, for dynamic loss
+        scaling) False changes nothing: no variable, no slot, not the step counter, so the
+        learning-rate schedule does not move.
+        """
+        pairs = [(g, v) for g, v in zip(grads, variables) if g is not None]
+        self._gradients_are_reduced, self._apply_mask = True, apply_mask
+        try:
+            self.apply([g for g, _ in pairs], [v for _, v in pairs])
+        finally:
+            self._gradients_are_reduced, self._apply_mask = False, None
+        if apply_mask is not None:  # `apply` counted the step; take it back if it was skipped
+            self.iterations.assign_sub(ops.cast(ops.logical_not(apply_mask), self.iterations.dtype))
+
     def _all_reduce_sum_gradients(self, grads_and_vars):
-        if self.gradients_are_reduced:
+        if self._gradients_are_reduced:
             return list(grads_and_vars)
         return super()._all_reduce_sum_gradients(grads_and_vars)
 
     def _decays(self, variable):
         return self.weight_decay_rate and not _excluded(variable, self.exclude_from_weight_decay_patterns)
 
-    def _masked_assign(self, variable, value):
-        if self.apply_mask is not None:
-            value = ops.where(self.apply_mask, value, variable)
+    def _update_mask(self, gradient):
+        """Whether to update a variable with this gradient: None (update) outside
+        `apply_reduced`; inside, the gradient is not all zero and the step is not skipped."""
+        if not self._gradients_are_reduced:
+            return None
+        mask = ops.any(ops.not_equal(gradient, 0))
+        if self._apply_mask is not None:
+            mask = ops.logical_and(mask, self._apply_mask)
+        return mask
+
+    def _masked_assign(self, variable, value, mask):
+        if mask is not None:
+            value = ops.where(mask, value, variable)
         self.assign(variable, value)
 
-    def _adam_update(self, gradient, variable):
+    def _adam_update(self, gradient, variable, mask):
         """Updates and returns the moments (m, v) of `variable`."""
         index = self._get_variable_index(variable)
         m, v = self._m[index], self._v[index]
         g = ops.cast(gradient, variable.dtype)
         new_m = self.beta_1 * m + (1.0 - self.beta_1) * g
         new_v = self.beta_2 * v + (1.0 - self.beta_2) * ops.square(g)
-        self._masked_assign(m, new_m)
-        self._masked_assign(v, new_v)
+        self._masked_assign(m, new_m, mask)
+        self._masked_assign(v, new_v, mask)
         return new_m, new_v
 
     def update_step(self, gradient, variable, learning_rate):
-        m, v = self._adam_update(gradient, variable)
+        mask = self._update_mask(gradient)
+        m, v = self._adam_update(gradient, variable, mask)
         update = m / (ops.sqrt(v) + self.epsilon)
         if self._decays(variable):
             update = update + self.weight_decay_rate * variable
-        self._masked_assign(variable, variable - ops.cast(learning_rate, variable.dtype) * update)
+        self._masked_assign(variable, variable - ops.cast(learning_rate, variable.dtype) * update, mask)
 
     def get_config(self):
         return {**super().get_config(), "weight_decay_rate": self.weight_decay_rate,
@@ -121,7 +148,8 @@ class Lamb(AdamWeightDecay):
                          name=name, **kwargs)
 
     def update_step(self, gradient, variable, learning_rate):
-        m, v = self._adam_update(gradient, variable)
+        mask = self._update_mask(gradient)
+        m, v = self._adam_update(gradient, variable, mask)
         step = ops.cast(self.iterations + 1, variable.dtype)
         m_hat = m / (1.0 - ops.power(self.beta_1, step))
         v_hat = v / (1.0 - ops.power(self.beta_2, step))
@@ -133,7 +161,8 @@ class Lamb(AdamWeightDecay):
             w_norm = ops.sqrt(ops.sum(ops.square(variable)))
             u_norm = ops.sqrt(ops.sum(ops.square(update)))
             ratio = ops.where((w_norm > 0) & (u_norm > 0), w_norm / ops.maximum(u_norm, 1e-30), 1.0)
-        self._masked_assign(variable, variable - ops.cast(learning_rate, variable.dtype) * ratio * update)
+        self._masked_assign(variable, variable - ops.cast(learning_rate, variable.dtype) * ratio * update,
+                            mask)
 
 
 def clip_by_global_norm(gradients, clip_norm=1.0):

@@ -1,20 +1,33 @@
-"""A custom training loop on a tf.distribute strategy, shared by the scripts.
+"""The optimizer step on a tf.distribute strategy, and N of them in one `tf.function` call.
 
-One call of `TrainLoop.train_step(iterator)` is one optimizer step: it takes
-`accumulation_steps` micro-batches from the (distributed) iterator, accumulates gradients of the
-mean loss over all of them (per replica, in local variables), all-reduces across replicas,
-clips to global norm 1.0 (the original's `clip_by_global_norm` of the global gradient), and
-applies the optimizer once. So N micro-batches of B give the update of one batch of N*B, under
-every strategy. With fp16, dynamic loss scaling: a step whose gradients are not finite changes
-no weight or slot, halves the scale; 2000 finite steps in a row double it.
+One attempt takes `accumulation_steps` micro-batches from the (distributed) iterator,
+accumulates gradients of the step's loss over all of them (per replica, in local variables),
+all-reduces across replicas, clips to global norm 1.0 (the original's `clip_by_global_norm` of
+the global gradient), and applies the optimizer once. So N micro-batches of B give the update of
+one batch of N*B, under every strategy. With fp16, dynamic loss scaling: an attempt whose
+gradients are not finite changes no weight, slot or step counter and halves the scale (the
+run still makes its number of real steps); 2000 finite steps in a row double it.
+
+Randomness: each replica's micro-batch runs in `modeling.random_stream(step, stream)` with
+`stream = micro-batch index * replicas + replica id`, so replicas, machines and micro-batches
+draw their own dropout and PLD values, and the draws are a function of the step alone (a
+resumed run draws what the uninterrupted one drew). `input_position` counts the global
+micro-batches consumed, so that a resumed run can continue the input where it stopped.
 """
+
+import functools
+from collections.abc import Callable, Sequence
 
 import tensorflow as tf
 
+from modeling.randomness import random_stream
 from training.optimization import clip_by_global_norm
 
 INITIAL_LOSS_SCALE = 2.0 ** 15
 LOSS_SCALE_GROWTH_INTERVAL = 2000
+
+LossFn = Callable[..., tuple]  # (model, features, training, step, totals) -> (share, {name: share})
+TotalsFn = Callable[[dict], dict]  # features -> {name: scalar}
 
 
 def global_batch_slices(dataset, global_batch_size, context):
@@ -36,9 +49,19 @@ def global_batch_slices(dataset, global_batch_size, context):
     return dataset
 
 
+def replica_stream(micro_index=0):
+    """In a replica context: the random stream of this replica's `micro_index`-th micro-batch,
+    `micro_index * replicas + replica id` (global over machines). The pieces of a global batch
+    are numbered in batch order either way, so one device accumulating N micro-batches and N
+    replicas draw the same per-example values."""
+    context = tf.distribute.get_replica_context()
+    replica = tf.cast(context.replica_id_in_sync_group, tf.int64)
+    return micro_index * context.num_replicas_in_sync + replica
+
+
 class TrainLoop:
     """Args:
-      strategy: the tf.distribute strategy the model and optimizer were built under.
+      strategy: the tf.distribute strategy the model was built under.
       model: a Keras model (built).
       optimizer: an `AdamWeightDecay`/`Lamb` from `training.optimization`.
       loss_fn: `loss_fn(model, features, training, step, totals) -> (loss, {name: scalar})`:
@@ -47,40 +70,48 @@ class TrainLoop:
         optimizer step (for PLD); `totals` the step-wide sums of `totals_fn`.
       totals_fn: `totals_fn(features) -> {name: scalar}`, summed over every replica and
         micro-batch of a step before the loss is computed (e.g. the MLM weight sum).
+      metric_names: the keys of `loss_fn`'s metrics.
       accumulation_steps: micro-batches per optimizer step.
       loss_scaling: dynamic loss scaling (fp16).
-      use_xla: compile the replica computations with XLA.
+      use_xla: compile the replica's forward and backward pass with XLA.
     """
 
-    def __init__(self, strategy, model, optimizer, loss_fn, totals_fn, accumulation_steps=1,
-                 loss_scaling=False, use_xla=False, clip_norm=1.0):
+    def __init__(self, strategy: tf.distribute.Strategy, model, optimizer, loss_fn: LossFn,
+                 totals_fn: TotalsFn, metric_names: Sequence[str] = ("loss",),
+                 accumulation_steps: int = 1, loss_scaling: bool = False, use_xla: bool = False,
+                 clip_norm: float = 1.0):
         self.strategy = strategy
         self.model = model
         self.optimizer = optimizer
         self.loss_fn = loss_fn
         self.totals_fn = totals_fn
+        self.metric_names = tuple(metric_names)
         self.accumulation_steps = accumulation_steps
         self.loss_scaling = loss_scaling
-        self.use_xla = use_xla
         self.clip_norm = clip_norm
-        optimizer.gradients_are_reduced = True
-        variables = [v.value for v in model.trainable_variables]
-        self._variables = variables
+        self._variables = [v.value for v in model.trainable_variables]
         with strategy.scope():
             optimizer.build(model.trainable_variables)
             self._accumulators = [
                 tf.Variable(tf.zeros_like(v), trainable=False,
                             synchronization=tf.VariableSynchronization.ON_READ,
                             aggregation=tf.VariableAggregation.SUM, name="accumulated_gradient")
-                for v in variables] if accumulation_steps > 1 else []
+                for v in self._variables] if accumulation_steps > 1 else []
+            first_replica = tf.VariableAggregation.ONLY_FIRST_REPLICA
             self.loss_scale = tf.Variable(INITIAL_LOSS_SCALE if loss_scaling else 1.0,
                                           trainable=False, dtype=tf.float32, name="loss_scale",
-                                          aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+                                          aggregation=first_replica)
             self.good_steps = tf.Variable(0, trainable=False, dtype=tf.int64, name="good_steps",
-                                          aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
-        self._train_step = None
-        if use_xla:  # the forward and backward pass; the optimizer update stays outside XLA
-            self._gradients = tf.function(self._gradients, jit_compile=True)
+                                          aggregation=first_replica)
+            self.input_position = tf.Variable(0, trainable=False, dtype=tf.int64,
+                                               name="input_position", aggregation=first_replica)
+        self._compute = tf.function(self._gradients, jit_compile=True) if use_xla else self._gradients
+        self._run_steps = None
+
+    def state(self):
+        """The loop's variables a training state must hold besides model and optimizer."""
+        return {"loss_scale": self.loss_scale, "good_steps": self.good_steps,
+                "input_position": self.input_position}
 
     # ------------------------------------------------------------------ replica functions
     def _totals(self, *micro_batches):
@@ -92,35 +123,39 @@ class TrainLoop:
         context = tf.distribute.get_replica_context()
         return {k: context.all_reduce(tf.distribute.ReduceOp.SUM, v) for k, v in totals.items()}
 
-    def _gradients(self, features, totals):
+    def _gradients(self, features, totals, stream):
+        """(gradients, None where a variable got none; this share's metrics)."""
         step = self.optimizer.iterations
-        with tf.GradientTape() as tape:
+        with random_stream(step, stream), tf.GradientTape() as tape:
             loss, metrics = self.loss_fn(self.model, features, True, step, totals)
             scaled = tf.cast(loss, tf.float32)
             if self.loss_scaling:
                 scaled = scaled * self.loss_scale
         grads = tape.gradient(scaled, self._variables)
-        return [tf.convert_to_tensor(g) if g is not None else tf.zeros_like(v)
-                for g, v in zip(grads, self._variables)], metrics
+        metrics = {name: tf.cast(metrics[name], tf.float32) for name in self.metric_names}
+        return [None if g is None else tf.convert_to_tensor(g) for g in grads], metrics
 
-    def _accumulate(self, features, totals):
-        grads, metrics = self._gradients(features, totals)
+    def _accumulate(self, features, totals, micro_index):
+        grads, metrics = self._compute(features, totals, replica_stream(micro_index))
         for accumulator, g in zip(self._accumulators, grads):
-            accumulator.assign_add(g)
+            if g is not None:
+                accumulator.assign_add(g)
         return metrics
 
     def _apply(self, grads):
         """All-reduce, unscale, clip, apply (replica context). Returns the global norm."""
         context = tf.distribute.get_replica_context()
-        grads = context.all_reduce(tf.distribute.ReduceOp.SUM, grads)
+        present = [i for i, g in enumerate(grads) if g is not None]
+        reduced = context.all_reduce(tf.distribute.ReduceOp.SUM, [grads[i] for i in present])
+        grads = [None] * len(grads)
+        for i, g in zip(present, reduced):
+            grads[i] = g
         finite = None
         if self.loss_scaling:
-            grads = [g / self.loss_scale for g in grads]
-            finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(g)) for g in grads])
+            grads = [None if g is None else g / self.loss_scale for g in grads]
+            finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(g)) for g in grads if g is not None])
         clipped, norm = clip_by_global_norm(grads, self.clip_norm)
-        self.optimizer.apply_mask = finite
-        self.optimizer.apply_gradients(zip(clipped, self._variables))
-        self.optimizer.apply_mask = None
+        self.optimizer.apply_reduced(clipped, self._variables, apply_mask=finite)
         if self.loss_scaling:
             self._update_loss_scale(finite)
         return norm
@@ -135,46 +170,60 @@ class TrainLoop:
                                         tf.zeros_like(self.good_steps)))
 
     def _single_step(self, features):
-        grads, metrics = self._gradients(features, self._totals(features))
+        grads, metrics = self._compute(features, self._totals(features), replica_stream(0))
         return metrics, self._apply(grads)
 
     def _apply_accumulated(self):
-        grads = [a.read_value() for a in self._accumulators]
-        norm = self._apply(grads)
+        norm = self._apply([a.read_value() for a in self._accumulators])
         for accumulator in self._accumulators:
             accumulator.assign(tf.zeros_like(accumulator))
         return norm
 
-    # ------------------------------------------------------------------ the step
+    # ------------------------------------------------------------------ the steps
     def _reduce_metrics(self, per_replica):
         return {name: self.strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None)
                 for name, value in per_replica.items()}
 
-    def _build_train_step(self):
+    def _attempt(self, iterator):
+        """One optimizer step (or, with fp16, an attempt that an overflow may skip)."""
         strategy = self.strategy
+        if self.accumulation_steps == 1:
+            metrics, norm = strategy.run(self._single_step, args=(next(iterator),))
+            metrics = self._reduce_metrics(metrics)
+        else:
+            micro_batches = [next(iterator) for _ in range(self.accumulation_steps)]
+            totals = strategy.run(self._totals, args=tuple(micro_batches))
+            metrics = None
+            for index, features in enumerate(micro_batches):  # unrolled: N is small
+                accumulate = functools.partial(self._accumulate, micro_index=index)
+                part = self._reduce_metrics(strategy.run(accumulate, args=(features, totals)))
+                metrics = part if metrics is None else {k: metrics[k] + part[k] for k in metrics}
+            norm = strategy.run(self._apply_accumulated)
+        self.input_position.assign_add(self.accumulation_steps)
+        metrics["gradient_norm"] = strategy.reduce(tf.distribute.ReduceOp.MEAN, norm, axis=None)
+        metrics["loss_scale"] = tf.identity(self.loss_scale)
+        return metrics
+
+    def _build_run_steps(self):
+        names = (*self.metric_names, "gradient_norm", "loss_scale")
 
         @tf.function
-        def train_step(iterator):
-            if self.accumulation_steps == 1:
-                metrics, norm = strategy.run(self._single_step, args=(next(iterator),))
-                metrics = self._reduce_metrics(metrics)
-            else:
-                micro_batches = [next(iterator) for _ in range(self.accumulation_steps)]
-                totals = strategy.run(self._totals, args=tuple(micro_batches))
-                metrics = None
-                for features in micro_batches:  # unrolled: N is small
-                    part = self._reduce_metrics(strategy.run(self._accumulate, args=(features, totals)))
-                    metrics = part if metrics is None else {k: metrics[k] + part[k] for k in metrics}
-                norm = strategy.run(self._apply_accumulated)
-            metrics["gradient_norm"] = strategy.reduce(tf.distribute.ReduceOp.MEAN, norm, axis=None)
-            metrics["loss_scale"] = tf.identity(self.loss_scale)
+        def run_steps(iterator, attempts):
+            metrics = {name: tf.zeros((), tf.float32) for name in names}
+            for _ in tf.range(attempts):
+                metrics = self._attempt(iterator)
             return metrics
 
-        return train_step
+        return run_steps
+
+    def run_steps(self, iterator, attempts):
+        """`attempts` optimizer steps in one `tf.function` call, with no host round trip
+        between them (the original's `iterations_per_loop`). Returns {name: scalar tensor}:
+        the loss metrics of the last step's whole batch, `gradient_norm`, `loss_scale`."""
+        if self._run_steps is None:
+            self._run_steps = self._build_run_steps()
+        return self._run_steps(iterator, tf.constant(attempts, tf.int64))
 
     def train_step(self, iterator):
-        """One optimizer step. Returns {name: scalar tensor}: the loss metrics of the step's
-        whole batch, `gradient_norm`, `loss_scale`."""
-        if self._train_step is None:
-            self._train_step = self._build_train_step()
-        return self._train_step(iterator)
+        """One optimizer step (see `run_steps`)."""
+        return self.run_steps(iterator, 1)

@@ -2,6 +2,11 @@
 
 Used by tests/test_trainer.py in a subprocess, because the two logical CPU devices that
 MirroredStrategy needs must be configured before TensorFlow starts.
+
+Without dropout every set-up computes the same function. With dropout, a global batch cut into
+the same micro-batch shapes draws the same per-example masks whether the pieces go to replicas
+or to accumulated micro-batches, so mirrored(2 x 4) equals one device accumulating 2 x 4, and
+mirrored and accumulated (2 x 2 x 2) equals one device accumulating 4 x 2.
 """
 
 import json
@@ -19,14 +24,16 @@ tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfigur
 import keras  # noqa: E402
 
 import modeling  # noqa: E402
-from pretraining.losses import pretraining_totals, replica_pretraining_loss
+from pretraining.losses import pretraining_totals, replica_pretraining_loss  # noqa: E402
+from training.driver import Driver, RunOptions  # noqa: E402
 from training.optimization import create_optimizer  # noqa: E402
-from training.trainer import TrainLoop, global_batch_slices  # noqa: E402
+from training.trainer import TrainLoop, global_batch_slices, replica_stream  # noqa: E402
 
 CONFIG = modeling.BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                              intermediate_size=32, max_position_embeddings=16, type_vocab_size=2,
                              hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
                              residual_attention="sum")
+DROPOUT = CONFIG.replace(hidden_dropout_prob=0.2, attention_probs_dropout_prob=0.2)
 
 
 def batches(n, batch, seed=0):
@@ -48,9 +55,10 @@ def loss_fn(model, features, training, step, totals):
     return replica_pretraining_loss(model(features, training=training), features, totals)
 
 
-def run(strategy, micro_batch, accumulation, global_batches, initial):
+def run(strategy, micro_batch, accumulation, global_batches, initial, config=CONFIG):
+    keras.utils.set_random_seed(2)  # the dropout layers' initial seeds, as a run's --seed sets them
     with strategy.scope():
-        model = modeling.BertPretrainer(CONFIG)
+        model = modeling.BertPretrainer(config)
         model.build()
         model.set_weights(initial)
         optimizer = create_optimizer(1e-2, 100, 0)
@@ -64,7 +72,33 @@ def run(strategy, micro_batch, accumulation, global_batches, initial):
     iterator = iter(strategy.distribute_datasets_from_function(
         lambda context: global_batch_slices(micro, micro_batch, context)))
     losses = [float(loop.train_step(iterator)["loss"]) for _ in global_batches]
-    return losses, [w.tolist() for w in model.get_weights()], int(optimizer.iterations.numpy())
+    return losses, [w.numpy().tolist() for w in model.trainable_weights], int(optimizer.iterations.numpy())
+
+
+def replica_masks(strategy):
+    """Dropout of ones on each replica in the loop's stream for micro-batch 0 of step 7, twice."""
+    with strategy.scope():
+        layer = modeling.Dropout(0.5)
+
+    @tf.function
+    def draw():
+        def replica():
+            with modeling.random_stream(7, replica_stream(0)):
+                return layer(tf.ones((4, 16)), training=True)
+        return strategy.run(replica)
+
+    return [[t.numpy().tolist() for t in strategy.experimental_local_results(draw())] for _ in range(2)]
+
+
+def predictions(strategy, initial):
+    """Driver.predict on 5 examples in batches of 2 (the last one partial)."""
+    driver = Driver(strategy, lambda: modeling.BertPretrainer(CONFIG),
+                    RunOptions(output_dir=os.environ.get("TMPDIR", "/tmp")), stream=open(os.devnull, "w"))
+    driver.model.set_weights(initial)
+    data = {k: v[:5] for k, v in batches(1, 8, seed=3)[0].items()}
+    out = driver.predict(tf.data.Dataset.from_tensor_slices(data).batch(2),
+                         lambda model, f: {"nsp": model(f, training=False)["next_sentence_log_probs"]})
+    return out["nsp"].tolist()
 
 
 def main():
@@ -81,6 +115,17 @@ def main():
         "mirrored": run(mirrored, 8, 1, data, initial),
         "mirrored_accumulated": run(mirrored, 4, 2, data, initial),
         "replicas": mirrored.num_replicas_in_sync,
+        "dropout": {
+            "one_device": run(one, 8, 1, data, initial, DROPOUT),
+            "one_device_2x4": run(one, 4, 2, data, initial, DROPOUT),
+            "mirrored": run(mirrored, 8, 1, data, initial, DROPOUT),
+            "mirrored_again": run(mirrored, 8, 1, data, initial, DROPOUT),
+            "one_device_4x2": run(one, 2, 4, data, initial, DROPOUT),
+            "mirrored_accumulated": run(mirrored, 4, 2, data, initial, DROPOUT),
+        },
+        "replica_masks": replica_masks(mirrored),
+        "predict_one_device": predictions(one, initial),
+        "predict_mirrored": predictions(mirrored, initial),
     }
     print("RESULT " + json.dumps(results))
 

@@ -1,0 +1,104 @@
+"""Sentence (pair) classification and STS-B regression as a task for the training driver:
+the loss, the training task over cached features, predictions, and the eval_results.txt and
+test_results.tsv the original writes.
+"""
+
+import json
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from tasks import metrics
+from tasks.classifier_features import cached_features, make_dataset
+from training.driver import TrainingTask
+
+
+def classifier_loss_fn(regression):
+    """This replica's share of the batch's mean cross-entropy (squared error for regression)."""
+
+    def loss_fn(model, features, training, step, totals):
+        logits = model(features, training=training)
+        if regression:
+            per_example = tf.square(tf.squeeze(logits, -1) - tf.cast(features["label_ids"], tf.float32))
+        else:
+            log_probs = tf.nn.log_softmax(logits, axis=-1)
+            per_example = -tf.gather(log_probs, features["label_ids"], batch_dims=1)
+        share = tf.reduce_sum(per_example) / totals["examples"]
+        return share, {"loss": share}
+
+    return loss_fn
+
+
+def example_totals(features):
+    """The step-wide total the shares are normalised by: the number of examples."""
+    return {"examples": tf.cast(tf.shape(features["input_ids"])[0], tf.float32)}
+
+
+def num_train_steps(num_examples, batch_size, num_train_epochs, accumulation_steps=1):
+    """The original's `int(examples / batch size * epochs)`, the batch counting every
+    accumulated micro-batch."""
+    return int(num_examples / batch_size / accumulation_steps * num_train_epochs)
+
+
+def classifier_task(features_path, batch_size, max_seq_length, regression, learning_rate,
+                    num_train_steps, warmup_proportion, seed=12345):
+    """The `TrainingTask` over a cached features file (`cached_features`)."""
+    return TrainingTask(
+        loss_fn=classifier_loss_fn(regression), totals_fn=example_totals,
+        dataset_fn=lambda start: make_dataset(features_path, batch_size, max_seq_length, True,
+                                              regression, seed, start_batch=start),
+        batch_size=batch_size, learning_rate=learning_rate, num_train_steps=num_train_steps,
+        num_warmup_steps=int(num_train_steps * warmup_proportion))
+
+
+def predict(driver, examples, label_list, tokenizer, features_path, batch_size, max_seq_length):
+    """(probabilities [N, C], or scores [N, 1] for regression; labels [N]) for `examples`, in
+    order, with the driver's model (features cached at `features_path`)."""
+    regression = label_list is None
+    cached_features(examples, label_list, max_seq_length, tokenizer, features_path)
+
+    def outputs(model, features):
+        logits = model(features, training=False)
+        return {"outputs": logits if regression else tf.nn.softmax(logits, axis=-1),
+                "labels": features["label_ids"]}
+
+    result = driver.predict(make_dataset(features_path, batch_size, max_seq_length, False, regression),
+                            outputs)
+    return result["outputs"], result["labels"]
+
+
+def evaluation_results(task, outputs, labels, label_list, global_step):
+    """The eval_results.txt entries (key -> value)."""
+    if label_list is None:
+        scores = outputs[:, 0]
+        return {"eval_loss": float(np.mean((scores - labels) ** 2)), "pearson": metrics.pearson(scores, labels),
+                "spearman": metrics.spearman(scores, labels), "global_step": global_step}
+    predictions = outputs.argmax(-1)
+    loss = float(np.mean(-np.log(np.maximum(outputs[np.arange(len(labels)), labels], 1e-30))))
+    report = metrics.classification_metrics(labels, predictions, len(label_list))
+    result = {"eval_accuracy": report["accuracy"], "eval_loss": loss, "global_step": global_step}
+    for key in ("macro_precision", "macro_recall", "macro_f1", "weighted_precision", "weighted_recall",
+                "weighted_f1"):
+        result[key] = report[key]
+    if task == "cola":
+        result["matthews_corrcoef"] = metrics.matthews_corrcoef(labels, predictions)
+    if task in ("mrpc", "qqp"):
+        result["f1"] = metrics.binary_f1(labels, predictions)
+    per_class = report["per_class"]
+    for i, label in enumerate(label_list):
+        for name in ("precision", "recall", "f1", "support"):
+            value = per_class[name][i]
+            result[f"class_{label}_{name}"] = int(value) if name == "support" else float(value)
+    result["confusion_matrix"] = json.dumps(report["confusion_matrix"].tolist())
+    return result
+
+
+def write_test_results(outputs, path):
+    """test_results.tsv: one line of tab-separated probabilities (or the score) per example,
+    written under a temporary name and renamed."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        for row in outputs:
+            f.write("\t".join(str(float(v)) for v in row) + "\n")
+    os.replace(tmp, path)

@@ -1,0 +1,106 @@
+"""SQuAD as a task for the training driver: the span loss, the original's training set-up
+(examples shuffled with `random.Random(12345)`, steps counted from examples), and predictions
+written as the original's predictions.json / nbest_predictions.json / null_odds.json.
+"""
+
+import json
+import os
+import random
+
+import numpy as np
+import tensorflow as tf
+
+from tasks.squad import RawResult, compute_predictions, convert_examples_to_features
+from training.driver import TrainingTask
+
+EXAMPLE_SHUFFLE_SEED = 12345  # the original pre-shuffles the training examples with this seed
+
+
+def span_loss_fn(model, features, training, step, totals):
+    """This replica's share of the batch's mean of (start NLL + end NLL) / 2."""
+    start_logits, end_logits = model(features, training=training)
+
+    def nll(logits, positions):
+        return -tf.gather(tf.nn.log_softmax(logits, -1), positions, batch_dims=1)
+
+    per_example = (nll(start_logits, features["start_positions"])
+                   + nll(end_logits, features["end_positions"])) / 2.0
+    share = tf.reduce_sum(per_example) / totals["examples"]
+    return share, {"loss": share}
+
+
+def _totals(features):
+    return {"examples": tf.cast(tf.shape(features["input_ids"])[0], tf.float32)}
+
+
+def feature_arrays(features, is_training):
+    """InputFeatures -> {name: int32 array [N, ...]} (with the answer positions for training)."""
+    out = {"input_ids": np.array([f.input_ids for f in features], "int32"),
+           "input_mask": np.array([f.input_mask for f in features], "int32"),
+           "segment_ids": np.array([f.segment_ids for f in features], "int32")}
+    if is_training:
+        out["start_positions"] = np.array([f.start_position for f in features], "int32")
+        out["end_positions"] = np.array([f.end_position for f in features], "int32")
+    return out
+
+
+def shuffled_training_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length):
+    """The training windows of the examples taken in the order `random.Random(12345)`
+    shuffles them, as the original pre-shuffles its training examples."""
+    examples = list(examples)
+    random.Random(EXAMPLE_SHUFFLE_SEED).shuffle(examples)
+    return convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride,
+                                        max_query_length, True)
+
+
+def squad_training(examples, tokenizer, max_seq_length, doc_stride, max_query_length, batch_size,
+                   learning_rate, num_train_epochs, warmup_proportion, accumulation_steps=1, seed=12345):
+    """(the `TrainingTask`, number of features). As the original: `int(examples / batch size *
+    epochs)` steps, the examples shuffled with `random.Random(12345)` before windowing, the
+    features repeated and shuffled with a buffer of 100."""
+    features = shuffled_training_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length)
+    arrays = feature_arrays(features, True)
+    steps = max(1, int(len(examples) / batch_size / accumulation_steps * num_train_epochs))
+
+    def dataset_fn(start):
+        data = tf.data.Dataset.from_tensor_slices(arrays).repeat().shuffle(100, seed=seed)
+        return data.skip(start * batch_size).batch(batch_size, drop_remainder=True)
+
+    task = TrainingTask(loss_fn=span_loss_fn, totals_fn=_totals, dataset_fn=dataset_fn,
+                        batch_size=batch_size, learning_rate=learning_rate, num_train_steps=steps,
+                        num_warmup_steps=int(steps * warmup_proportion))
+    return task, len(features)
+
+
+def predict(driver, examples, tokenizer, max_seq_length, doc_stride, max_query_length, batch_size,
+            n_best_size, max_answer_length, do_lower_case, version_2_with_negative=False,
+            null_score_diff_threshold=0.0):
+    """Runs the driver's model over the examples' windows; returns (predictions, nbest,
+    null odds) as `compute_predictions`."""
+    features = convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride,
+                                            max_query_length, False)
+
+    def logits(model, batch):
+        start, end = model(batch, training=False)
+        return {"start": start, "end": end}
+
+    dataset = tf.data.Dataset.from_tensor_slices(feature_arrays(features, False)).batch(batch_size)
+    out = driver.predict(dataset, logits)
+    results = [RawResult(f.unique_id, np.asarray(s, np.float64).tolist(), np.asarray(e, np.float64).tolist())
+               for f, s, e in zip(features, out["start"], out["end"])]
+    return compute_predictions(examples, features, results, n_best_size, max_answer_length,
+                               do_lower_case, version_2_with_negative, null_score_diff_threshold)
+
+
+def write_predictions(output_dir, predictions, nbest, null_odds=None):
+    """predictions.json, nbest_predictions.json and (v2.0) null_odds.json, each written under a
+    temporary name and renamed."""
+    outputs = {"predictions.json": predictions, "nbest_predictions.json": nbest}
+    if null_odds is not None:
+        outputs["null_odds.json"] = null_odds
+    for name, value in outputs.items():
+        path = os.path.join(output_dir, name)
+        tmp = f"{path}.tmp{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(value, f, indent=2, ensure_ascii=False)
+        os.replace(tmp, path)

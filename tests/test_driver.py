@@ -1,0 +1,229 @@
+"""The training driver in-process: the weights policy, skipped fp16 steps, variables without
+gradients, the SQuAD training set-up, progress output."""
+
+import io
+import os
+import random
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import modeling
+from cli import InputError
+from pretraining.losses import pretraining_totals, replica_pretraining_loss
+from tasks import squad_task
+from tasks.squad import SquadExample
+from tokenization import FullTokenizer
+from training import checkpointing, trainer
+from training.driver import Driver, RunOptions, TrainingTask
+from training.optimization import create_optimizer
+from training.progress import Progress
+
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+TINY = modeling.BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                           intermediate_size=32, max_position_embeddings=16, type_vocab_size=2)
+
+
+def _pretraining_data(n=64, seq=12, predictions=3, seed=0):
+    rng = np.random.RandomState(seed)
+    return {"input_ids": rng.randint(1, 50, size=(n, seq)).astype("int32"),
+            "input_mask": np.ones((n, seq), "int32"), "segment_ids": np.zeros((n, seq), "int32"),
+            "masked_lm_positions": rng.randint(0, seq, size=(n, predictions)).astype("int32"),
+            "masked_lm_ids": rng.randint(1, 50, size=(n, predictions)).astype("int32"),
+            "masked_lm_weights": np.ones((n, predictions), "float32"),
+            "next_sentence_labels": rng.randint(0, 2, size=(n, 1)).astype("int32")}
+
+
+def _loss_fn(keep_probs=None):
+    def loss_fn(model, features, training, step, totals):
+        outputs = model(features, training=training, layer_keep_probs=keep_probs)
+        return replica_pretraining_loss(outputs, features, totals)
+    return loss_fn
+
+
+def _task(num_train_steps, batch_size=8):
+    data = _pretraining_data()
+    return TrainingTask(
+        loss_fn=_loss_fn(), totals_fn=pretraining_totals, batch_size=batch_size,
+        dataset_fn=lambda start: tf.data.Dataset.from_tensor_slices(data).repeat()
+        .skip(start * batch_size).batch(batch_size),
+        learning_rate=1e-3, num_train_steps=num_train_steps, num_warmup_steps=0)
+
+
+def _write_empty_checkpoint(prefix):
+    modeling.write_tf1_checkpoint({"x": np.zeros(1, "float32")}, prefix)
+
+
+# ---------------------------------------------------------------------- the weights policy
+def test_weights_policy_prefers_the_output_dir_then_init_checkpoint(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    init = str(tmp_path / "init" / "bert_model.ckpt")
+    _write_empty_checkpoint(init)
+    with pytest.raises(InputError, match="no weights to evaluate or predict with"):
+        checkpointing.choose_weights(str(out), None, training=False)
+    assert checkpointing.choose_weights(str(out), None, training=True) is None
+    assert checkpointing.choose_weights(str(out), init, training=False) == checkpointing.Checkpoint(
+        init, checkpointing.TF1_KIND, 0)
+
+    _write_empty_checkpoint(str(out / "model.ckpt-7"))
+    chosen = checkpointing.choose_weights(str(out), init, training=False)
+    assert (chosen.prefix, chosen.kind, chosen.step) == (str(out / "model.ckpt-7"), checkpointing.TF1_KIND, 7)
+    checkpointing.write_training_state({"x": np.zeros(1, "float32")}, str(out))  # ckpt-0
+    assert checkpointing.choose_weights(str(out), init, training=True).step == 7  # the later one
+    # A run directory given as --init_checkpoint resolves to its latest checkpoint.
+    assert checkpointing.resolve(str(out)).prefix == str(out / "model.ckpt-7")
+
+
+def test_eval_on_a_checkpoint_without_the_head_is_refused(tmp_path):
+    """Inference never runs on freshly initialised weights."""
+    driver = Driver(tf.distribute.OneDeviceStrategy("/cpu:0"),
+                    lambda: modeling.BertClassifier(modeling.BertConfig.from_json_file(
+                        os.path.join(DATA, "bert_postln_tiny", "bert_config.json")), 2),
+                    RunOptions(output_dir=str(tmp_path / "out"),
+                               init_checkpoint=os.path.join(DATA, "bert_postln_tiny", "bert_model.ckpt")),
+                    stream=io.StringIO())
+    with pytest.raises(modeling.CheckpointError, match="lacks weights the model needs: output_weights"):
+        driver.restore_for_inference()
+
+
+# ---------------------------------------------------------------------- skipped fp16 steps
+def _fp16_loop():
+    keras.config.set_dtype_policy("mixed_float16")
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    keras.utils.set_random_seed(0)
+    with strategy.scope():
+        model = modeling.BertPretrainer(TINY.replace(residual_attention="sum"))
+        model.build()
+        optimizer = create_optimizer(1e-3, 100, 10)
+        loop = trainer.TrainLoop(strategy, model, optimizer, _loss_fn(), pretraining_totals,
+                                 loss_scaling=True)
+    dataset = tf.data.Dataset.from_tensor_slices(_pretraining_data()).repeat().batch(8)
+    return loop, iter(strategy.experimental_distribute_dataset(dataset)), model, optimizer
+
+
+def test_an_overflowing_fp16_step_changes_nothing_not_even_the_step(float32_policy):
+    loop, iterator, model, optimizer = _fp16_loop()
+    loop.train_step(iterator)  # one real step: the slots are no longer zero
+    before = [v.numpy().copy() for v in model.trainable_weights + optimizer.variables]
+    learning_rate = float(optimizer.learning_rate)
+    loop.loss_scale.assign(2.0 ** 100)  # guarantees inf gradients
+    loop.train_step(iterator)
+    assert float(loop.loss_scale.numpy()) == 2.0 ** 99
+    assert int(optimizer.iterations.numpy()) == 1 and int(loop.input_position.numpy()) == 2
+    assert float(optimizer.learning_rate) == learning_rate
+    for a, v in zip(before, model.trainable_weights + optimizer.variables):
+        np.testing.assert_array_equal(a, v.numpy(), err_msg=v.path)
+
+
+def test_the_run_makes_its_number_of_real_steps_despite_skipped_ones(tmp_path, float32_policy, monkeypatch):
+    """Starting from a loss scale that overflows, the first attempts are skipped; the run still
+    ends at --num_train_steps real updates, having read one micro-batch per attempt."""
+    monkeypatch.setattr(trainer, "INITIAL_LOSS_SCALE", 2.0 ** 40)
+    out = tmp_path / "out"
+    stream = io.StringIO()
+    driver = Driver(tf.distribute.OneDeviceStrategy("/cpu:0"), lambda: modeling.BertPretrainer(TINY),
+                    RunOptions(output_dir=str(out), mixed_precision="fp16", iterations_per_loop=50,
+                               save_checkpoints_steps=50), stream=stream)
+    assert driver.train(_task(num_train_steps=4)) == 4
+    reader = tf.train.load_checkpoint(str(out / "training_state" / "ckpt-4"))
+    position = int(reader.get_tensor("input_position/.ATTRIBUTES/VARIABLE_VALUE"))
+    scale = float(reader.get_tensor("loss_scale/.ATTRIBUTES/VARIABLE_VALUE"))
+    assert position > 4 and scale < 2.0 ** 40
+    assert position - 4 == round(np.log2(2.0 ** 40 / scale))  # one halving per skipped attempt
+    assert "step 4/4" in stream.getvalue()
+
+
+# ---------------------------------------------------------------------- no gradient, no update
+def test_variables_without_gradient_keep_their_value_and_slots(float32_policy):
+    """The span labeler never uses the pooler, and a layer that Progressive Layer Dropping
+    skips gets zero gradients: neither moves (no momentum, no weight decay), as the original
+    skips variables without a gradient; the layers that ran do move."""
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    keras.utils.set_random_seed(0)
+    data = _pretraining_data()
+    with strategy.scope():
+        model = modeling.BertPretrainer(TINY)
+        model.build()
+        optimizer = create_optimizer(1e-2, 100, 0)
+        skip_layer_1 = np.array([1.0, 1e-9], "float32")
+        loop = trainer.TrainLoop(strategy, model, optimizer, _loss_fn(skip_layer_1), pretraining_totals)
+    names = modeling.tf1_variable_map(model)
+    pooler = names["bert/pooler/dense/kernel"]  # NSP uses it; it must move
+    skipped, kept = names["bert/encoder/layer_1/output/dense/kernel"], names["bert/encoder/layer_0/output/dense/kernel"]
+    before = {name: v.numpy().copy() for name, v in names.items()}
+    iterator = iter(strategy.experimental_distribute_dataset(
+        tf.data.Dataset.from_tensor_slices(data).repeat().batch(8)))
+    loop.run_steps(iterator, 3)
+    np.testing.assert_array_equal(skipped.numpy(), before["bert/encoder/layer_1/output/dense/kernel"])
+    assert not np.array_equal(kept.numpy(), before["bert/encoder/layer_0/output/dense/kernel"])
+    assert not np.array_equal(pooler.numpy(), before["bert/pooler/dense/kernel"])
+    slots = {v.path: v.numpy() for v in optimizer.variables}
+    skipped_slots = [value for path, value in slots.items() if "_layer_1_" in path]
+    kept_slots = [value for path, value in slots.items() if "_layer_0_" in path]
+    assert len(skipped_slots) == len(kept_slots) == 32  # 16 weights x (m, v)
+    assert not any(np.any(value) for value in skipped_slots) and all(np.any(v) for v in kept_slots)
+
+    # SQuAD: the pooler gets no gradient at all.
+    keras.utils.set_random_seed(0)
+    with strategy.scope():
+        span = modeling.BertSpanLabeler(TINY)
+        span.build()
+        span_optimizer = create_optimizer(1e-2, 100, 0)
+        span_loop = trainer.TrainLoop(strategy, span, span_optimizer, squad_task.span_loss_fn,
+                                      lambda f: {"examples": tf.cast(tf.shape(f["input_ids"])[0], tf.float32)})
+    pooler = modeling.tf1_variable_map(span)["bert/pooler/dense/kernel"]
+    start = pooler.numpy().copy()
+    features = {k: data[k] for k in ("input_ids", "input_mask", "segment_ids")}
+    features["start_positions"] = data["masked_lm_positions"][:, 0]
+    features["end_positions"] = data["masked_lm_positions"][:, 1]
+    span_loop.run_steps(iter(strategy.experimental_distribute_dataset(
+        tf.data.Dataset.from_tensor_slices(features).repeat().batch(8))), 2)
+    np.testing.assert_array_equal(pooler.numpy(), start)
+    assert int(span_optimizer.iterations.numpy()) == 2
+
+
+# ---------------------------------------------------------------------- SQuAD set-up
+def test_squad_steps_count_examples_and_examples_are_shuffled_as_the_original():
+    tokenizer = FullTokenizer(os.path.join(DATA, "bert_postln_tiny", "vocab.txt"), do_lower_case=True)
+    words = [w for w in tokenizer.vocab if w.isalpha()][:30]
+    examples = [SquadExample(qas_id=f"q{i}", question_text=" ".join(words[i:i + 2]),
+                             doc_tokens=words * 2, orig_answer_text=words[3], start_position=3,
+                             end_position=3) for i in range(10)]
+    task, num_features = squad_task.squad_training(examples, tokenizer, 32, 16, 8, batch_size=4,
+                                                   learning_rate=1e-4, num_train_epochs=2,
+                                                   warmup_proportion=0.1)
+    assert num_features > len(examples)  # several windows per question
+    assert task.num_train_steps == int(10 / 4 * 2) and task.num_warmup_steps == 0
+    # The windows come from the examples in the order random.Random(12345) shuffles them.
+    expected = list(examples)
+    random.Random(12345).shuffle(expected)
+    first_batch = next(iter(tf.data.Dataset.from_tensor_slices(
+        squad_task.feature_arrays(squad_task.shuffled_training_features(
+            examples, tokenizer, 32, 16, 8), True)).batch(1)))
+    question_ids = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(expected[0].question_text))
+    assert first_batch["input_ids"].numpy()[0, 1:1 + len(question_ids)].tolist() == question_ids
+
+
+# ---------------------------------------------------------------------- progress
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_progress_lines_and_terminal_bar():
+    plain = io.StringIO()
+    progress = Progress(total_steps=10, examples_per_step=32, stream=plain)
+    line = progress.update(5, {"loss": 1.5, "masked_lm_loss": 1.25, "gradient_norm": 3.0})
+    assert line.startswith("step 5/10: loss 1.5000 (masked_lm_loss 1.2500), ")
+    assert "examples/s" in line and "ETA" in line and "gradient_norm" not in line
+    assert plain.getvalue() == line + "\n"
+    terminal = _Terminal()
+    bar = Progress(total_steps=10, examples_per_step=32, stream=terminal)
+    bar.update(5, {"loss": 1.0})
+    bar.update(10, {"loss": 0.5})
+    text = terminal.getvalue()
+    assert text.startswith("\r[" + "=" * 15 + "." * 15 + "] step 5/10")
+    assert text.count("\r") == 2 and text.endswith("\n") and text.count("\n") == 1

@@ -1,0 +1,209 @@
+"""The one training driver: what run_pretraining.py, run_classifier.py and run_squad.py (and any
+new task) hand their model and task definition to.
+
+    driver = Driver(strategy, lambda: modeling.BertClassifier(config, 2), RunOptions(output_dir=...))
+    driver.train(TrainingTask(loss_fn, totals_fn, ("loss",), batch_size=32, dataset_fn=...,
+                              learning_rate=2e-5, num_train_steps=1000, num_warmup_steps=100))
+    step = driver.restore_for_inference()       # eval/predict-only runs
+    outputs = driver.predict(dataset, lambda model, features: {"logits": model(features)})
+
+It owns the strategy scope, the optimizer, which weights to start from (`training.checkpointing`
+has the policy), resume, the step loop (`TrainLoop.run_steps`: `iterations_per_loop` steps per
+call), progress output, TensorBoard summaries, training-state checkpoints, the final
+`model.ckpt-N` export, and predictions under the strategy.
+
+Resume is exact: the training state holds the weights, the optimizer, the loss scale and the
+input position; the input is a pure function of its position (`dataset_fn(start)`), and dropout
+and PLD draws are a function of the step (`modeling.randomness`). A run killed after a
+checkpoint and restarted with the same flags ends with the weights of the uninterrupted run.
+"""
+
+import dataclasses
+import os
+import sys
+from collections.abc import Callable, Sequence
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+import modeling
+from training import checkpointing
+from training.optimization import create_optimizer
+from training.progress import Progress
+from training.trainer import LossFn, TotalsFn, TrainLoop, global_batch_slices
+
+
+@dataclasses.dataclass
+class RunOptions:
+    """What the shared flags of the scripts configure (see `training.flags`)."""
+    output_dir: str
+    init_checkpoint: str | None = None
+    seed: int = 12345
+    mixed_precision: str = "none"          # none | bf16 | fp16 (dynamic loss scaling)
+    use_xla: bool = False
+    optimizer: str = "adamw"               # adamw (the original's) | lamb
+    weight_decay: float = 0.01
+    gradient_accumulation_steps: int = 1
+    save_checkpoints_steps: int = 1000
+    iterations_per_loop: int = 1000
+    keep_checkpoint_max: int = 5
+    is_chief: bool = True                  # writes model.ckpt-N, summaries and results
+    write_dir: str | None = None           # where this worker's training state goes (default output_dir)
+
+
+@dataclasses.dataclass
+class TrainingTask:
+    """A task's training definition.
+
+    dataset_fn: `dataset_fn(start)` -> a dataset of global micro-batches (feature dicts with
+      batch dimension `batch_size`) from micro-batch number `start` on, the same sequence
+      whenever it is called: a pure function of the position, for exact resume.
+    loss_fn, totals_fn, metric_names: see `TrainLoop`.
+    """
+    loss_fn: LossFn
+    totals_fn: TotalsFn
+    dataset_fn: Callable[[int], tf.data.Dataset]
+    batch_size: int
+    learning_rate: float
+    num_train_steps: int
+    num_warmup_steps: int
+    metric_names: Sequence[str] = ("loss",)
+
+
+class Driver:
+    """Builds the model (seeded, under the strategy and the dtype policy) and runs it.
+
+    Args:
+      strategy: a `tf.distribute` strategy (`training.distribution.make_strategy`).
+      build_model: `() -> keras.Model`, a model with TF1 names (`modeling.tf1_variable_map`).
+      options: `RunOptions`.
+      stream: where progress and the weights line go (stderr).
+    """
+
+    def __init__(self, strategy: tf.distribute.Strategy, build_model: Callable[[], keras.Model],
+                 options: RunOptions, stream=None):
+        from training.distribution import set_mixed_precision
+        self.strategy = strategy
+        self.options = options
+        self.stream = stream or sys.stderr
+        os.makedirs(options.output_dir, exist_ok=True)
+        keras.utils.set_random_seed(options.seed)
+        set_mixed_precision(options.mixed_precision)
+        with strategy.scope():
+            self.model = build_model()
+            self.model.build()
+        self.step = 0
+        self.weights = None  # the Checkpoint the weights came from (None: fresh)
+
+    def _say(self, text):
+        print(text, file=self.stream, flush=True)
+
+    @property
+    def write_dir(self):
+        return self.options.write_dir or self.options.output_dir
+
+    # ------------------------------------------------------------------ training
+    def train(self, task: TrainingTask) -> int:
+        """Trains to `task.num_train_steps` (resuming when the output directory holds a
+        training state), saving the training state every `save_checkpoints_steps` and at the
+        end, then exports `OUTPUT_DIR/model.ckpt-N`. Returns N."""
+        options, strategy = self.options, self.strategy
+        with strategy.scope():
+            optimizer = create_optimizer(task.learning_rate, task.num_train_steps, task.num_warmup_steps,
+                                         options.optimizer, options.weight_decay)
+            loop = TrainLoop(strategy, self.model, optimizer, task.loss_fn, task.totals_fn,
+                             task.metric_names, accumulation_steps=options.gradient_accumulation_steps,
+                             loss_scaling=options.mixed_precision == "fp16", use_xla=options.use_xla)
+        state = tf.train.Checkpoint(variables=checkpointing.named_variables(self.model),
+                                    optimizer=optimizer, **loop.state())
+        manager = tf.train.CheckpointManager(state, os.path.join(self.write_dir, checkpointing.TRAINING_STATE),
+                                             max_to_keep=options.keep_checkpoint_max)
+        self._start_training(state, manager)
+        step = int(optimizer.iterations.numpy())
+        position = int(loop.input_position.numpy())
+        iterator = iter(strategy.distribute_datasets_from_function(
+            lambda context: global_batch_slices(task.dataset_fn(position), task.batch_size, context)))
+        writer = (tf.summary.create_file_writer(os.path.join(self.write_dir, "train"))
+                  if options.is_chief else None)
+        examples_per_step = task.batch_size * options.gradient_accumulation_steps
+        progress = Progress(task.num_train_steps, examples_per_step, step, self.stream)
+        while step < task.num_train_steps:
+            next_save = (step // options.save_checkpoints_steps + 1) * options.save_checkpoints_steps
+            attempts = min(options.iterations_per_loop, next_save - step, task.num_train_steps - step)
+            metrics = loop.run_steps(iterator, attempts)
+            step = int(optimizer.iterations.numpy())
+            progress.update(step, metrics)
+            if writer is not None:
+                self._summaries(writer, step, metrics, optimizer, progress.steps_per_second * examples_per_step)
+            if step % options.save_checkpoints_steps == 0 or step >= task.num_train_steps:
+                manager.save(checkpoint_number=step)
+        self.step = step
+        if options.is_chief:
+            prefix = modeling.save_tf1_checkpoint(self.model, os.path.join(self.write_dir, f"model.ckpt-{step}"))
+            self._say(f"wrote {prefix}")
+        return step
+
+    def _start_training(self, state, manager):
+        """Resumes from this run's training state, else loads the starting weights."""
+        if manager.latest_checkpoint and self._holds_optimizer(manager.latest_checkpoint):
+            prefix = manager.latest_checkpoint
+            checkpointing.check_training_state_matches(self.model, prefix)
+            state.restore(prefix).assert_existing_objects_matched()
+            self.weights = checkpointing.Checkpoint(prefix, checkpointing.TRAINING_STATE_KIND,
+                                                    checkpointing.step_of(prefix))
+            self._say(f"weights: resuming from {prefix} at step {self.weights.step}")
+            return
+        found = checkpointing.choose_weights(self.options.output_dir, self.options.init_checkpoint,
+                                             training=True)
+        report = checkpointing.load_weights(self.model, found) if found else None
+        self.weights = found
+        self._say(checkpointing.describe(found, report))
+
+    @staticmethod
+    def _holds_optimizer(prefix):
+        return any(name.startswith("optimizer/") for name, _ in tf.train.list_variables(prefix))
+
+    @staticmethod
+    def _summaries(writer, step, metrics, optimizer, examples_per_second):
+        with writer.as_default(step=step):
+            for name, value in metrics.items():
+                tf.summary.scalar(name, value)
+            tf.summary.scalar("learning_rate", optimizer.learning_rate)
+            tf.summary.scalar("examples_per_second", examples_per_second)
+        writer.flush()
+
+    # ------------------------------------------------------------------ eval / predict
+    def restore_for_inference(self) -> int:
+        """Loads the weights the policy chooses for an eval/predict-only run (every weight of
+        the model must be there); returns their step. A one-line error when there are none."""
+        found = checkpointing.choose_weights(self.options.output_dir, self.options.init_checkpoint,
+                                             training=False)
+        report = checkpointing.load_weights(self.model, found, strict=True)
+        self.weights, self.step = found, found.step
+        self._say(checkpointing.describe(found, report))
+        return found.step
+
+    def predict(self, dataset: tf.data.Dataset, fn: Callable) -> dict:
+        """`fn(model, features) -> {name: [B, ...] tensor}` over every batch of `dataset`, under
+        the strategy (batches split across replicas); returns {name: numpy array} with the
+        examples in the dataset's order. Multi-worker runs predict on this worker alone."""
+        strategy = self.strategy
+        local = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+
+        @tf.function
+        def distributed_step(features):
+            outputs = strategy.run(lambda f: fn(self.model, f), args=(features,))
+            return {k: strategy.gather(v, axis=0) for k, v in outputs.items()}
+
+        @tf.function
+        def local_step(features):
+            return fn(self.model, features)
+
+        batches = dataset if local else strategy.experimental_distribute_dataset(dataset)
+        step = local_step if local else distributed_step
+        parts = {}
+        for features in batches:
+            for name, value in step(features).items():
+                parts.setdefault(name, []).append(np.asarray(value))
+        return {name: np.concatenate(values) for name, values in parts.items()}
