@@ -82,15 +82,16 @@ def driver_case(config, records, seq, predictions, batch, steps, loop_steps, wor
     if result.returncode:
         raise SystemExit(f"run_pretraining.py failed:\n{result.stderr[-3000:]}")
     rates = [float(m.group(1)) for m in re.finditer(r", ([\d.]+) examples/s", result.stderr)]
-    return {"examples_per_s": statistics.median(rates[1:]), "loops": len(rates)}
+    return {"examples_per_s": statistics.median(rates[1:])}
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--configs", default="demo,small")
     parser.add_argument("--batch_size", type=int, default=32)
-    parser.add_argument("--steps", type=int, default=150, help="driver steps (bare steps: a third)")
-    parser.add_argument("--iterations_per_loop", type=int, default=25)
+    parser.add_argument("--steps", default="150,40", help="driver steps per config (bare steps: a third)")
+    parser.add_argument("--iterations_per_loop", default="25,8", help="per config")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; medians are kept")
     parser.add_argument("--output", default=os.path.join(ROOT, "bench", "results", "driver_overhead.json"))
     parser.add_argument("--case", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -100,26 +101,31 @@ def main():
 
     work = tempfile.mkdtemp(prefix="bench-driver-")
     results = []
-    print(f"batch {args.batch_size}; examples/s")
+    print(f"batch {args.batch_size}; examples/s, median of {args.rounds} interleaved rounds")
     print(f"{'config':<7} {'bare step':>10} {'bare+AdamW':>11} {'driver':>9} {'driver/bare':>12} {'driver/bare+AdamW':>18}")
-    for config in args.configs.split(","):
+    configs = args.configs.split(",")
+    steps = dict(zip(configs, (int(n) for n in args.steps.split(","))))
+    loops = dict(zip(configs, (int(n) for n in args.iterations_per_loop.split(","))))
+    for config in configs:
         seq, predictions = SHAPES[config]
         records = peoples_daily_records(work, seq, predictions)
         case = {"config": config, "variant": "post-LN", "seq_length": seq, "batch_size": args.batch_size,
                 "predictions": predictions, "xla": False, "dtype_policy": "float32",
-                "steps": max(10, args.steps // 3), "warmup": 3, "vocab_size": VOCAB_SIZE}
-        bare = run_case_process([sys.executable, os.path.join(ROOT, "bench", "model_step.py"),
-                                 "--case", json.dumps(case)])
-        adamw = run_case_process([sys.executable, os.path.abspath(__file__), "--case", json.dumps(case)])
-        if bare is None or adamw is None:
-            raise SystemExit(f"{config}: a bare case failed")
-        driver = driver_case(config, records, seq, predictions, args.batch_size, args.steps,
-                             args.iterations_per_loop, work)
+                "steps": max(8, steps[config] // 3), "warmup": 3, "vocab_size": VOCAB_SIZE}
+        rates = {"bare": [], "bare_adamw": [], "driver": []}
+        for _ in range(args.rounds):
+            bare = run_case_process([sys.executable, os.path.join(ROOT, "bench", "model_step.py"),
+                                     "--case", json.dumps(case)])
+            adamw = run_case_process([sys.executable, os.path.abspath(__file__), "--case", json.dumps(case)])
+            if bare is None or adamw is None:
+                raise SystemExit(f"{config}: a bare case failed")
+            rates["bare"].append(args.batch_size / bare["median_step_s"])
+            rates["bare_adamw"].append(args.batch_size / adamw["median_step_s"])
+            rates["driver"].append(driver_case(config, records, seq, predictions, args.batch_size,
+                                               steps[config], loops[config], work)["examples_per_s"])
         row = {"config": config, "shape": CONFIGS[config], "seq_length": seq, "predictions": predictions,
-               "batch_size": args.batch_size,
-               "bare_examples_per_s": args.batch_size / bare["median_step_s"],
-               "bare_adamw_examples_per_s": args.batch_size / adamw["median_step_s"],
-               "driver_examples_per_s": driver["examples_per_s"], "driver_loops": driver["loops"]}
+               "batch_size": args.batch_size, "rounds": rates,
+               **{f"{name}_examples_per_s": statistics.median(values) for name, values in rates.items()}}
         row["driver_vs_bare"] = row["driver_examples_per_s"] / row["bare_examples_per_s"]
         row["driver_vs_bare_adamw"] = row["driver_examples_per_s"] / row["bare_adamw_examples_per_s"]
         results.append(row)

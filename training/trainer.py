@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 import tensorflow as tf
 
 from modeling.randomness import random_stream
-from training.optimization import clip_by_global_norm
+from training.optimization import global_norm_scale, squared_norms
 
 INITIAL_LOSS_SCALE = 2.0 ** 15
 LOSS_SCALE_GROWTH_INTERVAL = 2000
@@ -145,17 +145,24 @@ class TrainLoop:
     def _apply(self, grads):
         """All-reduce, unscale, clip, apply (replica context). Returns the global norm."""
         context = tf.distribute.get_replica_context()
-        present = [i for i, g in enumerate(grads) if g is not None]
-        reduced = context.all_reduce(tf.distribute.ReduceOp.SUM, [grads[i] for i in present])
-        grads = [None] * len(grads)
-        for i, g in zip(present, reduced):
-            grads[i] = g
+        if context.num_replicas_in_sync > 1:  # (one replica: a copy of every gradient saved)
+            present = [i for i, g in enumerate(grads) if g is not None]
+            reduced = context.all_reduce(tf.distribute.ReduceOp.SUM, [grads[i] for i in present])
+            grads = list(grads)
+            for i, g in zip(present, reduced):
+                grads[i] = g
+        squares = squared_norms(grads)
         finite = None
+        if self.loss_scaling:  # the squares of the scaled gradients are finite iff they are
+            squares = [None if s is None else s / tf.square(self.loss_scale) for s in squares]
+            finite = tf.reduce_all([tf.math.is_finite(s) for s in squares if s is not None])
+        scale, norm = global_norm_scale(squares, self.clip_norm)
         if self.loss_scaling:
-            grads = [None if g is None else g / self.loss_scale for g in grads]
-            finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(g)) for g in grads if g is not None])
-        clipped, norm = clip_by_global_norm(grads, self.clip_norm)
-        self.optimizer.apply_reduced(clipped, self._variables, apply_mask=finite)
+            scale = scale / self.loss_scale
+        # An all-zero gradient (a layer Progressive Layer Dropping skipped) updates nothing.
+        has_gradient = [None if s is None else s > 0 for s in squares]
+        self.optimizer.apply_reduced(grads, self._variables, scale=scale, has_gradient=has_gradient,
+                                     apply_mask=finite)
         if self.loss_scaling:
             self._update_loss_scale(finite)
         return norm
