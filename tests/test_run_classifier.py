@@ -159,8 +159,8 @@ def test_eval_and_predict_in_a_later_process_use_the_fine_tuned_weights(tmp_path
 
     again = run_classifier(*common, f"--output_dir={out}", "--do_eval", "--do_predict")
     assert again.returncode == 0, again.stderr[-3000:]
-    assert f"weights: training state {out}/training_state/ckpt-6 (step 6)" in again.stderr
     assert {name: (out / name).read_text() for name in first} == first
+    assert f"weights: training state {out}/training_state/ckpt-6 (step 6)" in again.stderr
 
     fresh = run_classifier(*common, f"--output_dir={tmp_path}/fresh", "--do_eval")
     assert fresh.returncode == 2

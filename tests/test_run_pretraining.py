@@ -129,16 +129,20 @@ def test_killed_and_resumed_run_equals_the_uninterrupted_run(tmp_path):
 
 
 def test_eval_alone_in_a_later_process_uses_the_trained_weights(tmp_path):
+    """With the original's usual flags (--init_checkpoint the starting model, the training
+    run's --output_dir), eval alone evaluates the trained weights and reports their step."""
+    init = modeling.save_tf1_checkpoint(modeling.BertPretrainer(modeling.BertConfig.from_dict(TINY)),
+                                        str(tmp_path / "init" / "bert_model.ckpt"))
     trained = run(command(tmp_path, "--do_train", "--do_eval", "--num_train_steps=6",
-                          "--iterations_per_loop=3", "--max_eval_steps=3"))
+                          "--iterations_per_loop=3", "--max_eval_steps=3", f"--init_checkpoint={init}"))
     assert trained.returncode == 0, trained.stderr[-3000:]
     out = tmp_path / "out"
     first = _eval_results(out)
     (out / "eval_results.txt").unlink()
-    again = run(command(tmp_path, "--do_eval", "--max_eval_steps=3"))
+    again = run(command(tmp_path, "--do_eval", "--max_eval_steps=3", f"--init_checkpoint={init}"))
     assert again.returncode == 0, again.stderr[-3000:]
-    assert f"weights: training state {out}/training_state/ckpt-6 (step 6)" in again.stderr
     assert _eval_results(out) == first and first["global_step"] == "6"
+    assert f"weights: training state {out}/training_state/ckpt-6 (step 6)" in again.stderr
 
 
 def test_resuming_with_another_layer_norm_type_is_refused(tmp_path):

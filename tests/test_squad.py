@@ -190,8 +190,8 @@ def test_run_squad_trains_and_writes_the_three_files(tmp_path):
         (out / name).unlink()
     again = subprocess.run(common, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert f"weights: training state {out}/training_state/ckpt-5 (step 5)" in again.stderr
     assert {name: (out / name).read_text() for name in first} == first
+    assert f"weights: training state {out}/training_state/ckpt-5 (step 5)" in again.stderr
 
 
 def test_extract_features_outputs_the_models_own_layers(tmp_path):
