@@ -8,11 +8,13 @@ from modeling.checkpoints import (CheckpointError, LoadReport, load_tf1_checkpoi
                                   write_tf1_checkpoint)
 from modeling.config import BertConfig, ConfigError
 from modeling.encoder import TransformerBlock, TransformerEncoder
+from modeling import crf  # noqa: F401  (modeling.crf)
 from modeling.heads import (ClassifierHead, MaskedLMHead, NextSentenceHead, SpanHead,
+                            TokenClassifierHead,
                             classification_loss, gather_indexes, masked_lm_loss,
                             next_sentence_loss, span_loss)
 from modeling import huggingface  # noqa: F401  (modeling.huggingface)
 from modeling.layers import LayerNorm
 from modeling.randomness import Dropout, random_stream
-from modeling.models import (BertClassifier, BertPretrainer, BertSpanLabeler, encoder_inputs,
-                             pretraining_losses)
+from modeling.models import (BertClassifier, BertPretrainer, BertSpanLabeler,
+                             BertTokenClassifier, encoder_inputs, pretraining_losses)

@@ -13,7 +13,7 @@ import dataclasses
 import os
 
 from modeling.bert import BertModel
-from modeling.models import BertClassifier, BertPretrainer, BertSpanLabeler
+from modeling.models import BertClassifier, BertPretrainer, BertSpanLabeler, BertTokenClassifier
 
 # Optimizer slots and bookkeeping that a TF1 training checkpoint also holds.
 _IGNORED_SUFFIXES = ("/adam_m", "/adam_v", "/lamb_m", "/lamb_v")
@@ -92,6 +92,10 @@ def _head_names(model):
     if isinstance(model, BertSpanLabeler):
         return [("cls/squad/output_weights", model.span.output_weights),
                 ("cls/squad/output_bias", model.span.output_bias)]
+    if isinstance(model, BertTokenClassifier):
+        names = [("cls/ner/output_weights", model.head.output_weights),
+                 ("cls/ner/output_bias", model.head.output_bias)]
+        return names + ([("cls/ner/transitions", model.head.transitions)] if model.crf else [])
     return []
 
 

@@ -91,6 +91,29 @@ class ClassifierHead(_OutputWeightsHead):
         return self.logits(self.dropout(pooled_output, training=training))
 
 
+class TokenClassifierHead(_OutputWeightsHead):
+    """`call(sequence_output [B, S, H], word_positions [B, W])` -> float32 logits [B, W,
+    num_labels] of the tokens at `word_positions` (each word's first WordPiece); dropout 0.1
+    in training, as the classifier head. With `crf=True` it also holds the CRF's
+    `transitions` [num_labels, num_labels] (see `modeling.crf`)."""
+
+    def __init__(self, hidden_size, num_labels, dropout_prob=0.1, crf=False, **kwargs):
+        super().__init__(hidden_size, num_labels, FINETUNING_INITIALIZER_RANGE, **kwargs)
+        self.dropout = Dropout(dropout_prob)
+        self.crf = crf
+
+    def build(self, input_shape=None):
+        super().build(input_shape)
+        if self.crf:
+            self.transitions = self.add_weight(
+                name="transitions", shape=(self.num_outputs, self.num_outputs),
+                initializer=create_initializer(self.initializer_range))
+
+    def call(self, sequence_output, word_positions, training=None):
+        words = gather_indexes(sequence_output, word_positions)
+        return self.logits(self.dropout(words, training=training))
+
+
 class SpanHead(_OutputWeightsHead):
     """`call(sequence_output [B, S, H])` -> (start_logits [B, S], end_logits [B, S]), float32."""
 

@@ -8,7 +8,7 @@ import keras
 from modeling.bert import BertModel
 from modeling.config import BertConfig
 from modeling.heads import (ClassifierHead, MaskedLMHead, NextSentenceHead, SpanHead,
-                            masked_lm_loss, next_sentence_loss)
+                            TokenClassifierHead, masked_lm_loss, next_sentence_loss)
 
 
 def _as_config(config):
@@ -105,6 +105,37 @@ class BertSpanLabeler(keras.Model):
 
     def get_config(self):
         return {"config": self.config.to_dict(), "name": self.name}
+
+
+class BertTokenClassifier(keras.Model):
+    """Sequence output -> a tag score per word (`cls/ner/...`), for NER.
+
+    `call(features)` with the encoder inputs and `word_positions` [B, W] (the position of each
+    word's first WordPiece; padding slots point anywhere) returns float32 logits [B, W,
+    num_labels]. With `crf=True` the head also holds the CRF transition matrix
+    (`model.head.transitions`), used by the loss and by Viterbi decoding (`modeling.crf`).
+    """
+
+    def __init__(self, config, num_labels, crf=False, name="token_classifier", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.config = _as_config(config)
+        self.num_labels = num_labels
+        self.crf = crf
+        self.bert = BertModel(self.config)
+        self.head = TokenClassifierHead(self.config.hidden_size, num_labels, crf=crf, name="ner")
+
+    def build(self, input_shape=None):
+        self.bert.build()
+        self.head.build()
+        self.built = True
+
+    def call(self, features, training=False):
+        sequence = self.bert(encoder_inputs(features), training=training)["sequence_output"]
+        return self.head(sequence, features["word_positions"], training=training)
+
+    def get_config(self):
+        return {"config": self.config.to_dict(), "num_labels": self.num_labels, "crf": self.crf,
+                "name": self.name}
 
 
 def encoder_inputs(features):

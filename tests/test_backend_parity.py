@@ -27,3 +27,13 @@ def test_modeling_imports_no_tensorflow_at_module_level():
                             text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_crf_against_enumeration_on_jax_backend():
+    pytest.importorskip("jax")
+    env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                             os.path.join(ROOT, "tests", "test_crf.py")],
+                            env=env, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert "4 passed" in result.stdout

@@ -1,13 +1,13 @@
 """SQuAD: the official metrics by hand, the original algorithm on real data with oracle logits,
 v2.0 null answers, run_squad.py end to end, and bad input."""
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 
 import pytest
+from conftest import allennlp_fixture
 
 from cli import InputError
 from tasks import squad, squad_evaluate
@@ -19,12 +19,7 @@ VOCAB_EN = os.path.join(DATA, "tokenization", "vocab_en_uncased.txt")
 
 
 def allennlp_squad():
-    spec = importlib.util.find_spec("allennlp")
-    if spec is None:
-        if os.environ.get("REQUIRE_REAL_DATA"):
-            raise RuntimeError("allennlp==0.9.0 is not installed (make test installs it with --no-deps)")
-        pytest.skip("allennlp==0.9.0 is not installed")
-    return os.path.join(spec.submodule_search_locations[0], "tests", "fixtures", "data", "squad.json")
+    return allennlp_fixture("squad.json")
 
 
 # ------------------------------------------------------------------ official metrics by hand

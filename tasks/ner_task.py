@@ -1,0 +1,75 @@
+"""NER as a task for the training driver: the loss (softmax per token, or a CRF over the
+sentence), the training task over windows, decoding, and the evaluation.
+"""
+
+import numpy as np
+import tensorflow as tf
+
+from modeling import crf
+from tasks.ner_features import sentence_tags, sentence_windows
+from tasks.ner_metrics import entity_metrics
+from training.driver import TrainingTask
+
+METRICS = ("loss",)
+
+
+def ner_loss_fn(use_crf):
+    """This replica's share of the step's loss: softmax cross-entropy averaged over the step's
+    tokens, or the CRF negative log-likelihood averaged over its windows."""
+
+    def loss_fn(model, features, training, step, totals):
+        logits = model(features, training=training)                               # [B, W, C]
+        mask = tf.cast(features["word_mask"], tf.float32)
+        if use_crf:
+            nll = -crf.log_likelihood(logits, features["label_ids"], mask, model.head.transitions)
+            share = tf.reduce_sum(nll) / totals["examples"]
+        else:
+            log_probs = tf.nn.log_softmax(logits, axis=-1)
+            nll = -tf.gather(log_probs, features["label_ids"], batch_dims=2)        # [B, W]
+            share = tf.reduce_sum(nll * mask) / totals["words"]
+        return share, {"loss": share}
+
+    return loss_fn
+
+
+def ner_totals(features):
+    return {"examples": tf.cast(tf.shape(features["input_ids"])[0], tf.float32),
+            "words": tf.reduce_sum(tf.cast(features["word_mask"], tf.float32))}
+
+
+def ner_training(sentences, tokenizer, labels, max_seq_length, batch_size, learning_rate,
+                 num_train_epochs, warmup_proportion, use_crf, accumulation_steps=1, seed=12345):
+    """(the `TrainingTask`, number of windows): `int(windows / batch size * epochs)` steps over
+    the training windows, repeated and shuffled with a buffer of 100."""
+    label_map = {label: i for i, label in enumerate(labels)}
+    arrays, windows = sentence_windows(sentences, tokenizer, max_seq_length, label_map)
+    steps = max(1, int(len(windows) / batch_size / accumulation_steps * num_train_epochs))
+
+    def dataset_fn(start):
+        data = tf.data.Dataset.from_tensor_slices(arrays).repeat().shuffle(100, seed=seed)
+        return data.skip(start * batch_size).batch(batch_size, drop_remainder=True)
+
+    task = TrainingTask(loss_fn=ner_loss_fn(use_crf), totals_fn=ner_totals, dataset_fn=dataset_fn,
+                        batch_size=batch_size, learning_rate=learning_rate, num_train_steps=steps,
+                        num_warmup_steps=int(steps * warmup_proportion), metric_names=METRICS)
+    return task, len(windows)
+
+
+def predict_tags(driver, sentences, tokenizer, labels, max_seq_length, batch_size, use_crf):
+    """The predicted tag of every token of `sentences`: one list per sentence."""
+    arrays, windows = sentence_windows(sentences, tokenizer, max_seq_length)
+
+    def decode(model, features):
+        logits = model(features, training=False)
+        if use_crf:
+            return {"tags": crf.viterbi_decode(logits, features["word_mask"], model.head.transitions)}
+        return {"tags": tf.argmax(logits, axis=-1, output_type=tf.int32)}
+
+    ids = driver.predict(tf.data.Dataset.from_tensor_slices(arrays).batch(batch_size), decode)["tags"]
+    window_tags = [[labels[i] for i in row] for row in np.asarray(ids)]
+    return sentence_tags(windows, window_tags, sentences)
+
+
+def evaluation_results(sentences, predicted, global_step):
+    """eval_results.txt entries: entity precision/recall/F1, token accuracy, per type."""
+    return {**entity_metrics([s.tags for s in sentences], predicted), "global_step": global_step}
