@@ -9,12 +9,12 @@ from modeling.checkpoints import (CheckpointError, LoadReport, load_tf1_checkpoi
 from modeling.config import BertConfig, ConfigError
 from modeling.encoder import TransformerBlock, TransformerEncoder
 from modeling import crf  # noqa: F401  (modeling.crf)
-from modeling.heads import (ClassifierHead, MaskedLMHead, NextSentenceHead, SpanHead,
+from modeling.heads import (ChoiceHead, ClassifierHead, MaskedLMHead, NextSentenceHead, SpanHead,
                             TokenClassifierHead,
                             classification_loss, gather_indexes, masked_lm_loss,
                             next_sentence_loss, span_loss)
 from modeling import huggingface  # noqa: F401  (modeling.huggingface)
 from modeling.layers import LayerNorm
 from modeling.randomness import Dropout, random_stream
-from modeling.models import (BertClassifier, BertPretrainer, BertSpanLabeler,
+from modeling.models import (BertClassifier, BertMultipleChoice, BertPretrainer, BertSpanLabeler,
                              BertTokenClassifier, encoder_inputs, pretraining_losses)

@@ -13,7 +13,8 @@ import dataclasses
 import os
 
 from modeling.bert import BertModel
-from modeling.models import BertClassifier, BertPretrainer, BertSpanLabeler, BertTokenClassifier
+from modeling.models import (BertClassifier, BertMultipleChoice, BertPretrainer, BertSpanLabeler,
+                             BertTokenClassifier)
 
 # Optimizer slots and bookkeeping that a TF1 training checkpoint also holds.
 _IGNORED_SUFFIXES = ("/adam_m", "/adam_v", "/lamb_m", "/lamb_v")
@@ -92,6 +93,9 @@ def _head_names(model):
     if isinstance(model, BertSpanLabeler):
         return [("cls/squad/output_weights", model.span.output_weights),
                 ("cls/squad/output_bias", model.span.output_bias)]
+    if isinstance(model, BertMultipleChoice):
+        return [("cls/multiple_choice/output_weights", model.head.output_weights),
+                ("cls/multiple_choice/output_bias", model.head.output_bias)]
     if isinstance(model, BertTokenClassifier):
         names = [("cls/ner/output_weights", model.head.output_weights),
                  ("cls/ner/output_bias", model.head.output_bias)]

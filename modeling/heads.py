@@ -114,6 +114,19 @@ class TokenClassifierHead(_OutputWeightsHead):
         return self.logits(self.dropout(words, training=training))
 
 
+class ChoiceHead(_OutputWeightsHead):
+    """`call(pooled_output [B*C, H], num_choices)` -> float32 scores [B, C]: one score per
+    choice (`output_weights` [1, H]); dropout 0.1 in training, as the classifier head."""
+
+    def __init__(self, hidden_size, dropout_prob=0.1, **kwargs):
+        super().__init__(hidden_size, 1, FINETUNING_INITIALIZER_RANGE, **kwargs)
+        self.dropout = Dropout(dropout_prob)
+
+    def call(self, pooled_output, num_choices, training=None):
+        scores = self.logits(self.dropout(pooled_output, training=training))
+        return ops.reshape(scores, (-1, num_choices))
+
+
 class SpanHead(_OutputWeightsHead):
     """`call(sequence_output [B, S, H])` -> (start_logits [B, S], end_logits [B, S]), float32."""
 

@@ -7,7 +7,7 @@ import keras
 
 from modeling.bert import BertModel
 from modeling.config import BertConfig
-from modeling.heads import (ClassifierHead, MaskedLMHead, NextSentenceHead, SpanHead,
+from modeling.heads import (ChoiceHead, ClassifierHead, MaskedLMHead, NextSentenceHead, SpanHead,
                             TokenClassifierHead, masked_lm_loss, next_sentence_loss)
 
 
@@ -136,6 +136,37 @@ class BertTokenClassifier(keras.Model):
     def get_config(self):
         return {"config": self.config.to_dict(), "num_labels": self.num_labels, "crf": self.crf,
                 "name": self.name}
+
+
+class BertMultipleChoice(keras.Model):
+    """SWAG-style multiple choice: each choice is its own `[CLS] A [SEP] B [SEP]` sequence; the
+    pooled output of each gives one score (`cls/multiple_choice/...`).
+
+    `call(features)` with `input_ids`, `input_mask`, `segment_ids` [B, C, S] and `choice_mask`
+    [B, C] (0 for padding choices) returns float32 scores [B, C], padding choices at -1e9.
+    """
+
+    def __init__(self, config, name="multiple_choice", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.config = _as_config(config)
+        self.bert = BertModel(self.config)
+        self.head = ChoiceHead(self.config.hidden_size, name="multiple_choice")
+
+    def build(self, input_shape=None):
+        self.bert.build()
+        self.head.build()
+        self.built = True
+
+    def call(self, features, training=False):
+        shape = keras.ops.shape(features["input_ids"])
+        flat = {k: keras.ops.reshape(v, (-1, shape[2])) for k, v in encoder_inputs(features).items()}
+        pooled = self.bert(flat, training=training)["pooled_output"]
+        scores = self.head(pooled, num_choices=shape[1], training=training)
+        real = keras.ops.cast(features["choice_mask"], "float32")
+        return scores * real + (1.0 - real) * -1e9
+
+    def get_config(self):
+        return {"config": self.config.to_dict(), "name": self.name}
 
 
 def encoder_inputs(features):
