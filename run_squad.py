@@ -43,6 +43,8 @@ flags.DEFINE_bool("verbose_logging", False, "If true, all of the warnings relate
 flags.DEFINE_bool("version_2_with_negative", False, "If true, the SQuAD examples contain some that do not have an answer.")
 flags.DEFINE_float("null_score_diff_threshold", 0.0, "If null_score - best_non_null is greater than the threshold predict null.")
 flags.DEFINE_bool("do_eval", False, "Score the predictions of --predict_file against its answers (official EM/F1).")
+flags.DEFINE_enum("eval_metric", "squad", ["squad", "cmrc2018"],
+                  "--do_eval scoring: the official SQuAD scripts, or the CMRC 2018 script (Chinese).")
 define_shared_flags()
 
 
@@ -98,12 +100,17 @@ def main(argv):
         squad_task.write_predictions(FLAGS.output_dir, predictions, nbest,
                                      null_odds if FLAGS.version_2_with_negative else None)
         if FLAGS.do_eval:
+            from tasks import cmrc2018_evaluate
             from tasks.squad_evaluate import evaluate, evaluate_v1
             from training.results import write_eval_results
             with open(FLAGS.predict_file, encoding="utf-8") as f:
                 dataset = json.load(f)["data"]
-            result = (evaluate(dataset, predictions, null_odds, FLAGS.null_score_diff_threshold)
-                      if FLAGS.version_2_with_negative else evaluate_v1(dataset, predictions))
+            if FLAGS.eval_metric == "cmrc2018":
+                result = cmrc2018_evaluate.evaluate(dataset, predictions)
+            elif FLAGS.version_2_with_negative:
+                result = evaluate(dataset, predictions, null_odds, FLAGS.null_score_diff_threshold)
+            else:
+                result = evaluate_v1(dataset, predictions)
             write_eval_results(result, os.path.join(FLAGS.output_dir, "eval_results.txt"))
             print(json.dumps(result), file=sys.stderr)
 

@@ -1,7 +1,9 @@
 """SQuAD v1.1 / v2.0 as the original run_squad.py: examples, sliding-window features, and
 predictions mapped back to the original text.
 
-Reading: the context is split on whitespace into `doc_tokens`, with a character -> word map;
+Reading: the context is split on whitespace into `doc_tokens` (and around each CJK character,
+since Chinese text has no spaces; text without CJK characters is split as the original), with
+a character -> word map;
 the answer's character offsets give its word span (answers whose text is not found there are
 skipped, and counted). Features: WordPiece tokens, windows of the document of at most
 `max_seq_length - len(query) - 3` tokens every `doc_stride`, each token scored for the window
@@ -18,7 +20,7 @@ import math
 import sys
 
 from cli import InputError
-from tokenization.reference import BasicTokenizer, whitespace_tokenize
+from tokenization.reference import BasicTokenizer, is_chinese_char, whitespace_tokenize
 
 
 @dataclasses.dataclass
@@ -30,6 +32,7 @@ class SquadExample:
     start_position: int = None
     end_position: int = None
     is_impossible: bool = False
+    doc_spaced: list = None   # whether whitespace preceded each doc token (None: all)
 
 
 @dataclasses.dataclass
@@ -52,6 +55,38 @@ def _is_whitespace(c):
     return c in " \t\r\n" or ord(c) == 0x202F
 
 
+def split_context(context):
+    """(words, spaced, char_to_word): the context cut at whitespace, as the original, and
+    also around each CJK character (Chinese text has no spaces: CMRC 2018, DRCD), so that an
+    answer is a span of words; `spaced[i]`: whitespace preceded word i; `char_to_word[c]`: the
+    word of character c. Text without CJK characters is split exactly as the original."""
+    words, spaced, char_to_word = [], [], []
+    boundary = after_space = True
+    for c in context:
+        if _is_whitespace(c):
+            boundary = after_space = True
+        else:
+            cjk = is_chinese_char(ord(c))
+            if boundary or cjk:
+                words.append(c)
+                spaced.append(after_space)
+            else:
+                words[-1] += c
+            boundary, after_space = cjk, False
+        char_to_word.append(len(words) - 1)
+    return words, spaced, char_to_word
+
+
+def join_words(words, spaced=None):
+    """Words back to text: a space where the context had whitespace (the original's
+    `" ".join` for text without CJK characters), none between a CJK character and its
+    neighbours."""
+    if spaced is None:
+        return " ".join(words)
+    return "".join((" " if space and i else "") + word
+                   for i, (word, space) in enumerate(zip(words, spaced, strict=True)))
+
+
 def read_squad_examples(input_file, is_training, version_2_with_negative=False):
     """Returns (examples, number of answers skipped because their offsets do not match)."""
     try:
@@ -64,18 +99,7 @@ def read_squad_examples(input_file, is_training, version_2_with_negative=False):
     examples, skipped = [], 0
     for entry in data:
         for paragraph in entry["paragraphs"]:
-            doc_tokens, char_to_word = [], []
-            previous_is_space = True
-            for c in paragraph["context"]:
-                if _is_whitespace(c):
-                    previous_is_space = True
-                else:
-                    if previous_is_space:
-                        doc_tokens.append(c)
-                    else:
-                        doc_tokens[-1] += c
-                    previous_is_space = False
-                char_to_word.append(len(doc_tokens) - 1)
+            doc_tokens, spaced, char_to_word = split_context(paragraph["context"])
             for qa in paragraph["qas"]:
                 start = end = None
                 answer_text = None
@@ -96,7 +120,7 @@ def read_squad_examples(input_file, is_training, version_2_with_negative=False):
                             print(f"warning: {qa['id']}: answer offsets outside the context, skipped", file=sys.stderr)
                             continue
                         start, end = char_to_word[offset], char_to_word[last]
-                        actual = " ".join(doc_tokens[start:end + 1])
+                        actual = join_words(doc_tokens[start:end + 1], spaced[start:end + 1])
                         cleaned = " ".join(whitespace_tokenize(answer_text))
                         if actual.find(cleaned) == -1:
                             skipped += 1
@@ -104,7 +128,7 @@ def read_squad_examples(input_file, is_training, version_2_with_negative=False):
                                   file=sys.stderr)
                             continue
                 examples.append(SquadExample(qa["id"], qa["question"], doc_tokens, answer_text, start, end,
-                                             impossible))
+                                             impossible, spaced))
     return examples, skipped
 
 
@@ -285,7 +309,9 @@ def compute_predictions(examples, features, results, n_best_size, max_answer_len
                 tok_text = " ".join(pieces.replace(" ##", "").replace("##", "").strip().split())
                 orig_start = feature.token_to_orig_map[p.start_index]
                 orig_end = feature.token_to_orig_map[p.end_index]
-                orig_text = " ".join(example.doc_tokens[orig_start:orig_end + 1])
+                orig_text = join_words(example.doc_tokens[orig_start:orig_end + 1],
+                                       example.doc_spaced[orig_start:orig_end + 1]
+                                       if example.doc_spaced is not None else None)
                 text = get_final_text(tok_text, orig_text, do_lower_case)
                 if text in seen:
                     continue

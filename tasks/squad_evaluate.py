@@ -2,9 +2,11 @@
 
     python -m tasks.squad_evaluate DATA.json PRED.json [--na-prob-file NULL_ODDS.json]
         [--na-prob-thresh T] [--out-file OUT.json]
+    python -m tasks.squad_evaluate --metric=cmrc2018 DATA.json PRED.json
 
 prints the v2.0 script's JSON: `exact`, `f1`, `total`, `HasAns_*`, `NoAns_*` and, with a null-odds
-file, `best_exact`, `best_exact_thresh`, `best_f1`, `best_f1_thresh`. Answers are normalised
+file, `best_exact`, `best_exact_thresh`, `best_f1`, `best_f1_thresh`. With `--metric=cmrc2018`,
+the CMRC 2018 script's JSON instead (`tasks/cmrc2018_evaluate.py`). Answers are normalised
 (lower case, punctuation and articles removed, whitespace collapsed); a question scores the
 maximum over its gold answers; an unanswerable question has the single gold answer "".
 """
@@ -122,6 +124,7 @@ def main(argv=None):
     parser.add_argument("--out-file", "-o", metavar="eval.json")
     parser.add_argument("--na-prob-file", "-n", metavar="na_prob.json")
     parser.add_argument("--na-prob-thresh", "-t", type=float, default=1.0)
+    parser.add_argument("--metric", choices=("squad", "cmrc2018"), default="squad")
     args = parser.parse_args(argv)
     try:
         with open(args.data_file, encoding="utf-8") as f:
@@ -135,6 +138,13 @@ def main(argv=None):
     except (OSError, ValueError, KeyError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    if args.metric == "cmrc2018":
+        from tasks import cmrc2018_evaluate
+        scores = cmrc2018_evaluate.evaluate(dataset, predictions)
+        result = {**{k: f"{scores[k]:.3f}" for k in ("AVERAGE", "F1", "EM")},
+                  "TOTAL": scores["TOTAL"], "SKIP": scores["SKIP"], "FILE": args.pred_file}
+        print(json.dumps(result))
+        return 0
     result = evaluate(dataset, predictions, na_probs, args.na_prob_thresh)
     if args.out_file:
         with open(args.out_file, "w") as f:
