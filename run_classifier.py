@@ -17,31 +17,12 @@ import sys
 
 from absl import flags
 
-from cli import InputError, run
-from training.flags import (check_shared_flags, define_shared_flags, load_config, run_options,
-                            strategy_from_flags)
+from cli import run
+from training.flags import check_finetuning_flags, define_finetuning_flags, finetuning_driver
 
 FLAGS = flags.FLAGS
 
-# The original's flags.
-flags.DEFINE_string("data_dir", None, "The input data dir. Should contain the .tsv files (or other data files) for the task.")
-flags.DEFINE_string("bert_config_file", None, "The config json file corresponding to the pre-trained BERT model.")
-flags.DEFINE_string("task_name", None, "The name of the task to train (its dataset's lower-case name).")
-flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
-flags.DEFINE_string("output_dir", None, "The output directory where the model checkpoints will be written.")
-flags.DEFINE_string("init_checkpoint", None, "Initial checkpoint (usually from a pre-trained BERT model).")
-flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text. Should be True for uncased models and False for cased models.")
-flags.DEFINE_integer("max_seq_length", 128, "The maximum total input sequence length after WordPiece tokenization.")
-flags.DEFINE_bool("do_train", False, "Whether to run training.")
-flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
-flags.DEFINE_bool("do_predict", False, "Whether to run the model in inference mode on the test set.")
-flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training.")
-flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.")
-flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predict.")
-flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.")
-flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.")
-flags.DEFINE_float("warmup_proportion", 0.1, "Proportion of training to perform linear learning rate warmup for.")
-define_shared_flags()
+define_finetuning_flags("The name of the task to train (its dataset's lower-case name).")
 
 # Ours: task options and users' own data.
 flags.DEFINE_string("xnli_language", "zh", "XNLI: the language to train and evaluate on.")
@@ -55,22 +36,7 @@ flags.DEFINE_string("export_dir", None, "Export a SavedModel taking raw text (te
 
 
 def _check_flags():
-    for name in ("data_dir", "bert_config_file", "task_name", "vocab_file", "output_dir"):
-        if not getattr(FLAGS, name):
-            raise InputError(f"--{name} is required")
-    if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict or FLAGS.export_dir):
-        raise InputError("at least one of --do_train, --do_eval, --do_predict or --export_dir is needed")
-    for name in ("vocab_file", "bert_config_file"):
-        if not os.path.isfile(getattr(FLAGS, name)):
-            raise InputError(f"--{name}={getattr(FLAGS, name)}: no such file")
-    if not os.path.isdir(FLAGS.data_dir):
-        raise InputError(f"--data_dir={FLAGS.data_dir}: no such directory")
-    for name in ("train_batch_size", "eval_batch_size", "predict_batch_size", "max_seq_length"):
-        if getattr(FLAGS, name) < 1:
-            raise InputError(f"--{name}={getattr(FLAGS, name)}: must be at least 1")
-    if FLAGS.max_seq_length < 3:
-        raise InputError(f"--max_seq_length={FLAGS.max_seq_length}: too small for [CLS] A [SEP]")
-    check_shared_flags()
+    check_finetuning_flags(3, "[CLS] A [SEP]", other_modes=("export_dir",))
 
 
 def main(argv):
@@ -80,8 +46,6 @@ def main(argv):
     from tasks import classifier_task
     from tasks.classifier_data import get_processor
     from tasks.classifier_features import cached_features
-    from tokenization import FullTokenizer, validate_case_matches_checkpoint
-    from training.driver import Driver
     from training.results import write_eval_results
     task = FLAGS.task_name.lower()
     processor = get_processor(task, FLAGS.data_dir, language=FLAGS.xnli_language,
@@ -90,21 +54,11 @@ def main(argv):
                               label_column=FLAGS.label_column, label_file=FLAGS.label_file)
     label_list = processor.get_labels()
     regression = label_list is None
-    try:
-        validate_case_matches_checkpoint(FLAGS.do_lower_case, FLAGS.init_checkpoint)
-    except ValueError as error:
-        raise InputError(str(error)) from None
-    config = load_config(FLAGS.bert_config_file, FLAGS.max_seq_length)
-    strategy = strategy_from_flags()
-    tokenizer = FullTokenizer(FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
     train_examples = processor.get_train_examples(FLAGS.data_dir) if FLAGS.do_train else None
     eval_examples = processor.get_dev_examples(FLAGS.data_dir) if FLAGS.do_eval else None
     test_examples = processor.get_test_examples(FLAGS.data_dir) if FLAGS.do_predict else None
-    if FLAGS.init_checkpoint:
-        modeling.checkpoints.resolve_checkpoint_path(FLAGS.init_checkpoint)  # exists?
-    options = run_options(strategy, FLAGS.output_dir, FLAGS.init_checkpoint)
     num_labels = 1 if regression else len(label_list)
-    driver = Driver(strategy, lambda: modeling.BertClassifier(config, num_labels=num_labels), options)
+    driver, tokenizer = finetuning_driver(lambda config: modeling.BertClassifier(config, num_labels=num_labels))
     if FLAGS.do_train:
         path = os.path.join(FLAGS.output_dir, "train.tf_record")
         reused = cached_features(train_examples, label_list, FLAGS.max_seq_length, tokenizer, path)

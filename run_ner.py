@@ -16,50 +16,20 @@ import sys
 
 from absl import flags
 
-from cli import InputError, run
-from training.flags import (check_shared_flags, define_shared_flags, load_config, run_options,
-                            strategy_from_flags)
+from cli import run
+from training.flags import check_finetuning_flags, define_finetuning_flags, finetuning_driver
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_string("data_dir", None, "The input data dir with the train, dev and test files (CoNLL format).")
-flags.DEFINE_string("bert_config_file", None, "The config json file corresponding to the pre-trained BERT model.")
-flags.DEFINE_string("task_name", "generic", "generic, conll2003, msra or peoples_daily (file names and entity types).")
-flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
-flags.DEFINE_string("output_dir", None, "The output directory where the model checkpoints will be written.")
-flags.DEFINE_string("init_checkpoint", None, "Initial checkpoint (usually from a pre-trained BERT model).")
-flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text (False for cased models).")
-flags.DEFINE_integer("max_seq_length", 128, "WordPieces per window; longer sentences are split into windows.")
-flags.DEFINE_bool("do_train", False, "Whether to run training.")
-flags.DEFINE_bool("do_eval", False, "Whether to evaluate on the dev file.")
-flags.DEFINE_bool("do_predict", False, "Whether to tag the test file.")
-flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training.")
-flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.")
-flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predict.")
-flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.")
-flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.")
-flags.DEFINE_float("warmup_proportion", 0.1, "Proportion of training to perform linear learning rate warmup for.")
+define_finetuning_flags("generic, conll2003, msra or peoples_daily (file names and entity types).",
+                        task_default="generic",
+                        data_help="The input data dir with the train, dev and test files (CoNLL format).",
+                        max_seq_length_help="WordPieces per window; longer sentences are split into windows.")
 flags.DEFINE_bool("crf", False, "A linear-chain CRF over the tag scores (Viterbi decoding).")
-define_shared_flags()
 
 
 def _check_flags():
-    for name in ("data_dir", "bert_config_file", "vocab_file", "output_dir"):
-        if not getattr(FLAGS, name):
-            raise InputError(f"--{name} is required")
-    if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict):
-        raise InputError("at least one of --do_train, --do_eval or --do_predict is needed")
-    for name in ("vocab_file", "bert_config_file"):
-        if not os.path.isfile(getattr(FLAGS, name)):
-            raise InputError(f"--{name}={getattr(FLAGS, name)}: no such file")
-    if not os.path.isdir(FLAGS.data_dir):
-        raise InputError(f"--data_dir={FLAGS.data_dir}: no such directory")
-    for name in ("train_batch_size", "eval_batch_size", "predict_batch_size"):
-        if getattr(FLAGS, name) < 1:
-            raise InputError(f"--{name}={getattr(FLAGS, name)}: must be at least 1")
-    if FLAGS.max_seq_length < 3:
-        raise InputError(f"--max_seq_length={FLAGS.max_seq_length}: too small for [CLS] token [SEP]")
-    check_shared_flags()
+    check_finetuning_flags(3, "[CLS] token [SEP]")
 
 
 def _read_data(task):
@@ -82,22 +52,11 @@ def main(argv):
     _check_flags()
     import modeling
     from tasks import ner_data, ner_task
-    from tokenization import FullTokenizer, validate_case_matches_checkpoint
-    from training.driver import Driver
     from training.results import write_eval_results
     task = FLAGS.task_name.lower()
     labels, train, dev, test = _read_data(task)
-    try:
-        validate_case_matches_checkpoint(FLAGS.do_lower_case, FLAGS.init_checkpoint)
-    except ValueError as error:
-        raise InputError(str(error)) from None
-    config = load_config(FLAGS.bert_config_file, FLAGS.max_seq_length)
-    strategy = strategy_from_flags()
-    tokenizer = FullTokenizer(FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
-    if FLAGS.init_checkpoint:
-        modeling.checkpoints.resolve_checkpoint_path(FLAGS.init_checkpoint)  # exists?
-    driver = Driver(strategy, lambda: modeling.BertTokenClassifier(config, len(labels), crf=FLAGS.crf),
-                    run_options(strategy, FLAGS.output_dir, FLAGS.init_checkpoint))
+    driver, tokenizer = finetuning_driver(
+        lambda config: modeling.BertTokenClassifier(config, len(labels), crf=FLAGS.crf))
     if FLAGS.do_train:
         training, windows = ner_task.ner_training(
             train.sentences, tokenizer, labels, FLAGS.max_seq_length, FLAGS.train_batch_size,

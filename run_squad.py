@@ -16,8 +16,7 @@ import sys
 from absl import flags
 
 from cli import InputError, run
-from training.flags import (check_shared_flags, define_shared_flags, load_config, run_options,
-                            strategy_from_flags)
+from training.flags import check_shared_flags, define_shared_flags, finetuning_driver
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("bert_config_file", None, "The config json file corresponding to the pre-trained BERT model.")
@@ -69,15 +68,7 @@ def main(argv):
     import modeling
     from tasks import squad_task
     from tasks.squad import read_squad_examples
-    from tokenization import FullTokenizer
-    from training.driver import Driver
-    config = load_config(FLAGS.bert_config_file, FLAGS.max_seq_length)
-    strategy = strategy_from_flags()
-    tokenizer = FullTokenizer(FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
-    if FLAGS.init_checkpoint:
-        modeling.checkpoints.resolve_checkpoint_path(FLAGS.init_checkpoint)  # exists?
-    driver = Driver(strategy, lambda: modeling.BertSpanLabeler(config),
-                    run_options(strategy, FLAGS.output_dir, FLAGS.init_checkpoint))
+    driver, tokenizer = finetuning_driver(modeling.BertSpanLabeler)
     windows = (FLAGS.max_seq_length, FLAGS.doc_stride, FLAGS.max_query_length)
     if FLAGS.do_train:
         examples, skipped = read_squad_examples(FLAGS.train_file, True, FLAGS.version_2_with_negative)

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import allennlp_fixture
+from conftest import allennlp_fixture, oracle_results
 
 from tasks import cmrc2018_evaluate, squad
 from tokenization import FullTokenizer
@@ -54,16 +54,6 @@ def test_cmrc2018_metric_by_hand():
     assert result["AVERAGE"] == pytest.approx((result["EM"] + result["F1"]) / 2)
 
 
-def _oracle_results(features):
-    results = []
-    for f in features:
-        start, end = [0.0] * len(f.input_ids), [0.0] * len(f.input_ids)
-        start[f.start_position] += 10.0
-        end[f.end_position] += 10.0
-        results.append(squad.RawResult(f.unique_id, start, end))
-    return results
-
-
 def test_oracle_logits_score_100_on_real_cmrc2018(tmp_path):
     """Gold start/end logits give back every gold answer exactly: no character inserted or lost."""
     with open(DEV, encoding="utf-8") as f:
@@ -79,7 +69,7 @@ def test_oracle_logits_score_100_on_real_cmrc2018(tmp_path):
     tokenizer = FullTokenizer(VOCAB_ZH)
     features = squad.convert_examples_to_features(examples, tokenizer, 128, 64, 32, True)
     assert len(features) > len(examples)  # several windows per long paragraph
-    predictions, _, _ = squad.compute_predictions(examples, features, _oracle_results(features), 20, 64, True)
+    predictions, _, _ = squad.compute_predictions(examples, features, oracle_results(features), 20, 64, True)
     with open(DEV, encoding="utf-8") as f:
         result = cmrc2018_evaluate.evaluate(json.load(f)["data"], predictions)
     assert result["EM"] == 100.0 and result["F1"] == 100.0 and result["SKIP"] == 0

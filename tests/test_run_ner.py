@@ -8,7 +8,6 @@ import random
 import subprocess
 import sys
 
-import pytest
 from conftest import allennlp_fixture
 
 from tasks import ner_data, ner_metrics

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import allennlp_fixture
+from conftest import allennlp_fixture, oracle_results
 
 from cli import InputError
 from tasks import squad, squad_evaluate
@@ -65,16 +65,6 @@ def test_evaluate_command_line(tmp_path):
 
 
 # ------------------------------------------------------------------ the algorithm on real data
-def _oracle_results(features):
-    results = []
-    for f in features:
-        start, end = [0.0] * len(f.input_ids), [0.0] * len(f.input_ids)
-        start[f.start_position] += 10.0
-        end[f.end_position] += 10.0
-        results.append(squad.RawResult(f.unique_id, start, end))
-    return results
-
-
 def test_oracle_logits_score_100_on_real_squad(tmp_path):
     path = allennlp_squad()
     tokenizer = FullTokenizer(VOCAB_EN)
@@ -94,7 +84,7 @@ def test_oracle_logits_score_100_on_real_squad(tmp_path):
     features = squad.convert_examples_to_features(examples, tokenizer, 96, 32, 24, True)
     assert {f.example_index for f in features} == set(range(5))
     assert len(features) > 5
-    predictions, nbest, _ = squad.compute_predictions(examples, features, _oracle_results(features),
+    predictions, nbest, _ = squad.compute_predictions(examples, features, oracle_results(features),
                                                      20, 30, True)
     with open(path, encoding="utf-8") as f:
         dataset = json.load(f)["data"]
@@ -123,7 +113,7 @@ def test_v2_null_answer_with_oracle_logits(tmp_path):
     examples, _ = squad.read_squad_examples(str(path), True, version_2_with_negative=True)
     assert [e.is_impossible for e in examples] == [False, True]
     features = squad.convert_examples_to_features(examples, tokenizer, 64, 32, 24, True)
-    predictions, _, null_odds = squad.compute_predictions(examples, features, _oracle_results(features),
+    predictions, _, null_odds = squad.compute_predictions(examples, features, oracle_results(features),
                                                          20, 30, True, version_2_with_negative=True)
     assert predictions == {"has": "Normandy", "none": ""}
     assert null_odds["none"] > 0 > null_odds["has"]

@@ -34,6 +34,82 @@ def define_shared_flags(pld=False):
         flags.DEFINE_float("pld_gamma", 0.001, "PLD: how fast theta(t) decays towards theta_bar.")
 
 
+def define_finetuning_flags(task_help, task_default=None, data_help=None, train_batch_size=32,
+                            learning_rate=5e-5, max_seq_length_help=None):
+    """The original run_classifier.py's flags, which the fine-tuning scripts share, and the
+    shared training flags."""
+    flags.DEFINE_string("data_dir", None, data_help or "The input data dir. Should contain the .tsv files "
+                        "(or other data files) for the task.")
+    flags.DEFINE_string("bert_config_file", None, "The config json file corresponding to the pre-trained BERT model.")
+    flags.DEFINE_string("task_name", task_default, task_help)
+    flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
+    flags.DEFINE_string("output_dir", None, "The output directory where the model checkpoints will be written.")
+    flags.DEFINE_string("init_checkpoint", None, "Initial checkpoint (usually from a pre-trained BERT model).")
+    flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text. Should be True for uncased "
+                      "models and False for cased models.")
+    flags.DEFINE_integer("max_seq_length", 128, max_seq_length_help or "The maximum total input sequence "
+                         "length after WordPiece tokenization.")
+    flags.DEFINE_bool("do_train", False, "Whether to run training.")
+    flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
+    flags.DEFINE_bool("do_predict", False, "Whether to run the model in inference mode on the test set.")
+    flags.DEFINE_integer("train_batch_size", train_batch_size, "Total batch size for training.")
+    flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.")
+    flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predict.")
+    flags.DEFINE_float("learning_rate", learning_rate, "The initial learning rate for Adam.")
+    flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.")
+    flags.DEFINE_float("warmup_proportion", 0.1, "Proportion of training to perform linear learning rate "
+                       "warmup for.")
+    define_shared_flags()
+
+
+def check_finetuning_flags(min_seq_length, sequence, other_modes=()):
+    """One-line errors for the fine-tuning flags: required ones, files, modes, ranges.
+    `sequence` names what must fit in `min_seq_length` (for the message); `other_modes` are
+    flags besides --do_train/--do_eval/--do_predict that give a run something to do."""
+    from cli import InputError
+    FLAGS = flags.FLAGS
+    for name in ("data_dir", "bert_config_file", "task_name", "vocab_file", "output_dir"):
+        if not getattr(FLAGS, name):
+            raise InputError(f"--{name} is required")
+    modes = ("do_train", "do_eval", "do_predict", *other_modes)
+    if not any(getattr(FLAGS, name) for name in modes):
+        raise InputError(f"at least one of {', '.join('--' + m for m in modes)} is needed")
+    for name in ("vocab_file", "bert_config_file"):
+        if not os.path.isfile(getattr(FLAGS, name)):
+            raise InputError(f"--{name}={getattr(FLAGS, name)}: no such file")
+    if not os.path.isdir(FLAGS.data_dir):
+        raise InputError(f"--data_dir={FLAGS.data_dir}: no such directory")
+    for name in ("train_batch_size", "eval_batch_size", "predict_batch_size", "max_seq_length"):
+        if getattr(FLAGS, name) < 1:
+            raise InputError(f"--{name}={getattr(FLAGS, name)}: must be at least 1")
+    if FLAGS.max_seq_length < min_seq_length:
+        raise InputError(f"--max_seq_length={FLAGS.max_seq_length}: too small for {sequence}")
+    check_shared_flags()
+
+
+def finetuning_driver(make_model):
+    """(driver, tokenizer) of a fine-tuning script from its flags: --do_lower_case checked
+    against a released checkpoint's name, the config with its variant overrides, the strategy,
+    the tokenizer, --init_checkpoint checked to exist, and the model `make_model(config)`."""
+    from cli import InputError
+    import modeling
+    from tokenization import FullTokenizer, validate_case_matches_checkpoint
+    from training.driver import Driver
+    FLAGS = flags.FLAGS
+    try:
+        validate_case_matches_checkpoint(FLAGS.do_lower_case, FLAGS.init_checkpoint)
+    except ValueError as error:
+        raise InputError(str(error)) from None
+    config = load_config(FLAGS.bert_config_file, FLAGS.max_seq_length)
+    strategy = strategy_from_flags()
+    tokenizer = FullTokenizer(FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
+    if FLAGS.init_checkpoint:
+        modeling.checkpoints.resolve_checkpoint_path(FLAGS.init_checkpoint)  # exists?
+    driver = Driver(strategy, lambda: make_model(config),
+                    run_options(strategy, FLAGS.output_dir, FLAGS.init_checkpoint))
+    return driver, tokenizer
+
+
 def load_config(config_file, max_seq_length):
     """The config with the variant overrides applied; checks max_seq_length against it."""
     from cli import InputError
