@@ -14,7 +14,8 @@ import sys
 
 from absl import flags
 
-from cli import InputError, run
+from bert_realformer.cli import run
+from bert_realformer.errors import InputError
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("bert_config_file", None, "Config of the checkpoint.")
@@ -32,7 +33,6 @@ flags.DEFINE_string("title", "", "Plot title prefix (e.g. the model variant).")
 
 
 def batches():
-    import numpy as np
     if FLAGS.input_file:
         from pretraining.input_pipeline import expand_input_files, make_dataset
         files = expand_input_files(FLAGS.input_file)
@@ -45,16 +45,14 @@ def batches():
             if count >= FLAGS.max_examples:
                 return
         return
-    from extract_features import convert, read_examples
+    from tasks.text_features import read_text_examples, text_features
     from tokenization import FullTokenizer
     if not FLAGS.vocab_file:
         raise InputError("--text_file needs --vocab_file")
-    features = convert(read_examples(FLAGS.text_file)[:FLAGS.max_examples],
-                       FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case), FLAGS.max_seq_length)
-    for start in range(0, len(features), FLAGS.batch_size):
-        part = features[start:start + FLAGS.batch_size]
-        yield {"input_ids": np.array([f[1] for f in part], "int32"), "input_mask": np.array([f[2] for f in part], "int32"),
-               "token_type_ids": np.array([f[3] for f in part], "int32")}
+    _, arrays = text_features(read_text_examples(FLAGS.text_file, "--text_file")[:FLAGS.max_examples],
+                              FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case), FLAGS.max_seq_length)
+    for start in range(0, len(arrays["input_ids"]), FLAGS.batch_size):
+        yield {k: v[start:start + FLAGS.batch_size] for k, v in arrays.items()}
 
 
 def main(argv):
@@ -64,17 +62,21 @@ def main(argv):
             raise InputError(f"--{name} is required")
     if bool(FLAGS.input_file) == bool(FLAGS.text_file):
         raise InputError("give one of --input_file (TFRecords) or --text_file")
+    import tensorflow as tf
+
     import modeling
     from analysis.attention import AttentionStatistics, plot
-    from training.checkpointing import initialise
+    from training.checkpointing import describe, load_weights, resolve
     config = modeling.BertConfig.from_json_file(FLAGS.bert_config_file)
     model = modeling.BertModel(config)
     model.build()
-    print(initialise(model, FLAGS.init_checkpoint), file=sys.stderr)
+    checkpoint = resolve(FLAGS.init_checkpoint)
+    print(describe(checkpoint, load_weights(model, checkpoint, strict=True)), file=sys.stderr)
+    attention_probs = tf.function(lambda batch: model(batch, training=False, output_attention_probs=True)
+                                  ["attention_probs"])
     stats = AttentionStatistics(config.num_hidden_layers, config.num_attention_heads)
     for batch in batches():
-        out = model(batch, training=False, output_attention_probs=True)
-        stats.add(out["attention_probs"], batch["input_mask"])
+        stats.add(attention_probs(batch), batch["input_mask"])
     os.makedirs(FLAGS.output_dir, exist_ok=True)
     summary = {"config": config.to_dict(), "checkpoint": FLAGS.init_checkpoint, **stats.summary()}
     with open(os.path.join(FLAGS.output_dir, "attention_stats.json"), "w") as f:

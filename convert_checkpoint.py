@@ -18,7 +18,8 @@ import sys
 
 from absl import flags
 
-from cli import InputError, run
+from bert_realformer.cli import run
+from bert_realformer.errors import InputError
 
 FLAGS = flags.FLAGS
 SOURCES = ("tf1", "ours", "hf")

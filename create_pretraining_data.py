@@ -19,7 +19,8 @@ import time
 
 from absl import flags
 
-from cli import InputError, run
+from bert_realformer.cli import run
+from bert_realformer.errors import InputError
 
 FLAGS = flags.FLAGS
 
@@ -167,7 +168,7 @@ def _create(input_files, output_files, seed, vocab_ids, progress, ref_files):
 def _write_native(documents, output_files, seed, masking, vocab_ids):
     """Instances and records made in C (`pretraining.native`). Returns (instances, masked, tokens)."""
     from pretraining import native
-    from tfrecords import AtomicRecordWriters
+    from bert_realformer.tfrecords import AtomicRecordWriters
 
     instances = native.create_training_instances(
         documents, FLAGS.max_seq_length, FLAGS.dupe_factor, FLAGS.short_seq_prob, masking,
@@ -185,7 +186,7 @@ def _write_python(documents, output_files, seed, masking, vocab_ids, pool):
     instances. Returns (instances, masked, tokens)."""
     from pretraining.instances import create_training_instances
     from pretraining.records import ParallelEncoder
-    from tfrecords import AtomicRecordWriters
+    from bert_realformer.tfrecords import AtomicRecordWriters
 
     encoder = ParallelEncoder(pool, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq)
     counts = {"masked": 0, "tokens": 0}

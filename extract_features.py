@@ -12,11 +12,12 @@ Input: one example per line, `text_a` or `text_a ||| text_b`. Output: one JSON o
 
 import json
 import os
-import re
+import sys
 
 from absl import flags
 
-from cli import InputError, run
+from bert_realformer.cli import run
+from bert_realformer.errors import InputError
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input_file", None, "Input text, one example per line ('text_a' or 'text_a ||| text_b').")
@@ -33,42 +34,6 @@ flags.DEFINE_string("master", None, "Accepted for compatibility.")
 flags.DEFINE_integer("num_tpu_cores", 8, "Accepted for compatibility.")
 flags.DEFINE_bool("use_one_hot_embeddings", False, "Accepted for compatibility (the lookup gives the same values).")
 
-_PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
-
-
-def read_examples(path):
-    """[(unique_id, text_a, text_b or None)] from the input file."""
-    if not os.path.isfile(path):
-        raise InputError(f"--input_file={path}: no such file")
-    examples = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            match = _PAIR.match(line)
-            text_a, text_b = (match.group(1), match.group(2)) if match else (line, None)
-            examples.append((len(examples), text_a, text_b))
-    return examples
-
-
-def convert(examples, tokenizer, max_seq_length):
-    """-> [(tokens, input_ids, input_mask, segment_ids)] as the original (truncation included)."""
-    from tasks.classifier_features import truncate_seq_pair
-    out = []
-    for _, text_a, text_b in examples:
-        a = tokenizer.tokenize(text_a)
-        b = tokenizer.tokenize(text_b) if text_b is not None else None
-        if b is not None:
-            truncate_seq_pair(a, b, max_seq_length - 3)
-        else:
-            a = a[:max_seq_length - 2]
-        tokens = ["[CLS]", *a, "[SEP]"] + ([*b, "[SEP]"] if b is not None else [])
-        segment_ids = [0] * (len(a) + 2) + ([1] * (len(b) + 1) if b is not None else [])
-        pad = [0] * (max_seq_length - len(tokens))
-        out.append((tokens, tokenizer.convert_tokens_to_ids(tokens) + pad, [1] * len(tokens) + pad,
-                    segment_ids + pad))
-    return out
-
-
 def main(argv):
     del argv
     for name in ("input_file", "output_file", "bert_config_file", "vocab_file", "init_checkpoint"):
@@ -79,29 +44,37 @@ def main(argv):
     except ValueError:
         raise InputError(f"--layers={FLAGS.layers}: expected comma-separated integers") from None
     import numpy as np
+    import tensorflow as tf
 
     import modeling
+    from tasks.text_features import read_text_examples, text_features
     from tokenization import FullTokenizer
+    from training.checkpointing import describe, load_weights, resolve
     config = modeling.BertConfig.from_json_file(FLAGS.bert_config_file)
     for index in layer_indexes:
         if not -config.num_hidden_layers <= index < config.num_hidden_layers:
             raise InputError(f"--layers: {index} is not a layer of this {config.num_hidden_layers}-layer model")
     tokenizer = FullTokenizer(FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
     model = modeling.BertModel(config)
-    modeling.load_tf1_checkpoint(model, FLAGS.init_checkpoint)
-    features = convert(read_examples(FLAGS.input_file), tokenizer, FLAGS.max_seq_length)
+    model.build()
+    checkpoint = resolve(FLAGS.init_checkpoint)  # a TF1 checkpoint, ours, or a run directory
+    print(describe(checkpoint, load_weights(model, checkpoint, strict=True)), file=sys.stderr)
+    all_tokens, arrays = text_features(read_text_examples(FLAGS.input_file), tokenizer, FLAGS.max_seq_length)
+
+    @tf.function
+    def layers_of(features):
+        layers = model(features, training=False)["all_encoder_layers"]
+        return [layers[i] for i in layer_indexes]
+
     tmp = f"{FLAGS.output_file}.tmp{os.getpid()}"
     with open(tmp, "w", encoding="utf-8") as writer:
-        for start in range(0, len(features), FLAGS.batch_size):
-            batch = features[start:start + FLAGS.batch_size]
-            out = model({"input_ids": np.array([f[1] for f in batch], "int32"),
-                         "input_mask": np.array([f[2] for f in batch], "int32"),
-                         "token_type_ids": np.array([f[3] for f in batch], "int32")})
-            layers = [np.asarray(out["all_encoder_layers"][i]) for i in layer_indexes]
-            for row, (tokens, *_) in enumerate(batch):
+        for start in range(0, len(all_tokens), FLAGS.batch_size):
+            batch = {k: v[start:start + FLAGS.batch_size] for k, v in arrays.items()}
+            layers = [np.asarray(layer) for layer in layers_of(batch)]
+            for row, tokens in enumerate(all_tokens[start:start + FLAGS.batch_size]):
                 entry = {"linex_index": start + row, "features": [
                     {"token": token, "layers": [{"index": index, "values": [round(float(x), 6) for x in layer[row, i]]}
-                                                for index, layer in zip(layer_indexes, layers)]}
+                                                for index, layer in zip(layer_indexes, layers, strict=True)]}
                     for i, token in enumerate(tokens)]}
                 writer.write(json.dumps(entry) + "\n")
     os.replace(tmp, FLAGS.output_file)

@@ -16,7 +16,7 @@ import sys
 
 from absl import flags
 
-from cli import run
+from bert_realformer.cli import run
 from training.flags import check_finetuning_flags, define_finetuning_flags, finetuning_driver
 
 FLAGS = flags.FLAGS

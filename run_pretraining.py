@@ -17,7 +17,8 @@ import sys
 
 from absl import flags
 
-from cli import InputError, run
+from bert_realformer.cli import run
+from bert_realformer.errors import InputError
 from training.flags import (check_shared_flags, define_shared_flags, load_config, run_options,
                             strategy_from_flags)
 

@@ -15,7 +15,8 @@ import sys
 
 from absl import flags
 
-from cli import InputError, run
+from bert_realformer.cli import run
+from bert_realformer.errors import InputError
 from training.flags import check_shared_flags, define_shared_flags, finetuning_driver
 
 FLAGS = flags.FLAGS

@@ -7,7 +7,7 @@ files in order, repeated (evaluation runs a fixed number of steps). Batches drop
 remainder; int64 features become int32.
 """
 
-from cli import InputError
+from bert_realformer.errors import InputError
 
 CYCLE_LENGTH = 4  # files read at once in training (the original's num_cpu_threads default)
 from pretraining.records import feature_spec

@@ -11,7 +11,7 @@ import dataclasses
 import json
 import os
 
-from cli import InputError
+from bert_realformer.errors import InputError
 
 
 @dataclasses.dataclass

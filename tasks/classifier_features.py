@@ -11,7 +11,7 @@ import hashlib
 import json
 import os
 
-from tfrecords import AtomicRecordWriters, encode_example, float_feature, int64_feature
+from bert_realformer.tfrecords import AtomicRecordWriters, encode_example, float_feature, int64_feature
 
 
 def truncate_seq_pair(tokens_a, tokens_b, max_length):

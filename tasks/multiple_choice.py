@@ -20,7 +20,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from cli import InputError
+from bert_realformer.errors import InputError
 from tasks.classifier_data import read_jsonl
 from tasks.classifier_features import truncate_seq_pair
 from training.driver import TrainingTask

@@ -14,7 +14,7 @@ Tasks (`--task_name`): `generic` (labels from the training file), and `conll2003
 import dataclasses
 import os
 
-from cli import InputError
+from bert_realformer.errors import InputError
 
 DOCSTART = "-DOCSTART-"
 PREFIXES = ("B", "I", "E", "S")

@@ -19,7 +19,7 @@ import json
 import math
 import sys
 
-from cli import InputError
+from bert_realformer.errors import InputError
 from tokenization.reference import BasicTokenizer, is_chinese_char, whitespace_tokenize
 
 

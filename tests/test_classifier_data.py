@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from cli import InputError
+from bert_realformer.errors import InputError
 from tasks.classifier_data import InputExample, get_processor
 from tasks.classifier_features import cached_features, convert_example, truncate_seq_pair
 from tasks.export import pack_inputs

@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 import modeling
-from cli import InputError
+from bert_realformer.errors import InputError
 from pretraining.losses import pretraining_totals, replica_pretraining_loss
 from tasks import squad_task
 from tasks.squad import SquadExample

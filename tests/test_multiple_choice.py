@@ -12,7 +12,7 @@ import pytest
 from conftest import allennlp_fixture
 
 import modeling
-from cli import InputError
+from bert_realformer.errors import InputError
 from tasks import multiple_choice
 from tokenization import FullTokenizer
 

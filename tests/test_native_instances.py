@@ -13,7 +13,7 @@ from pretraining import instances as python_path
 from pretraining import native
 from pretraining.instances import MaskingOptions, VocabIds
 from pretraining.records import instance_to_example
-from tfrecords import frame_record
+from bert_realformer.tfrecords import frame_record
 
 if not native.available():
     if os.environ.get("REQUIRE_NATIVE"):

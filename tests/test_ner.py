@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from cli import InputError
+from bert_realformer.errors import InputError
 from tasks import ner_data, ner_features, ner_metrics
 from tokenization import FullTokenizer
 

@@ -9,7 +9,7 @@ import sys
 import pytest
 from conftest import allennlp_fixture, oracle_results
 
-from cli import InputError
+from bert_realformer.errors import InputError
 from tasks import squad, squad_evaluate
 from tokenization import FullTokenizer
 

@@ -9,7 +9,8 @@ import sys
 
 from absl import flags
 
-from cli import InputError, run
+from bert_realformer.cli import run
+from bert_realformer.errors import InputError
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
@@ -39,7 +40,6 @@ def main(argv):
     from tokenization.reference import FullTokenizer
     reference = FullTokenizer(FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
     if FLAGS.fast:
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         from tokenization.fast import FastTokenizer
         fast = FastTokenizer(FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
         encode = fast.tokenize_to_lists

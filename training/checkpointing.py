@@ -19,7 +19,7 @@ import re
 import tensorflow as tf
 
 import modeling
-from cli import InputError
+from bert_realformer.errors import InputError
 
 TRAINING_STATE = "training_state"
 TRAINING_STATE_KIND = "training state"

@@ -1,6 +1,6 @@
 """tf.distribute strategies by name: one_device, mirrored, multi_worker (TF_CONFIG), tpu."""
 
-from cli import InputError
+from bert_realformer.errors import InputError
 
 STRATEGIES = ("one_device", "mirrored", "multi_worker", "tpu")
 

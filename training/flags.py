@@ -66,7 +66,7 @@ def check_finetuning_flags(min_seq_length, sequence, other_modes=()):
     """One-line errors for the fine-tuning flags: required ones, files, modes, ranges.
     `sequence` names what must fit in `min_seq_length` (for the message); `other_modes` are
     flags besides --do_train/--do_eval/--do_predict that give a run something to do."""
-    from cli import InputError
+    from bert_realformer.errors import InputError
     FLAGS = flags.FLAGS
     for name in ("data_dir", "bert_config_file", "task_name", "vocab_file", "output_dir"):
         if not getattr(FLAGS, name):
@@ -91,7 +91,7 @@ def finetuning_driver(make_model):
     """(driver, tokenizer) of a fine-tuning script from its flags: --do_lower_case checked
     against a released checkpoint's name, the config with its variant overrides, the strategy,
     the tokenizer, --init_checkpoint checked to exist, and the model `make_model(config)`."""
-    from cli import InputError
+    from bert_realformer.errors import InputError
     import modeling
     from tokenization import FullTokenizer, validate_case_matches_checkpoint
     from training.driver import Driver
@@ -112,7 +112,7 @@ def finetuning_driver(make_model):
 
 def load_config(config_file, max_seq_length):
     """The config with the variant overrides applied; checks max_seq_length against it."""
-    from cli import InputError
+    from bert_realformer.errors import InputError
     import modeling
     FLAGS = flags.FLAGS
     config = modeling.BertConfig.from_json_file(config_file)
@@ -150,7 +150,7 @@ def run_options(strategy, output_dir, init_checkpoint):
 
 def check_shared_flags():
     """One-line errors for shared flags out of range."""
-    from cli import InputError
+    from bert_realformer.errors import InputError
     FLAGS = flags.FLAGS
     for name in ("gradient_accumulation_steps", "save_checkpoints_steps", "iterations_per_loop",
                  "keep_checkpoint_max"):
