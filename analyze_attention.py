@@ -82,8 +82,8 @@ def main(argv):
     with open(os.path.join(FLAGS.output_dir, "attention_stats.json"), "w") as f:
         json.dump(summary, f, indent=1)
     prefix = f"{FLAGS.title}: " if FLAGS.title else ""
-    plot(stats.entropies, prefix + "attention entropy per token", os.path.join(FLAGS.output_dir, "attention_entropy.png"),
-         "entropy (nats)")
+    plot(stats.entropies, prefix + "attention entropy per token",
+         os.path.join(FLAGS.output_dir, "attention_entropy.png"), "entropy (nats)")
     if config.num_hidden_layers > 1:
         plot(stats.divergences, prefix + "JSD between adjacent layers, same head",
              os.path.join(FLAGS.output_dir, "attention_jsd.png"), "JSD (nats)")

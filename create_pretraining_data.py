@@ -28,24 +28,32 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("input_file", None, "Input raw text file (or comma-separated list of files; globs allowed).")
 flags.DEFINE_string("output_file", None, "Output TF example file (or comma-separated list of files).")
 flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
-flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text. Should be True for uncased models and False for cased models.")
+flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text. Should be True for uncased models and "
+                  "False for cased models.")
 flags.DEFINE_bool("do_whole_word_mask", False, "Whether to use whole word masking rather than per-WordPiece masking.")
 flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
 flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum number of masked LM predictions per sequence.")
 flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.")
 flags.DEFINE_integer("dupe_factor", 10, "Number of times to duplicate the input data (with different masks).")
 flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
-flags.DEFINE_float("short_seq_prob", 0.1, "Probability of creating sequences which are shorter than the maximum length.")
+flags.DEFINE_float("short_seq_prob", 0.1, "Probability of creating sequences which are shorter than the maximum "
+                   "length.")
 
 # Ours.
-flags.DEFINE_integer("num_workers", os.cpu_count() or 1, "Processes that tokenize the input in parallel (the output does not depend on it).")
+flags.DEFINE_integer("num_workers", os.cpu_count() or 1, "Processes that tokenize the input in parallel (the output "
+                     "does not depend on it).")
 flags.DEFINE_bool("shard_mode", False, "Process input files one at a time, each into its own output file "
                   "DIR/<input name>.tfrecord with --output_file=DIR and seed random_seed + file index, so "
                   "that peak memory follows the largest input file. Random next sentences come from the same file.")
-flags.DEFINE_enum("chinese_word_segmentation", "none", ["none", "jieba"], "Chinese whole-word masking: segment lines with jieba and mask multi-character words together (needs --do_whole_word_mask).")
-flags.DEFINE_string("chinese_ref_file", None, "Chinese whole-word masking from reference files in the format of Hugging Face's run_chinese_ref.py, one per input file (comma-separated; needs --do_whole_word_mask).")
-flags.DEFINE_bool("no_nsp", False, "RoBERTa-style data without next-sentence prediction: each instance is [CLS] + contiguous sentences of one document + [SEP], segment ids 0, next_sentence_labels 0.")
-flags.DEFINE_bool("use_native", True, "Make the instances and records with the compiled C module (pretraining/_native.c) where it was built; the output is the same. False: the pure-Python path.")
+flags.DEFINE_enum("chinese_word_segmentation", "none", ["none", "jieba"], "Chinese whole-word masking: segment lines "
+                  "with jieba and mask multi-character words together (needs --do_whole_word_mask).")
+flags.DEFINE_string("chinese_ref_file", None, "Chinese whole-word masking from reference files in the format of "
+                    "Hugging Face's run_chinese_ref.py, one per input file (comma-separated; needs "
+                    "--do_whole_word_mask).")
+flags.DEFINE_bool("no_nsp", False, "RoBERTa-style data without next-sentence prediction: each instance is [CLS] + "
+                  "contiguous sentences of one document + [SEP], segment ids 0, next_sentence_labels 0.")
+flags.DEFINE_bool("use_native", True, "Make the instances and records with the compiled C module "
+                  "(pretraining/_native.c) where it was built; the output is the same. False: the pure-Python path.")
 flags.DEFINE_bool("progress", None, "Show a progress line (default: when stderr is a terminal).")
 
 
@@ -167,8 +175,8 @@ def _create(input_files, output_files, seed, vocab_ids, progress, ref_files):
 
 def _write_native(documents, output_files, seed, masking, vocab_ids):
     """Instances and records made in C (`pretraining.native`). Returns (instances, masked, tokens)."""
-    from pretraining import native
     from bert_realformer.tfrecords import AtomicRecordWriters
+    from pretraining import native
 
     instances = native.create_training_instances(
         documents, FLAGS.max_seq_length, FLAGS.dupe_factor, FLAGS.short_seq_prob, masking,
@@ -184,9 +192,9 @@ def _write_native(documents, output_files, seed, masking, vocab_ids):
 def _write_python(documents, output_files, seed, masking, vocab_ids, pool):
     """The pure-Python path (no C module): `pool` serializes while this process makes the
     instances. Returns (instances, masked, tokens)."""
+    from bert_realformer.tfrecords import AtomicRecordWriters
     from pretraining.instances import create_training_instances
     from pretraining.records import ParallelEncoder
-    from bert_realformer.tfrecords import AtomicRecordWriters
 
     encoder = ParallelEncoder(pool, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq)
     counts = {"masked": 0, "tokens": 0}
@@ -249,5 +257,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    flags.mark_flags_as_required([])
     run(main)

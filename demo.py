@@ -167,7 +167,8 @@ def main():
                      float(pretrain_eval["next_sentence_accuracy"]), float(dev["eval_accuracy"]),
                      test["accuracy"], test["macro_f1"]))
     plot_losses(curves, os.path.join(OUT, "pretraining_loss.png"))
-    table = ["| model | MLM accuracy | MLM loss | NSP accuracy | sentiment dev accuracy | sentiment test accuracy | test macro-F1 |",
+    table = ["| model | MLM accuracy | MLM loss | NSP accuracy | sentiment dev accuracy | sentiment test accuracy "
+             "| test macro-F1 |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     table += [f"| {r[0]} | {r[1]:.4f} | {r[2]:.4f} | {r[3]:.4f} | {r[4]:.4f} | {r[5]:.4f} | {r[6]:.4f} |" for r in rows]
     report = ["# Demo results", "",

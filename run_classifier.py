@@ -27,11 +27,13 @@ define_finetuning_flags("The name of the task to train (its dataset's lower-case
 # Ours: task options and users' own data.
 flags.DEFINE_string("xnli_language", "zh", "XNLI: the language to train and evaluate on.")
 flags.DEFINE_bool("mnli_mismatched", False, "MNLI: evaluate and predict on the mismatched dev/test sets.")
-flags.DEFINE_enum("data_format", "tsv", ["tsv", "csv", "jsonl"], "--task_name=generic: format of DATA_DIR/{train,dev,test}.<format>.")
+flags.DEFINE_enum("data_format", "tsv", ["tsv", "csv", "jsonl"], "--task_name=generic: format of "
+                  "DATA_DIR/{train,dev,test}.<format>.")
 flags.DEFINE_string("text_a_column", "text", "--task_name=generic: column (or JSON key) of the first text.")
 flags.DEFINE_string("text_b_column", None, "--task_name=generic: column of the second text, for sentence pairs.")
 flags.DEFINE_string("label_column", "label", "--task_name=generic: column of the label.")
-flags.DEFINE_string("label_file", None, "--task_name=generic: the labels, one per line (default: collected from the training file).")
+flags.DEFINE_string("label_file", None, "--task_name=generic: the labels, one per line (default: collected from the "
+                    "training file).")
 flags.DEFINE_string("export_dir", None, "Export a SavedModel taking raw text (text_a, text_b) to EXPORT_DIR/<version>.")
 
 

@@ -19,8 +19,7 @@ from absl import flags
 
 from bert_realformer.cli import run
 from bert_realformer.errors import InputError
-from training.flags import (check_shared_flags, define_shared_flags, load_config, run_options,
-                            strategy_from_flags)
+from training.flags import check_shared_flags, define_shared_flags, load_config, run_options, strategy_from_flags
 
 FLAGS = flags.FLAGS
 
@@ -29,8 +28,10 @@ flags.DEFINE_string("bert_config_file", None, "The config json file correspondin
 flags.DEFINE_string("input_file", None, "Input TF example files (can be a glob or comma separated).")
 flags.DEFINE_string("output_dir", None, "The output directory where the model checkpoints will be written.")
 flags.DEFINE_string("init_checkpoint", None, "Initial checkpoint (usually from a pre-trained BERT model).")
-flags.DEFINE_integer("max_seq_length", 128, "The maximum total input sequence length after WordPiece tokenization. Must match the data.")
-flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum number of masked LM predictions per sequence. Must match the data.")
+flags.DEFINE_integer("max_seq_length", 128, "The maximum total input sequence length after WordPiece tokenization. "
+                     "Must match the data.")
+flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum number of masked LM predictions per sequence. Must match "
+                     "the data.")
 flags.DEFINE_bool("do_train", False, "Whether to run training.")
 flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
 flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training (over all replicas, per micro-batch).")

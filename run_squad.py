@@ -28,7 +28,8 @@ flags.DEFINE_string("predict_file", None, "SQuAD json for predictions. E.g., dev
 flags.DEFINE_string("init_checkpoint", None, "Initial checkpoint (usually from a pre-trained BERT model).")
 flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text.")
 flags.DEFINE_integer("max_seq_length", 384, "The maximum total input sequence length after WordPiece tokenization.")
-flags.DEFINE_integer("doc_stride", 128, "When splitting up a long document into chunks, how much stride to take between chunks.")
+flags.DEFINE_integer("doc_stride", 128, "When splitting up a long document into chunks, how much stride to take "
+                     "between chunks.")
 flags.DEFINE_integer("max_query_length", 64, "The maximum number of tokens for the question.")
 flags.DEFINE_bool("do_train", False, "Whether to run training.")
 flags.DEFINE_bool("do_predict", False, "Whether to run eval on the dev set.")
@@ -37,11 +38,14 @@ flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predictions.
 flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.")
 flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.")
 flags.DEFINE_float("warmup_proportion", 0.1, "Proportion of training to perform linear learning rate warmup for.")
-flags.DEFINE_integer("n_best_size", 20, "The total number of n-best predictions to generate in the nbest_predictions.json output file.")
+flags.DEFINE_integer("n_best_size", 20, "The total number of n-best predictions to generate in the "
+                     "nbest_predictions.json output file.")
 flags.DEFINE_integer("max_answer_length", 30, "The maximum length of an answer that can be generated.")
 flags.DEFINE_bool("verbose_logging", False, "If true, all of the warnings related to data processing will be printed.")
-flags.DEFINE_bool("version_2_with_negative", False, "If true, the SQuAD examples contain some that do not have an answer.")
-flags.DEFINE_float("null_score_diff_threshold", 0.0, "If null_score - best_non_null is greater than the threshold predict null.")
+flags.DEFINE_bool("version_2_with_negative", False, "If true, the SQuAD examples contain some that do not have an "
+                  "answer.")
+flags.DEFINE_float("null_score_diff_threshold", 0.0, "If null_score - best_non_null is greater than the threshold "
+                   "predict null.")
 flags.DEFINE_bool("do_eval", False, "Score the predictions of --predict_file against its answers (official EM/F1).")
 flags.DEFINE_enum("eval_metric", "squad", ["squad", "cmrc2018"],
                   "--do_eval scoring: the official SQuAD scripts, or the CMRC 2018 script (Chinese).")

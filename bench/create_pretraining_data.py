@@ -27,6 +27,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 from common import write_report  # noqa: E402
 from tokenizer_peers import tokenizer_throughput  # noqa: E402
+
 VOCAB = os.path.join(ROOT, "tests", "data", "tokenization", "vocab_zh.txt")
 
 

@@ -102,7 +102,8 @@ def main():
     work = tempfile.mkdtemp(prefix="bench-driver-")
     results = []
     print(f"batch {args.batch_size}; examples/s, median of {args.rounds} interleaved rounds")
-    print(f"{'config':<7} {'bare step':>10} {'bare+AdamW':>11} {'driver':>9} {'driver/bare':>12} {'driver/bare+AdamW':>18}")
+    print(f"{'config':<7} {'bare step':>10} {'bare+AdamW':>11} {'driver':>9} {'driver/bare':>12} "
+          f"{'driver/bare+AdamW':>18}")
     configs = args.configs.split(",")
     steps = dict(zip(configs, (int(n) for n in args.steps.split(","))))
     loops = dict(zip(configs, (int(n) for n in args.iterations_per_loop.split(","))))

@@ -29,9 +29,9 @@ from tf_step import encoder_output_loss, sgd_step  # noqa: E402
 def ours(case):
     import numpy as np
     import tensorflow as tf
+    from model_step import CONFIGS
 
     import modeling
-    from model_step import CONFIGS
     config = modeling.BertConfig(vocab_size=30522, max_position_embeddings=512, type_vocab_size=2,
                                  residual_attention=case["residual_attention"], **CONFIGS[case["config"]])
     model = modeling.BertModel(config)

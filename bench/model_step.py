@@ -123,6 +123,7 @@ def jax_train_step(model, learning_rate=1e-4):
     features)` returns `(loss, trainable, non_trainable)` with the weights' buffers donated (as
     a real trainer updates them in place), and `state` holds the current `{"t", "n"}` values."""
     import jax
+
     import modeling
 
     def loss_fn(trainable, non_trainable, features):
@@ -155,6 +156,7 @@ def build_case(case):
     """The case's `BertPretrainer` (built, under its dtype policy) and a batch of features.
     `case["dropout"]`, when set, replaces both dropout probabilities (for ablations)."""
     import keras
+
     import modeling
     if case["dtype_policy"] != "float32":
         keras.config.set_dtype_policy(case["dtype_policy"])
@@ -239,7 +241,8 @@ def main():
                                   "warmup": args.warmup})
     peak = None
     if args.peak_matmul_size:  # in its own process: a JAX child would not share the GPU
-        dtype = "bfloat16" if "bfloat16" in args.dtype_policy else "float16" if "float16" in args.dtype_policy else "float32"
+        policy = args.dtype_policy
+        dtype = "bfloat16" if "bfloat16" in policy else "float16" if "float16" in policy else "float32"
         measured = run_case_process([sys.executable, os.path.abspath(__file__), "--case", json.dumps(
             {"kind": "peak", "dtype": dtype, "size": args.peak_matmul_size})])
         peak = measured and {"dtype": dtype, "size": args.peak_matmul_size, "tflops": measured["peak_tflops"]}
@@ -264,7 +267,8 @@ def main():
         results.append(result)
         ratio = result["step_time_vs_post_ln"]
         mfu = f"{result['mfu']:.1%}" if peak else "-"
-        print(f"{case['seq_length']:>4} {case['batch_size']:>5} {'on' if case['xla'] else 'off':>3} {case['variant']:<16} "
+        print(f"{case['seq_length']:>4} {case['batch_size']:>5} {'on' if case['xla'] else 'off':>3} "
+              f"{case['variant']:<16} "
               f"{result['median_step_s'] * 1e3:>9.1f} {result['tokens_per_s']:>10.0f} "
               f"{result['sequences_per_s']:>8.1f} {(f'{ratio:.3f}' if ratio else '-'):>10} {mfu:>6} "
               f"{result['peak_memory_mb']:>9.0f}", flush=True)

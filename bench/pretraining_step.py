@@ -25,6 +25,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 from common import emit_result, peoples_daily_records, run_case_process, write_report  # noqa: E402
+
 CASES = {
     "post-LN": dict(layer_norm_type="post", residual_attention="none", pld=False),
     "pre-LN": dict(layer_norm_type="pre", residual_attention="none", pld=False),
@@ -37,9 +38,9 @@ CASES = {
 def run_case(case):
     import keras
     import tensorflow as tf
+    from model_step import CONFIGS
 
     import modeling
-    from model_step import CONFIGS
     from pretraining import pld
     from pretraining.input_pipeline import make_dataset
     from pretraining.losses import pretraining_totals, replica_pretraining_loss
@@ -105,7 +106,8 @@ def main():
         result = run_case_process([sys.executable, os.path.abspath(__file__), "--case", json.dumps(case)])
         if result is None:
             raise SystemExit(f"{name} failed")
-        result["step_time_vs_post_ln"] = result["median_step_s"] / (results[0]["median_step_s"] if results else result["median_step_s"])
+        post_ln = results[0] if results else result
+        result["step_time_vs_post_ln"] = result["median_step_s"] / post_ln["median_step_s"]
         results.append(result)
         print(f"{name:<18} {result['median_step_s'] * 1e3:9.1f} {result['steps_per_s']:8.2f} "
               f"{result['examples_per_s']:11.1f} {result['step_time_vs_post_ln']:10.3f} "

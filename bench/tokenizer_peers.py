@@ -96,14 +96,15 @@ def main():
     report = {}
     work = tempfile.mkdtemp(prefix="bench-tok-")
     for language, lines in corpora.items():
-        lines = [line for line in (l.strip() for l in lines) if line]
+        lines = [stripped for stripped in (line.strip() for line in lines) if stripped]
         rates, ours = tokenizer_throughput(lines, VOCABS[language], args.num_workers)
         peer, theirs = huggingface(lines, VOCABS[language], work)
         entry = {"lines": len(lines), "lines_per_s": rates}
         print(f"{language}: {len(lines):,} lines")
         if peer is not None:
             rates[f"Hugging Face tokenizers {peer['version']} encode (1 thread)"] = peer["encode_lines_per_s"]
-            rates[f"Hugging Face tokenizers {peer['version']} encode_batch ({peer['threads']} threads)"] = peer["encode_batch_lines_per_s"]
+            batch_name = f"Hugging Face tokenizers {peer['version']} encode_batch ({peer['threads']} threads)"
+            rates[batch_name] = peer["encode_batch_lines_per_s"]
             differ = [i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b]
             entry["huggingface_lines_differing_from_ours"] = len(differ)
             entry["huggingface_differing_examples"] = [lines[i][:80] for i in differ[:5]]

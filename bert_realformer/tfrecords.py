@@ -11,6 +11,7 @@ import struct
 
 import google_crc32c
 
+
 # ------------------------------------------------------------------ protobuf wire format
 def _varint(value):
     out = bytearray()

@@ -13,8 +13,7 @@ import dataclasses
 import os
 
 from modeling.bert import BertModel
-from modeling.models import (BertClassifier, BertMultipleChoice, BertPretrainer, BertSpanLabeler,
-                             BertTokenClassifier)
+from modeling.models import BertClassifier, BertMultipleChoice, BertPretrainer, BertSpanLabeler, BertTokenClassifier
 
 # Optimizer slots and bookkeeping that a TF1 training checkpoint also holds.
 _IGNORED_SUFFIXES = ("/adam_m", "/adam_v", "/lamb_m", "/lamb_v")
@@ -139,7 +138,8 @@ def read_tf1_checkpoint(path):
     try:
         reader = tf.train.load_checkpoint(prefix)
     except (tf.errors.OpError, ValueError) as error:
-        raise CheckpointError(f"{prefix}: cannot read checkpoint ({error.message if hasattr(error, 'message') else error})") from None
+        reason = error.message if hasattr(error, "message") else error
+        raise CheckpointError(f"{prefix}: cannot read checkpoint ({reason})") from None
     return {name: reader.get_tensor(name)
             for name in sorted(reader.get_variable_to_shape_map()) if not _is_ignored(name)}
 

@@ -129,7 +129,7 @@ class BertConfig:
     def from_json_file(cls, json_file):
         """Reads a `bert_config.json`; errors name the file."""
         try:
-            with open(json_file, "r", encoding="utf-8") as reader:
+            with open(json_file, encoding="utf-8") as reader:
                 text = reader.read()
         except OSError as error:
             raise ConfigError(f"{json_file}: cannot read config ({error.strerror})") from None

@@ -149,7 +149,7 @@ def masked_lm_loss(log_probs, label_ids, label_weights):
     """Weighted mean NLL with the original's +1e-5 denominator.
 
     Args: log_probs [B, P, V]; label_ids [B, P]; label_weights [B, P] (0 for padding slots).
-    Returns: (loss [], per_example_loss [B, P], unweighted).
+    Returns: (loss [], per_example_loss [B, P]).
     """
     per_example = _nll(log_probs, label_ids)
     weights = ops.cast(label_weights, "float32")
@@ -161,20 +161,3 @@ def next_sentence_loss(log_probs, labels):
     """Mean NLL. Args: log_probs [B, 2]; labels [B] or [B, 1]. Returns (loss, per_example [B])."""
     per_example = _nll(log_probs, ops.reshape(labels, (-1,)))
     return ops.mean(per_example), per_example
-
-
-def classification_loss(logits, labels):
-    """Mean softmax cross-entropy, as `run_classifier.create_model`.
-
-    Args: logits [B, C]; labels [B]. Returns (loss, per_example [B], probabilities [B, C]).
-    """
-    log_probs = ops.log_softmax(logits, axis=-1)
-    per_example = _nll(log_probs, labels)
-    return ops.mean(per_example), per_example, ops.exp(log_probs)
-
-
-def span_loss(start_logits, end_logits, start_positions, end_positions):
-    """`(CE(start) + CE(end)) / 2`, each a batch mean, as `run_squad.py`. Logits [B, S]."""
-    start = ops.mean(_nll(ops.log_softmax(start_logits, axis=-1), start_positions))
-    end = ops.mean(_nll(ops.log_softmax(end_logits, axis=-1), end_positions))
-    return (start + end) / 2.0

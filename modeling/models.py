@@ -7,8 +7,16 @@ import keras
 
 from modeling.bert import BertModel
 from modeling.config import BertConfig
-from modeling.heads import (ChoiceHead, ClassifierHead, MaskedLMHead, NextSentenceHead, SpanHead,
-                            TokenClassifierHead, masked_lm_loss, next_sentence_loss)
+from modeling.heads import (
+    ChoiceHead,
+    ClassifierHead,
+    MaskedLMHead,
+    NextSentenceHead,
+    SpanHead,
+    TokenClassifierHead,
+    masked_lm_loss,
+    next_sentence_loss,
+)
 
 
 def _as_config(config):

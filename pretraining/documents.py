@@ -10,8 +10,7 @@ import array
 import multiprocessing
 import os
 
-from tokenization.chinese import (ContinuationToken, JiebaSegmenter, apply_reference_positions,
-                                  read_reference_file)
+from tokenization.chinese import ContinuationToken, JiebaSegmenter, apply_reference_positions, read_reference_file
 from tokenization.reference import FullTokenizer
 
 BLANK = None  # a document break in the stream of sentences

@@ -8,9 +8,9 @@ remainder; int64 features become int32.
 """
 
 from bert_realformer.errors import InputError
+from pretraining.records import feature_spec
 
 CYCLE_LENGTH = 4  # files read at once in training (the original's num_cpu_threads default)
-from pretraining.records import feature_spec
 
 
 def expand_input_files(spec, flag="--input_file"):

@@ -19,8 +19,8 @@ import random
 
 import numpy as np
 
-from pretraining.instances import (MaskingOptions, TrainingInstance, VocabIds,
-                                   create_training_instances as python_create_training_instances)
+from pretraining.instances import MaskingOptions, TrainingInstance, VocabIds
+from pretraining.instances import create_training_instances as python_create_training_instances
 
 try:
     from pretraining import _native

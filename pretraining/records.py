@@ -15,6 +15,7 @@ import functools
 
 from bert_realformer.tfrecords import encode_example, float_feature, int64_feature
 
+
 def feature_spec(max_seq_length, max_predictions_per_seq):
     """`tf.io.parse_single_example` spec for the records."""
     import tensorflow as tf

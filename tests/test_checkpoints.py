@@ -54,7 +54,8 @@ def test_shape_mismatch_names_variable_and_both_shapes():
         modeling.load_tf1_checkpoint(model, CKPT)
     message = str(info.value)
     assert "\n" not in message
-    assert "bert/encoder/layer_0/intermediate/dense/kernel has shape [32, 37] in the checkpoint but [32, 40] in the model" in message
+    assert ("bert/encoder/layer_0/intermediate/dense/kernel has shape [32, 37] in the checkpoint but [32, 40] "
+            "in the model") in message
 
 
 def test_missing_checkpoint_is_a_one_line_error(tmp_path):

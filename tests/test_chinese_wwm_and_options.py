@@ -4,9 +4,9 @@ import json
 import os
 
 import pytest
+from test_create_pretraining_data import FIXTURE, FIXTURE_FLAGS, VOCAB_EN, VOCAB_ZH, create, read_records
 
 from pretraining.documents import LineTokenizer
-from test_create_pretraining_data import FIXTURE, FIXTURE_FLAGS, VOCAB_EN, VOCAB_ZH, create, read_records
 from tokenization import FullTokenizer
 from tokenization.chinese import ContinuationToken, mark_words
 

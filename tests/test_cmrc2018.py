@@ -44,7 +44,8 @@ def test_cmrc2018_metric_by_hand():
     assert f1(["踢爆"], "") == 0.0
     assert cmrc2018_evaluate.exact_score(["《泡泡堂》"], "泡泡堂") == 1
     assert cmrc2018_evaluate.exact_score(["光荣和ω-force"], "光荣和ω force") == 0
-    assert cmrc2018_evaluate.mixed_segmentation("Nexon时隔6年，再次") == ["nexon", "时", "隔", "6", "年", "，", "再", "次"]
+    segments = cmrc2018_evaluate.mixed_segmentation("Nexon时隔6年，再次")
+    assert segments == ["nexon", "时", "隔", "6", "年", "，", "再", "次"]
     dataset = [{"paragraphs": [{"qas": [
         {"id": "a", "answers": [{"text": "北京大学"}]}, {"id": "b", "answers": [{"text": "踢爆"}]},
         {"id": "c", "answers": [{"text": "六年"}]}]}]}]

@@ -15,13 +15,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "tests", "data")
 FIXTURE = os.path.join(DATA, "pretraining_data")
 VOCAB_EN = os.path.join(DATA, "tokenization", "vocab_en_uncased.txt")
+INPUT = os.path.join(FIXTURE, "input.txt")
 VOCAB_ZH = os.path.join(DATA, "tokenization", "vocab_zh.txt")
 FIXTURE_FLAGS = ["--do_lower_case=True", "--max_seq_length=64", "--max_predictions_per_seq=10",
                  "--masked_lm_prob=0.15", "--short_seq_prob=0.1", "--dupe_factor=2",
                  "--random_seed=12345"]
 
 
-def create(tmp_path, *flags, input_file=os.path.join(FIXTURE, "input.txt"), vocab=VOCAB_EN,
+def create(tmp_path, *flags, input_file=INPUT, vocab=VOCAB_EN,
            output="out.tfrecord"):
     output_path = str(tmp_path / output)
     cmd = [sys.executable, os.path.join(ROOT, "create_pretraining_data.py"),

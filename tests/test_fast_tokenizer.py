@@ -4,11 +4,11 @@ import os
 
 import pytest
 import tensorflow as tf
+from test_tokenization import CASES, DATA, read_cases
 
 from tokenization import FullTokenizer
 from tokenization.fast import FastTokenizer
 from tokenization.reference import BasicTokenizer
-from test_tokenization import CASES, DATA, read_cases
 
 EN = os.path.join(DATA, "vocab_en_uncased.txt")
 ZH = os.path.join(DATA, "vocab_zh.txt")

@@ -9,11 +9,11 @@ import random
 import numpy as np
 import pytest
 
+from bert_realformer.tfrecords import frame_record
 from pretraining import instances as python_path
 from pretraining import native
 from pretraining.instances import MaskingOptions, VocabIds
 from pretraining.records import instance_to_example
-from bert_realformer.tfrecords import frame_record
 
 if not native.available():
     if os.environ.get("REQUIRE_NATIVE"):

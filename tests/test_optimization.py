@@ -6,8 +6,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from training.optimization import (AdamWeightDecay, Lamb, WarmupLinearDecay, clip_by_global_norm,
-                                   create_optimizer)
+from training.optimization import AdamWeightDecay, Lamb, WarmupLinearDecay, clip_by_global_norm, create_optimizer
 
 
 def test_original_adam_test_converges():

@@ -161,7 +161,8 @@ def test_resuming_with_another_layer_norm_type_is_refused(tmp_path):
 @pytest.mark.parametrize("flags,message", [
     (["--input_file=/nonexistent/*.tfrecord"], "--input_file: /nonexistent/*.tfrecord matches no file"),
     (["--max_seq_length=32"], "records have input_ids of length 64 but --max_seq_length=32"),
-    (["--max_predictions_per_seq=20"], "records have masked_lm_positions of length 10 but --max_predictions_per_seq=20"),
+    (["--max_predictions_per_seq=20"],
+     "records have masked_lm_positions of length 10 but --max_predictions_per_seq=20"),
     (["--init_checkpoint=" + os.path.join(DATA, "bert_postln_tiny", "bert_model.ckpt")],
      "bert/embeddings/word_embeddings has shape [128, 32] in the checkpoint but [30522, 32] in the model"),
     (["--train_batch_size=0"], "--train_batch_size=0: must be at least 1"),

@@ -206,6 +206,7 @@ def test_extract_features_outputs_the_models_own_layers(tmp_path):
     out = model({"input_ids": ids, "token_type_ids": io["token_type_ids"][:1]})
     for position, feature in enumerate(first):
         assert [layer["index"] for layer in feature["layers"]] == [-1, -2]
-        np.testing.assert_allclose(feature["layers"][0]["values"], out["all_encoder_layers"][-1][0, position], atol=1e-5)
-        np.testing.assert_allclose(feature["layers"][1]["values"], out["all_encoder_layers"][-2][0, position], atol=1e-5)
+        for slot, layer in enumerate((-1, -2)):
+            np.testing.assert_allclose(feature["layers"][slot]["values"], out["all_encoder_layers"][layer][0, position],
+                                       atol=1e-5)
     assert [f["token"] for f in lines[1]["features"]] == ["[CLS]", "hi", "[SEP]"]

@@ -34,7 +34,7 @@ def equivalence_runs():
                             capture_output=True, text=True, timeout=900,
                             env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
     assert result.returncode == 0, result.stderr[-3000:]
-    line = next(l for l in result.stdout.splitlines() if l.startswith("RESULT "))
+    line = next(text for text in result.stdout.splitlines() if text.startswith("RESULT "))
     return json.loads(line[len("RESULT "):])
 
 
@@ -134,7 +134,7 @@ def test_pld_schedule_by_hand():
     np.testing.assert_allclose(p, [1.0, 1.0, 1.0, 1.0])
     theta = 0.5 * np.exp(-0.001 * 1000) + 0.5
     p = np.asarray(pld.keep_probabilities(1000, 4, theta_bar=0.5, gamma=0.001))
-    np.testing.assert_allclose(p, [1 - l / 4 * (1 - theta) for l in (1, 2, 3, 4)], rtol=1e-6)
+    np.testing.assert_allclose(p, [1 - layer / 4 * (1 - theta) for layer in (1, 2, 3, 4)], rtol=1e-6)
 
 
 def test_pld_skips_layers_and_keeps_all_at_eval():

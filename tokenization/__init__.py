@@ -5,6 +5,15 @@
     ids = tokenizer.convert_tokens_to_ids(tokenizer.tokenize("Hello, world!"))
 """
 
-from tokenization.reference import (BasicTokenizer, FullTokenizer, WordpieceTokenizer,
-                                    convert_to_unicode, load_vocab, validate_case_matches_checkpoint,
-                                    whitespace_tokenize)
+from tokenization.reference import (
+    BasicTokenizer,
+    FullTokenizer,
+    WordpieceTokenizer,
+    convert_to_unicode,
+    load_vocab,
+    validate_case_matches_checkpoint,
+    whitespace_tokenize,
+)
+
+__all__ = ["BasicTokenizer", "FullTokenizer", "WordpieceTokenizer", "convert_to_unicode", "load_vocab",
+           "validate_case_matches_checkpoint", "whitespace_tokenize"]

@@ -25,7 +25,7 @@ MAX_INPUT_CHARS_PER_WORD = 200
 UNK_TOKEN = "[UNK]"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _patterns():
     return {name: unicode_classes.re2_class(name)
             for name in ("removed", "whitespace", "marks", "punctuation", "split", "cjk")}

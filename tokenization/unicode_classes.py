@@ -9,7 +9,7 @@ import unicodedata
 from tokenization import reference
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def code_points():
     """{'removed', 'whitespace', 'marks', 'punctuation', 'cjk', 'split'}: sorted lists.
 

@@ -19,13 +19,15 @@ def define_shared_flags(pld=False):
     # Ours.
     flags.DEFINE_enum("distribution_strategy", "one_device", ["one_device", "mirrored", "multi_worker", "tpu"],
                       "one_device, mirrored (all local GPUs), multi_worker (machines from TF_CONFIG), tpu.")
-    flags.DEFINE_enum("mixed_precision", "none", ["none", "bf16", "fp16"], "Mixed precision; fp16 uses dynamic loss scaling.")
+    flags.DEFINE_enum("mixed_precision", "none", ["none", "bf16", "fp16"], "Mixed precision; fp16 uses dynamic loss "
+                      "scaling.")
     flags.DEFINE_bool("use_xla", False, "Compile the forward and backward pass with XLA.")
     flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"], "adamw (the original's) or lamb.")
     flags.DEFINE_float("weight_decay", 0.01, "Weight decay (not on LayerNorm and bias weights).")
     flags.DEFINE_integer("gradient_accumulation_steps", 1, "Micro-batches of the train batch size per optimizer step.")
     flags.DEFINE_enum("layer_norm_type", None, ["post", "pre"], "Override the config's layer_norm_type.")
-    flags.DEFINE_enum("residual_attention", None, ["none", "sum", "mean"], "Override the config's residual_attention (RealFormer).")
+    flags.DEFINE_enum("residual_attention", None, ["none", "sum", "mean"], "Override the config's residual_attention "
+                      "(RealFormer).")
     flags.DEFINE_integer("keep_checkpoint_max", 5, "Training-state checkpoints to keep.")
     flags.DEFINE_integer("seed", 12345, "Random seed (initialisation, dropout, data order).")
     if pld:
@@ -91,8 +93,8 @@ def finetuning_driver(make_model):
     """(driver, tokenizer) of a fine-tuning script from its flags: --do_lower_case checked
     against a released checkpoint's name, the config with its variant overrides, the strategy,
     the tokenizer, --init_checkpoint checked to exist, and the model `make_model(config)`."""
-    from bert_realformer.errors import InputError
     import modeling
+    from bert_realformer.errors import InputError
     from tokenization import FullTokenizer, validate_case_matches_checkpoint
     from training.driver import Driver
     FLAGS = flags.FLAGS
@@ -112,8 +114,8 @@ def finetuning_driver(make_model):
 
 def load_config(config_file, max_seq_length):
     """The config with the variant overrides applied; checks max_seq_length against it."""
-    from bert_realformer.errors import InputError
     import modeling
+    from bert_realformer.errors import InputError
     FLAGS = flags.FLAGS
     config = modeling.BertConfig.from_json_file(config_file)
     overrides = {k: getattr(FLAGS, k) for k in ("layer_norm_type", "residual_attention")

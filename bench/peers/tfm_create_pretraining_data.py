@@ -69,7 +69,6 @@ def _our_masking(module):
 
 if __name__ == "__main__":
     from absl import app
-
     from official.nlp.data import create_pretraining_data as module
     for arg in list(sys.argv):
         if arg.startswith("--faithful_masking="):
