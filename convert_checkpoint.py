@@ -33,7 +33,9 @@ flags.DEFINE_string("vocab_file", None, "Vocabulary of the input (default: vocab
 flags.DEFINE_bool("do_lower_case", True, "--to=savedmodel: lower-case the input text.")
 flags.DEFINE_integer("max_seq_length", 128, "--to=savedmodel: sequence length of the exported model.")
 flags.DEFINE_bool("force", False, "Write even when the target cannot express the model (e.g. a RealFormer "
-                  "or Pre-LN model as Hugging Face's BertModel, which would compute plain BERT).")
+                  "or Pre-LN model as Hugging Face's BertModel, which would compute plain BERT) or weights "
+                  "would be left out (fine-tuning heads in --to=hf, unknown Hugging Face weights, a Hugging Face "
+                  "model without its pooler); every weight left out is listed.")
 
 
 def _beside(path, name):
@@ -45,13 +47,21 @@ def _beside(path, name):
 def read_source():
     """(BertConfig, {TF1 name: array}, vocab file or None)."""
     import modeling
+    names = modeling.huggingface.name_list
     kind, path = FLAGS["from"].value, FLAGS.input
     if not os.path.exists(path) and not os.path.exists(path + ".index"):
         raise InputError(f"--input={path}: no such file or directory")
     if kind == "hf":
         config, values, vocab, unused = modeling.huggingface.read_hf_dir(path)
         if unused:
-            print(f"not converted (no BERT equivalent): {', '.join(unused)}", file=sys.stderr)
+            _refuse_unless_forced(f"{len(unused)} weights of --input have no BERT equivalent and would be dropped: "
+                                  f"{names(unused)}", "not converted (no BERT equivalent)", unused)
+        missing = _check_against_config(values, config)
+        if missing:
+            message = f"--input: {len(missing)} weights of this config are missing: {names(missing)}"
+            if FLAGS.to not in ("tf1", "hf"):  # the model would keep random weights in their place
+                raise InputError(message)
+            _refuse_unless_forced(message, "missing from the input and so from the output", missing)
         return config, values, FLAGS.vocab_file or vocab
     config_file = FLAGS.bert_config_file or _beside(path, "bert_config.json")
     if config_file is None:
@@ -62,29 +72,37 @@ def read_source():
     else:
         from training.checkpointing import read_training_state
         values = read_training_state(path)
-    _check_against_config(values, config)
+    missing = _check_against_config(values, config)
+    if missing:
+        raise InputError(f"--input: {len(missing)} weights of this config are missing: {names(missing)}")
     return config, values, FLAGS.vocab_file or _beside(path, "vocab.txt")
 
 
+def _refuse_unless_forced(message, forced_note, names):
+    if not FLAGS.force:
+        raise InputError(f"{message}; pass --force to convert without them")
+    print(f"{forced_note}: {', '.join(names)}", file=sys.stderr)
+
+
 def _check_against_config(values, config):
-    """Every weight the config implies must be there with its shape (heads are optional)."""
+    """The encoder weights the config implies that `values` lacks (heads are optional); a
+    shape that differs from the config's is an error."""
     import modeling
     expected = modeling.tf1_variable_map(modeling.BertModel(config))
     for name, variable in expected.items():
-        if name not in values:
-            raise InputError(f"--input: {name} is missing for this config")
-        if tuple(values[name].shape) != tuple(variable.shape):
+        if name in values and tuple(values[name].shape) != tuple(variable.shape):
             raise InputError(f"--input: {name} has shape {list(values[name].shape)} but the config "
                              f"implies {list(variable.shape)}")
+    return [name for name in expected if name not in values]
 
 
 def _model_for(config, values):
     """The model class whose weights `values` hold, with the values loaded."""
     import modeling
-    if "cls/predictions/output_bias" in values:
-        model = modeling.BertPretrainer(config)
-    elif "output_weights" in values:
+    if "output_weights" in values:  # a fine-tuned classifier (its MLM/NSP heads, if kept, are not served)
         model = modeling.BertClassifier(config, num_labels=values["output_weights"].shape[0])
+    elif "cls/predictions/output_bias" in values:
+        model = modeling.BertPretrainer(config)
     else:
         model = modeling.BertModel(config)
     variables = modeling.tf1_variable_map(model)
@@ -106,9 +124,11 @@ def write_target(config, values, vocab):
         written = ["bert_model.ckpt.index", "bert_model.ckpt.data-00000-of-00001", "bert_config.json"]
     elif kind == "hf":
         try:
-            architecture = modeling.huggingface.write_hf_dir(out, config, values, None, FLAGS.force)
+            architecture, left_out = modeling.huggingface.write_hf_dir(out, config, values, None, FLAGS.force)
         except modeling.ConfigError as error:
             raise InputError(str(error)) from None
+        if left_out:
+            print(f"not converted (no place in {architecture}): {', '.join(left_out)}", file=sys.stderr)
         written = [f"config.json ({architecture})", "model.safetensors"]
     elif kind == "ours":
         from training.checkpointing import write_training_state
@@ -121,7 +141,8 @@ def write_target(config, values, vocab):
         from tasks.export import export_classifier, export_encoder
         model = _model_for(config, values)
         if isinstance(model, modeling.BertClassifier):
-            labels = [str(i) for i in range(model.num_labels)]
+            # One output is a regression score (STS-B), as run_classifier trains it: not a softmax.
+            labels = [str(i) for i in range(model.num_labels)] if model.num_labels > 1 else None
             path = export_classifier(model, vocab, FLAGS.do_lower_case, FLAGS.max_seq_length, labels, out)
         else:
             encoder = model if isinstance(model, modeling.BertModel) else model.bert

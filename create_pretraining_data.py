@@ -20,7 +20,9 @@ import time
 from absl import flags
 
 from bert_realformer.cli import run
+from bert_realformer.cpus import usable_cpu_count
 from bert_realformer.errors import InputError
+from bert_realformer.text_files import check_text_file
 
 FLAGS = flags.FLAGS
 
@@ -40,8 +42,9 @@ flags.DEFINE_float("short_seq_prob", 0.1, "Probability of creating sequences whi
                    "length.")
 
 # Ours.
-flags.DEFINE_integer("num_workers", os.cpu_count() or 1, "Processes that tokenize the input in parallel (the output "
-                     "does not depend on it).")
+flags.DEFINE_integer("num_workers", usable_cpu_count(), "Processes that tokenize the input in parallel (the "
+                     "output does not depend on it). Default: the CPUs this process may run on (affinity, cgroup "
+                     "quota).")
 flags.DEFINE_bool("shard_mode", False, "Process input files one at a time, each into its own output file "
                   "DIR/<input name>.tfrecord with --output_file=DIR and seed random_seed + file index, so "
                   "that peak memory follows the largest input file. Random next sentences come from the same file.")
@@ -83,7 +86,8 @@ def _check_flags(input_files):
         raise InputError(f"--vocab_file={FLAGS.vocab_file}: no such file")
     if os.path.getsize(FLAGS.vocab_file) == 0:
         raise InputError(f"--vocab_file={FLAGS.vocab_file}: the file is empty")
-    minimum = 3 if FLAGS.no_nsp else 5
+    # Short targets are drawn from [2, max_num_tokens]: room for two tokens besides [CLS] and [SEP]s.
+    minimum = 4 if FLAGS.no_nsp else 5
     if FLAGS.max_seq_length < minimum:
         layout = "[CLS] A [SEP]" if FLAGS.no_nsp else "[CLS] A [SEP] B [SEP]"
         raise InputError(f"--max_seq_length={FLAGS.max_seq_length} is too small for {layout}: "
@@ -243,12 +247,26 @@ def main(argv):
     else:
         jobs = [(input_files, FLAGS.output_file.split(","), FLAGS.random_seed, ref_files)]
 
+    # Every input is read through once before anything is written: a later file that cannot be
+    # read, is not UTF-8 or is blank stops the run here, not after earlier shards were written.
+    for path in input_files:
+        check_text_file(path)
     totals = [0, 0, 0, 0]
-    for inputs, outputs, seed, refs in jobs:
-        counts = _create(inputs, outputs, seed, vocab_ids, progress, refs)
-        totals = [a + b for a, b in zip(totals, counts)]
-        for output in outputs:
-            print(f"wrote {output}", file=sys.stderr)
+    staged = []  # shard mode: (finished shard under a temporary name, its final name)
+    try:
+        for inputs, outputs, seed, refs in jobs:
+            temporaries = [f"{o}.shard-{os.getpid()}" for o in outputs] if FLAGS.shard_mode else outputs
+            counts = _create(inputs, temporaries, seed, vocab_ids, progress, refs)
+            staged.extend(zip(temporaries, outputs))
+            totals = [a + b for a, b in zip(totals, counts)]
+    except BaseException:
+        for temporary, output in staged:
+            if temporary != output:
+                os.remove(temporary)
+        raise
+    for temporary, output in staged:
+        os.replace(temporary, output)
+        print(f"wrote {output}", file=sys.stderr)
     n_documents, n_instances, masked, tokens = totals
     seconds = time.time() - progress.start
     print(f"{len(input_files)} input files, {progress.lines:,} lines, {n_documents:,} documents -> "

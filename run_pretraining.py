@@ -64,14 +64,14 @@ def main(argv):
     del argv
     _check_flags()
     import modeling
-    from pretraining.input_pipeline import check_record_lengths, expand_input_files
+    from pretraining.input_pipeline import check_records, expand_input_files
     from pretraining.task import evaluate, pretraining_task
     from training.driver import Driver
     from training.results import write_eval_results
     config = load_config(FLAGS.bert_config_file, FLAGS.max_seq_length)
     files = expand_input_files(FLAGS.input_file)
     strategy = strategy_from_flags()  # multi-worker collectives: before TensorFlow runs any op
-    check_record_lengths(files, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq)
+    check_records(files, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq, config.vocab_size)
     if FLAGS.init_checkpoint:
         modeling.checkpoints.resolve_checkpoint_path(FLAGS.init_checkpoint)  # exists?
     if FLAGS.train_batch_size % strategy.num_replicas_in_sync:

@@ -79,9 +79,13 @@ def main(argv):
         examples, skipped = read_squad_examples(FLAGS.train_file, True, FLAGS.version_2_with_negative)
         if not examples:
             raise InputError(f"--train_file={FLAGS.train_file}: no usable questions")
-        task, num_features = squad_task.squad_training(
+        features_path = os.path.join(FLAGS.output_dir, "train.tf_record")
+        os.makedirs(FLAGS.output_dir, exist_ok=True)
+        task, num_features, reused = squad_task.squad_training(
             examples, tokenizer, *windows, FLAGS.train_batch_size, FLAGS.learning_rate,
-            FLAGS.num_train_epochs, FLAGS.warmup_proportion, FLAGS.gradient_accumulation_steps, FLAGS.seed)
+            FLAGS.num_train_epochs, FLAGS.warmup_proportion, features_path, FLAGS.gradient_accumulation_steps,
+            FLAGS.seed)
+        print(f"{'re-used' if reused else 'wrote'} {features_path} ({num_features} features)", file=sys.stderr)
         print(f"training on {len(examples)} questions ({skipped} skipped), {num_features} features",
               file=sys.stderr)
         driver.train(task)
@@ -96,11 +100,11 @@ def main(argv):
         squad_task.write_predictions(FLAGS.output_dir, predictions, nbest,
                                      null_odds if FLAGS.version_2_with_negative else None)
         if FLAGS.do_eval:
+            from bert_realformer.text_files import read_text
             from tasks import cmrc2018_evaluate
             from tasks.squad_evaluate import evaluate, evaluate_v1
             from training.results import write_eval_results
-            with open(FLAGS.predict_file, encoding="utf-8") as f:
-                dataset = json.load(f)["data"]
+            dataset = json.loads(read_text(FLAGS.predict_file))["data"]
             if FLAGS.eval_metric == "cmrc2018":
                 result = cmrc2018_evaluate.evaluate(dataset, predictions)
             elif FLAGS.version_2_with_negative:

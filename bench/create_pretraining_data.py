@@ -28,6 +28,8 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 from common import write_report  # noqa: E402
 from tokenizer_peers import tokenizer_throughput  # noqa: E402
 
+from bert_realformer.cpus import usable_cpu_count  # noqa: E402
+
 VOCAB = os.path.join(ROOT, "tests", "data", "tokenization", "vocab_zh.txt")
 
 
@@ -93,7 +95,7 @@ def main():
     parser.add_argument("--dupe_factor", type=int, default=10)
     parser.add_argument("--max_seq_length", type=int, default=128)
     parser.add_argument("--max_predictions_per_seq", type=int, default=20)
-    parser.add_argument("--num_workers", type=int, default=os.cpu_count())
+    parser.add_argument("--num_workers", type=int, default=usable_cpu_count())
     parser.add_argument("--repeats", type=int, default=1, help="runs per side; the median time is kept")
     parser.add_argument("--output", default=os.path.join(ROOT, "bench", "results", "create_pretraining_data.json"))
     args = parser.parse_args()

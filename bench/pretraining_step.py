@@ -1,8 +1,10 @@
 """Pretraining steps/s and examples/s: post-LN, pre-LN, RealFormer and PLD, side by side.
 
 All cases train on the same real TFRecords (People's Daily, made here with
-create_pretraining_data.py and the 21128-token Chinese vocabulary) with the same config and
-batch, through the same training loop as run_pretraining.py (AdamW, clipping). Each case runs in
+create_pretraining_data.py and the 21128-token Chinese vocabulary, read by run_pretraining's
+input pipeline) with the same config and batch, through the train step run_pretraining.py's
+driver runs (`TrainLoop.train_step`: the loss, AdamW, clipping), called one step at a time; the
+driver's own cost on top of it is `bench/driver_overhead.py`'s figure. Each case runs in
 its own process, so its peak memory is its own. PLD is measured at optimizer step 10,000, where
 theta(t) is near theta_bar and about a third of the layer computations are skipped.
 

@@ -25,6 +25,8 @@ VOCABS = {"chinese": os.path.join(ROOT, "tests", "data", "tokenization", "vocab_
 
 from common import run_case_process, write_report  # noqa: E402
 
+from bert_realformer.cpus import usable_cpu_count  # noqa: E402
+
 
 class _NoCache(dict):
     def __setitem__(self, key, value):
@@ -85,7 +87,7 @@ def huggingface(lines, vocab, work):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--num_workers", type=int, default=os.cpu_count())
+    parser.add_argument("--num_workers", type=int, default=usable_cpu_count())
     parser.add_argument("--output", default=os.path.join(ROOT, "bench", "results", "tokenizer_peers.json"))
     args = parser.parse_args()
     if not os.path.exists(HF_PYTHON):

@@ -36,7 +36,9 @@ ACTIVATIONS = {
 
 
 def get_activation(name):
-    """Maps a `hidden_act` string to a function (raises `ValueError` for an unknown name)."""
-    if name not in ACTIVATIONS:
+    """Maps a `hidden_act` string, in any case as the original, to a function (raises
+    `ValueError` for an unknown name)."""
+    key = name.lower() if isinstance(name, str) else name
+    if key not in ACTIVATIONS:
         raise ValueError(f"unknown activation {name!r}; expected one of {', '.join(sorted(ACTIVATIONS))}")
-    return ACTIVATIONS[name]
+    return ACTIVATIONS[key]

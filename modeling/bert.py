@@ -83,13 +83,18 @@ class BertModel(keras.Model):
 
     def call(self, inputs, training=False, output_attention_probs=False, layer_keep_probs=None):
         """`inputs`: a dict with `input_ids` [B, S] and optional `input_mask`, `token_type_ids`
-        (default all ones / all zeros, as in the original), or just the `input_ids` tensor.
+        (default all ones / all zeros, as in the original; `segment_ids`, the TFRecord name, is
+        accepted for `token_type_ids`), or just the `input_ids` tensor.
         `layer_keep_probs`: Progressive Layer Dropping keep probabilities [L] (training only)."""
         if not isinstance(inputs, dict):
             inputs = {"input_ids": inputs}
         input_ids = inputs["input_ids"]
         input_mask = inputs.get("input_mask")
         token_type_ids = inputs.get("token_type_ids")
+        if "segment_ids" in inputs:
+            if token_type_ids is not None:
+                raise ValueError("inputs name both token_type_ids and segment_ids (the same input); give one")
+            token_type_ids = inputs["segment_ids"]
         if input_mask is None:
             input_mask = ops.ones_like(input_ids)
         if token_type_ids is None:

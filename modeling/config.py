@@ -92,7 +92,7 @@ class BertConfig:
         if self.hidden_size % self.num_attention_heads:
             raise ConfigError(f"{source}: hidden_size ({self.hidden_size}) must be divisible by "
                               f"num_attention_heads ({self.num_attention_heads})")
-        if self.hidden_act not in ACTIVATIONS:
+        if not isinstance(self.hidden_act, str) or self.hidden_act.lower() not in ACTIVATIONS:
             raise ConfigError(f"{source}: unknown hidden_act {self.hidden_act!r}; "
                               f"expected one of {', '.join(sorted(ACTIVATIONS))}")
         if self.layer_norm_type not in LAYER_NORM_TYPES:

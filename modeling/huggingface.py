@@ -89,17 +89,20 @@ def hf_to_tf1(tensors, num_layers):
 
 
 def tf1_to_hf(values, num_layers):
-    """{TF1 name: array} -> ({Hugging Face name: array}, architecture): `BertForPreTraining`
-    names when the MLM/NSP heads are there, else `BertModel` names."""
+    """{TF1 name: array} -> ({Hugging Face name: array}, architecture, [TF1 names left out]):
+    `BertForPreTraining` names when the MLM/NSP heads are there, else `BertModel` names. Left out:
+    what those classes have no place for (fine-tuning heads, Pre-LN's extra LayerNorms)."""
     heads = "cls/predictions/output_bias" in values
-    out = {}
+    out, used = {}, set()
     for hf, tf1, transpose in _name_map(num_layers, "bert." if heads else ""):
         if tf1 in values:
             out[hf] = np.ascontiguousarray(values[tf1].T if transpose else values[tf1])
+            used.add(tf1)
     if heads:
         out["cls.predictions.decoder.weight"] = out["bert.embeddings.word_embeddings.weight"]
         out["cls.predictions.decoder.bias"] = out["cls.predictions.bias"]
-    return out, ("BertForPreTraining" if heads else "BertModel")
+    left_out = sorted(name for name in values if name not in used)
+    return out, ("BertForPreTraining" if heads else "BertModel"), left_out
 
 
 def config_from_hf(hf_config, source="config.json"):
@@ -134,7 +137,7 @@ def config_to_hf(config, architecture, force=False):
             "num_hidden_layers": config.num_hidden_layers,
             "num_attention_heads": config.num_attention_heads,
             "intermediate_size": config.intermediate_size,
-            "hidden_act": _OURS_TO_HF_ACT[config.hidden_act],
+            "hidden_act": _OURS_TO_HF_ACT[config.hidden_act.lower()],
             "hidden_dropout_prob": config.hidden_dropout_prob,
             "attention_probs_dropout_prob": config.attention_probs_dropout_prob,
             "max_position_embeddings": config.max_position_embeddings,
@@ -159,12 +162,17 @@ def read_hf_dir(path):
 
 
 def write_hf_dir(path, config, values, vocab_file=None, force=False):
-    """Writes config.json, model.safetensors (and vocab.txt) into `path`. Returns the architecture."""
+    """Writes config.json, model.safetensors (and vocab.txt) into `path`. Returns (the
+    architecture, [TF1 names left out]). Weights with no Hugging Face place are an error unless
+    `force`."""
     import shutil
 
     from safetensors.numpy import save_file
-    tensors, architecture = tf1_to_hf(values, config.num_hidden_layers)
+    tensors, architecture, left_out = tf1_to_hf(values, config.num_hidden_layers)
     hf_config = config_to_hf(config, architecture, force)
+    if left_out and not force:
+        raise ConfigError(f"{len(left_out)} weights have no place in Hugging Face's {architecture} and would be "
+                          f"dropped: {name_list(left_out)}; pass --force to write without them")
     os.makedirs(path, exist_ok=True)
     # Tied tensors must not share memory in a safetensors file.
     save_file({k: np.array(v, copy=True) for k, v in tensors.items()}, os.path.join(path, "model.safetensors.tmp"))
@@ -173,4 +181,10 @@ def write_hf_dir(path, config, values, vocab_file=None, force=False):
         json.dump(hf_config, f, indent=2)
     if vocab_file:
         shutil.copyfile(vocab_file, os.path.join(path, "vocab.txt"))
-    return architecture
+    return architecture, left_out
+
+
+def name_list(names, limit=6):
+    """'a, b, c and 4 more' for messages."""
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")

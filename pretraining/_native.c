@@ -55,9 +55,15 @@ static inline double next_double(Twister *t)
     return (a * 67108864.0 + b) * (1.0 / 9007199254740992.0);
 }
 
-/* random.Random._randbelow(n), 0 < n < 2**32: getrandbits(n.bit_length()) until below n. */
+/* random.Random._randbelow(n), 0 < n < 2**32: getrandbits(n.bit_length()) until below n.
+   Total: n == 0 gives 0 without a draw, n >= 2**32 is treated as 2**32 - 1 (callers never pass
+   either; this keeps the bit count defined). */
 static inline uint32_t next_below(Twister *t, uint64_t n)
 {
+    if (n == 0)
+        return 0;
+    if (n > 0xFFFFFFFFull)
+        n = 0xFFFFFFFFull;
     int bits = 64 - __builtin_clzll(n);
     uint32_t r;
     do {
@@ -66,9 +72,12 @@ static inline uint32_t next_below(Twister *t, uint64_t n)
     return r;
 }
 
-/* random.randint(a, b) */
+/* random.randint(a, b); an empty range (b < a) gives a without a draw. The maker's arguments are
+   checked so that this never happens (random.randint raises there). */
 static inline int64_t next_int(Twister *t, int64_t a, int64_t b)
 {
+    if (b < a)
+        return a;
     return a + next_below(t, (uint64_t)(b - a + 1));
 }
 
@@ -487,7 +496,8 @@ static PyObject *create_instances(PyObject *self, PyObject *args)
         check_corpus(&m, sentences.len / (Py_ssize_t)sizeof(int64_t),
                      tokens.len / (Py_ssize_t)sizeof(int32_t)) < 0)
         goto done;
-    if (m.max_seq_length < (no_nsp ? 3 : 5) || m.max_predictions < 1 || dupe_factor < 1) {
+    /* Short targets draw randint(2, max_num_tokens): at least 2 tokens besides [CLS] and [SEP]s. */
+    if (m.max_seq_length < (no_nsp ? 4 : 5) || m.max_predictions < 1 || dupe_factor < 1) {
         PyErr_SetString(PyExc_ValueError, "max_seq_length, max_predictions_per_seq or dupe_factor out of range");
         goto done;
     }

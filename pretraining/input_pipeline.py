@@ -32,29 +32,36 @@ def expand_input_files(spec, flag="--input_file"):
     return files
 
 
-def check_record_lengths(files, max_seq_length, max_predictions_per_seq):
-    """Parses the first record of each file and checks its lengths against the flags."""
+def check_records(files, max_seq_length, max_predictions_per_seq, vocab_size, sample=16):
+    """Parses the first `sample` records of each file: their lengths must match the flags and
+    their token ids must be below the config's `vocab_size` (records made with another
+    vocabulary would fail mid-step on CPU and embed zeros on a GPU)."""
     import tensorflow as tf
     expected = {"input_ids": max_seq_length, "masked_lm_positions": max_predictions_per_seq}
     flags = {"input_ids": "--max_seq_length", "masked_lm_positions": "--max_predictions_per_seq"}
-    spec = {name: tf.io.VarLenFeature(tf.int64) for name in expected}
+    spec = {name: tf.io.VarLenFeature(tf.int64) for name in (*expected, "masked_lm_ids")}
     for path in files:
         try:
-            record = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
+            records = [r.numpy() for r in tf.data.TFRecordDataset(path).take(sample)]
         except tf.errors.OpError as error:
             raise InputError(f"{path}: not a readable TFRecord file ({error.message.splitlines()[0]})") from None
-        if record is None:
+        if not records:
             raise InputError(f"{path}: holds no records")
-        try:
-            parsed = tf.io.parse_single_example(record, spec)
-        except tf.errors.OpError:
-            raise InputError(f"{path}: records are not pretraining examples "
-                             "(expected input_ids, masked_lm_positions, ...)") from None
-        for name, length in expected.items():
-            actual = int(tf.size(parsed[name].values))
-            if actual != length:
-                raise InputError(f"{path}: records have {name} of length {actual} but "
-                                 f"{flags[name]}={length}")
+        for index, record in enumerate(records):
+            try:
+                parsed = {k: v.values.numpy() for k, v in tf.io.parse_single_example(record, spec).items()}
+            except tf.errors.OpError:
+                raise InputError(f"{path}: records are not pretraining examples "
+                                 "(expected input_ids, masked_lm_positions, ...)") from None
+            for name, length in expected.items():
+                if parsed[name].size != length:
+                    raise InputError(f"{path}: records have {name} of length {parsed[name].size} but "
+                                     f"{flags[name]}={length}")
+            for name in ("input_ids", "masked_lm_ids"):
+                if parsed[name].size and parsed[name].max() >= vocab_size:
+                    raise InputError(f"{path}: record {index} has a token id {parsed[name].max()} in {name}, "
+                                     f"but the model's vocab_size is {vocab_size} (--bert_config_file): "
+                                     "the data was made with another vocabulary")
 
 
 def _decode(max_seq_length, max_predictions_per_seq):

@@ -237,6 +237,8 @@ def _fast_shuffle(rng, x):
 
 def _fast_randint(rng, a, b):
     n = b - a + 1
+    if n <= 0:
+        raise ValueError(f"empty range for randint({a}, {b})")
     k = n.bit_length()
     r = rng.getrandbits(k)
     while r >= n:

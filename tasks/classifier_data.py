@@ -9,9 +9,13 @@ regression). Every error names the file and line.
 import csv
 import dataclasses
 import json
+import logging
 import os
 
 from bert_realformer.errors import InputError
+from bert_realformer.text_files import read_lines
+
+logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass
@@ -32,30 +36,29 @@ def _check_file(path):
 def read_tsv(path, skip_header=False, delimiter="\t"):
     """[(line number, fields)] as the original `_read_tsv` (csv, no quoting for TSV)."""
     rows = []
-    with open(_check_file(path), encoding="utf-8", newline="") as f:
-        quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
-        for number, fields in enumerate(csv.reader(f, delimiter=delimiter, quoting=quoting), start=1):
-            if number == 1 and skip_header:
-                continue
-            if fields:
-                rows.append((number, fields))
+    quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
+    lines = (line for _, line in read_lines(_check_file(path)))
+    for number, fields in enumerate(csv.reader(lines, delimiter=delimiter, quoting=quoting), start=1):
+        if number == 1 and skip_header:
+            continue
+        if fields:
+            rows.append((number, fields))
     return rows
 
 
 def read_jsonl(path):
     """[(line number, object)]; one JSON object per line (blank lines skipped)."""
     rows = []
-    with open(_check_file(path), encoding="utf-8") as f:
-        for number, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                value = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise InputError(f"{path}:{number}: not valid JSON ({error.msg})") from None
-            if not isinstance(value, dict):
-                raise InputError(f"{path}:{number}: expected a JSON object")
-            rows.append((number, value))
+    for number, line in read_lines(_check_file(path)):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise InputError(f"{path}:{number}: not valid JSON ({error.msg})") from None
+        if not isinstance(value, dict):
+            raise InputError(f"{path}:{number}: expected a JSON object")
+        rows.append((number, value))
     return rows
 
 
@@ -86,12 +89,21 @@ class Processor:
         if not examples:
             raise InputError(f"{data_dir}: the {split} split has no examples")
         labels = self.get_labels()
-        if labels is not None and split != "test":
-            known = set(labels)
-            for example in examples:
-                if example.label not in known:
-                    raise InputError(f"{example.where}: unknown label {example.label!r}; expected one of "
-                                     f"{', '.join(labels[:20])}{' ...' if len(labels) > 20 else ''}")
+        if labels is None:
+            return examples
+        known = set(labels)
+        unknown = [example for example in examples if example.label not in known]
+        if unknown and split != "test":
+            raise InputError(f"{unknown[0].where}: unknown label {unknown[0].label!r}; expected one of "
+                             f"{', '.join(labels[:20])}{' ...' if len(labels) > 20 else ''}")
+        # Test labels are not used (predictions only): a missing one, or one outside the label
+        # list (a class the training split lacks), stands in as the first label, as the original's
+        # placeholder test labels do.
+        outside = sum(example.label is not None for example in unknown)
+        if outside:
+            logger.info("%s: %d test labels are not in the label list (test labels are not used)", data_dir, outside)
+        for example in unknown:
+            example.label = labels[0]
         return examples
 
 
@@ -331,18 +343,12 @@ class GenericProcessor(_LabelsFromData):
                 f"{split}-{number}", str(_key(row, text_a, path, number)),
                 str(_key(row, text_b, path, number)) if text_b else None,
                 str(value) if value is not None else None, f"{path}:{number}"))
-        if split == "test":
-            labels = self.get_labels()
-            for example in examples:
-                if example.label is None or example.label not in labels:
-                    example.label = labels[0]
         return examples
 
     def set_labels_from(self, data_dir):
         """Reads `label_file`, or collects the labels of the training file."""
         if self.label_file:
-            with open(_check_file(self.label_file), encoding="utf-8") as f:
-                labels = [line.strip() for line in f if line.strip()]
+            labels = [line.strip() for _, line in read_lines(_check_file(self.label_file)) if line.strip()]
             if not labels:
                 raise InputError(f"{self.label_file}: no labels")
             self._labels = labels
@@ -373,15 +379,14 @@ class ThucnewsProcessor(_LabelsFromData):
     def _examples(self, data_dir, split):
         path = self._path(data_dir, split)
         examples = []
-        with open(path, encoding="utf-8") as f:
-            for number, line in enumerate(f, start=1):
-                line = line.rstrip("\r\n")
-                if not line.strip():
-                    continue
-                if "\t" not in line:
-                    raise InputError(f"{path}:{number}: expected label<TAB>text")
-                label, text = line.split("\t", 1)
-                examples.append(InputExample(f"{split}-{number}", text, None, label, f"{path}:{number}"))
+        for number, line in read_lines(path):
+            line = line.rstrip("\r\n")
+            if not line.strip():
+                continue
+            if "\t" not in line:
+                raise InputError(f"{path}:{number}: expected label<TAB>text")
+            label, text = line.split("\t", 1)
+            examples.append(InputExample(f"{split}-{number}", text, None, label, f"{path}:{number}"))
         return examples
 
     def set_labels_from(self, data_dir):

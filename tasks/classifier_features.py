@@ -7,11 +7,9 @@ end of the longer text), zero padded. Record features: `input_ids`, `input_mask`
 casing, length, labels) matches; otherwise it is rebuilt.
 """
 
-import hashlib
-import json
-import os
 
-from bert_realformer.tfrecords import AtomicRecordWriters, encode_example, float_feature, int64_feature
+from bert_realformer.tfrecords import encode_example, float_feature, int64_feature
+from tasks.feature_cache import cached_records, digest, file_digest
 
 
 def truncate_seq_pair(tokens_a, tokens_b, max_length):
@@ -51,39 +49,30 @@ def feature_spec(max_seq_length, regression=False):
 
 
 def _cache_key(examples, label_list, max_seq_length, tokenizer):
-    sources = sorted({e.where.rsplit(":", 1)[0] for e in examples})
-    digest = hashlib.sha256()
-    for path in sources + [tokenizer.vocab_file]:
-        stat = os.stat(path)
-        digest.update(f"{os.path.abspath(path)}|{stat.st_size}|{stat.st_mtime_ns}".encode())
-    return json.dumps({"files": digest.hexdigest(), "examples": len(examples),
-                       "do_lower_case": tokenizer.do_lower_case, "max_seq_length": max_seq_length,
-                       "labels": label_list}, sort_keys=True)
+    """Everything the features depend on: the examples themselves (so any option that changes
+    what is read -- the XNLI language, MNLI mismatched, the generic format's columns -- changes the
+    key), the vocabulary's contents, casing, length and labels."""
+    return {"examples": digest([e.text_a, e.text_b, e.label] for e in examples),
+            "vocab": file_digest(tokenizer.vocab_file), "do_lower_case": tokenizer.do_lower_case,
+            "max_seq_length": max_seq_length, "labels": label_list}
 
 
 def cached_features(examples, label_list, max_seq_length, tokenizer, path):
     """Writes `path` (and `path.key`) unless a cache with the same key exists. Returns True
     when the cache was re-used."""
-    key = _cache_key(examples, label_list, max_seq_length, tokenizer)
-    key_path = path + ".key"
-    if os.path.exists(path) and os.path.exists(key_path):
-        with open(key_path, encoding="utf-8") as f:
-            if f.read() == key:
-                return True
     label_map = None if label_list is None else {label: i for i, label in enumerate(label_list)}
-    with AtomicRecordWriters([path]) as writer:
+
+    def records():
         for example in examples:
             f = convert_example(example, label_map, max_seq_length, tokenizer)
             label = float_feature([f["label_id"]]) if label_map is None else int64_feature([f["label_id"]])
-            writer.write(encode_example({
+            yield encode_example({
                 "input_ids": int64_feature(f["input_ids"]), "input_mask": int64_feature(f["input_mask"]),
                 "segment_ids": int64_feature(f["segment_ids"]), "label_ids": label,
-                "is_real_example": int64_feature([1])}))
-    tmp = f"{key_path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(key)
-    os.replace(tmp, key_path)
-    return False
+                "is_real_example": int64_feature([1])})
+
+    reused, _ = cached_records(path, _cache_key(examples, label_list, max_seq_length, tokenizer), records)
+    return reused
 
 
 def make_dataset(path, batch_size, max_seq_length, is_training, regression=False, seed=None,

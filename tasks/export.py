@@ -3,7 +3,7 @@
 The tensorflow-text tokenizer (`tokenization.fast`, the same ids as the reference) runs inside
 the graph; loading needs `import tensorflow_text` (it registers the ops). Signatures:
   classifier: `serving_default` / `classify`: text_a [B] string -> probabilities [B, C]
-    (scores [B, 1] for regression); `classify_pair`: text_a, text_b -> the same;
+    (a regression model, one output: scores [B, 1]); `classify_pair`: text_a, text_b -> the same;
   encoder: `serving_default` / `encode` and `encode_pair` -> sequence_output, pooled_output.
 The directory layout is TF Serving's: EXPORT_DIR/<version>/saved_model.pb, version = seconds
 since the epoch. Written under a temporary name and renamed.
@@ -83,7 +83,8 @@ class TextServing(tf.Module):
 
 
 class ClassifierServing(TextServing):
-    """A `BertClassifier`: {probabilities [B, C]} (scores [B, 1] for regression)."""
+    """A `BertClassifier`: {probabilities [B, C]}, or {scores [B, 1]} for regression
+    (`label_list` None)."""
 
     def __init__(self, model, vocab_file, do_lower_case, max_seq_length, label_list):
         super().__init__(model, vocab_file, do_lower_case, max_seq_length)
@@ -91,9 +92,10 @@ class ClassifierServing(TextServing):
         self.labels = tf.constant(label_list or ["score"])
 
     def outputs(self, features):
-        logits = self._model(features, training=False)
-        values = logits if self._regression else tf.nn.softmax(logits, axis=-1)
-        return {"probabilities": tf.cast(values, tf.float32)}
+        logits = tf.cast(self._model(features, training=False), tf.float32)
+        if self._regression:
+            return {"scores": logits}
+        return {"probabilities": tf.nn.softmax(logits, axis=-1)}
 
 
 class EncoderServing(TextServing):

@@ -21,6 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_realformer.errors import InputError
+from bert_realformer.text_files import read_lines
 from tasks.classifier_data import read_jsonl
 from tasks.classifier_features import truncate_seq_pair
 from training.driver import TrainingTask
@@ -51,16 +52,15 @@ def data_path(data_dir, task_name, split):
 def read_swag(path, labelled=True):
     columns = ["sent1", "sent2"] + [f"ending{i}" for i in range(SWAG_ENDINGS)] + (["label"] if labelled else [])
     examples = []
-    with open(path, encoding="utf-8", newline="") as f:
-        reader = csv.DictReader(f)
-        missing = [c for c in columns if c not in (reader.fieldnames or [])]
-        if missing:
-            raise InputError(f"{path}:1: missing column(s) {', '.join(missing)}")
-        for row in reader:
-            where = f"{path}:{reader.line_num}"
-            label = _label(row["label"], SWAG_ENDINGS, where) if labelled else None
-            examples.append(ChoiceExample(row["sent1"], row["sent2"],
-                                          [row[f"ending{i}"] for i in range(SWAG_ENDINGS)], label, where))
+    reader = csv.DictReader(line for _, line in read_lines(path))
+    missing = [c for c in columns if c not in (reader.fieldnames or [])]
+    if missing:
+        raise InputError(f"{path}:1: missing column(s) {', '.join(missing)}")
+    for row in reader:
+        where = f"{path}:{reader.line_num}"
+        label = _label(row["label"], SWAG_ENDINGS, where) if labelled else None
+        examples.append(ChoiceExample(row["sent1"], row["sent2"],
+                                      [row[f"ending{i}"] for i in range(SWAG_ENDINGS)], label, where))
     return examples
 
 

@@ -15,6 +15,7 @@ import dataclasses
 import os
 
 from bert_realformer.errors import InputError
+from bert_realformer.text_files import read_text
 
 DOCSTART = "-DOCSTART-"
 PREFIXES = ("B", "I", "E", "S")
@@ -59,11 +60,7 @@ def read_conll(path, tagged=True):
     one column is then an error); else a one-column file is read as untagged tokens."""
     if not os.path.isfile(path):
         raise InputError(f"{path}: no such file")
-    try:
-        with open(path, encoding="utf-8") as f:
-            raw = f.read().splitlines()
-    except UnicodeDecodeError as error:
-        raise InputError(f"{path}: not UTF-8 text (byte {error.start})") from None
+    raw = read_text(path).splitlines()
     sentences, tokens, tags, numbers = [], [], [], []
     columns = None
 

@@ -20,6 +20,7 @@ import math
 import sys
 
 from bert_realformer.errors import InputError
+from bert_realformer.text_files import read_text
 from tokenization.reference import BasicTokenizer, is_chinese_char, whitespace_tokenize
 
 
@@ -90,11 +91,8 @@ def join_words(words, spaced=None):
 def read_squad_examples(input_file, is_training, version_2_with_negative=False):
     """Returns (examples, number of answers skipped because their offsets do not match)."""
     try:
-        with open(input_file, encoding="utf-8") as f:
-            data = json.load(f)["data"]
-    except OSError as error:
-        raise InputError(f"{input_file}: cannot read ({error.strerror})") from None
-    except (ValueError, KeyError, TypeError) as error:
+        data = json.loads(read_text(input_file))["data"]
+    except (json.JSONDecodeError, KeyError, TypeError) as error:
         raise InputError(f"{input_file}: not a SQuAD JSON file ({error})") from None
     examples, skipped = [], 0
     for entry in data:
@@ -158,7 +156,14 @@ def _is_max_context(doc_spans, current, position):
 
 def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length,
                                  is_training):
-    features = []
+    """The `InputFeatures` of every window of every example, as a list (see `iter_features`)."""
+    return list(iter_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length, is_training))
+
+
+def iter_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length, is_training):
+    """Yields the `InputFeatures` of each window of each example (`doc_stride` apart), in order,
+    as the original's `convert_examples_to_features` makes them; one at a time, so that
+    training features can be streamed to a file."""
     unique_id = 1000000000
     for example_index, example in enumerate(examples):
         query = tokenizer.tokenize(example.question_text)[:max_query_length]
@@ -211,11 +216,10 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride
                     start = end = 0
             if is_training and example.is_impossible:
                 start = end = 0
-            features.append(InputFeatures(unique_id, example_index, span_index, tokens, token_to_orig, max_context,
-                                          input_ids + pad, [1] * len(input_ids) + pad, segment_ids + pad,
-                                          start, end, example.is_impossible))
+            yield InputFeatures(unique_id, example_index, span_index, tokens, token_to_orig, max_context,
+                                input_ids + pad, [1] * len(input_ids) + pad, segment_ids + pad,
+                                start, end, example.is_impossible)
             unique_id += 1
-    return features
 
 
 def _best_indexes(logits, n_best_size):

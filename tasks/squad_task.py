@@ -10,7 +10,9 @@ import random
 import numpy as np
 import tensorflow as tf
 
-from tasks.squad import RawResult, compute_predictions, convert_examples_to_features
+from bert_realformer.tfrecords import encode_example, int64_feature
+from tasks.feature_cache import cached_records, digest, file_digest
+from tasks.squad import RawResult, compute_predictions, convert_examples_to_features, iter_features
 from training.driver import TrainingTask
 
 EXAMPLE_SHUFFLE_SEED = 12345  # the original pre-shuffles the training examples with this seed
@@ -46,30 +48,69 @@ def feature_arrays(features, is_training):
 
 def shuffled_training_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length):
     """The training windows of the examples taken in the order `random.Random(12345)`
-    shuffles them, as the original pre-shuffles its training examples."""
+    shuffles them, as the original pre-shuffles its training examples (a generator)."""
     examples = list(examples)
     random.Random(EXAMPLE_SHUFFLE_SEED).shuffle(examples)
-    return convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride,
-                                        max_query_length, True)
+    return iter_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length, True)
+
+
+TRAINING_SPEC = ("input_ids", "input_mask", "segment_ids", "start_positions", "end_positions")
+
+
+def write_training_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length, path):
+    """Streams the training windows (`shuffled_training_features`) to TFRecord `path`, one at a
+    time, as the original writes train.tf_record; re-uses the file while the examples, vocabulary,
+    casing and window flags are the same. Returns (re-used, number of features)."""
+    key = {"examples": digest([e.qas_id, e.question_text, e.doc_tokens, e.orig_answer_text, e.start_position,
+                               e.end_position, e.is_impossible] for e in examples),
+           "vocab": file_digest(tokenizer.vocab_file), "do_lower_case": tokenizer.do_lower_case,
+           "windows": [max_seq_length, doc_stride, max_query_length], "shuffle_seed": EXAMPLE_SHUFFLE_SEED}
+
+    def records():
+        for f in shuffled_training_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length):
+            yield encode_example({"input_ids": int64_feature(f.input_ids), "input_mask": int64_feature(f.input_mask),
+                                  "segment_ids": int64_feature(f.segment_ids),
+                                  "start_positions": int64_feature([f.start_position]),
+                                  "end_positions": int64_feature([f.end_position])})
+
+    return cached_records(path, key, records)
+
+
+def training_dataset(path, max_seq_length, batch_size, seed, start_batch=0):
+    """The original's training input: the records repeated, shuffled with a buffer of 100,
+    batched without remainder; from batch `start_batch` of the seed's sequence on. int32 features."""
+    lengths = {"input_ids": max_seq_length, "input_mask": max_seq_length, "segment_ids": max_seq_length,
+               "start_positions": 1, "end_positions": 1}
+    spec = {name: tf.io.FixedLenFeature([lengths[name]], tf.int64) for name in TRAINING_SPEC}
+
+    def decode(records):
+        parsed = tf.io.parse_example(records, spec)
+        out = {k: tf.cast(v, tf.int32) for k, v in parsed.items()}
+        out["start_positions"] = out["start_positions"][:, 0]
+        out["end_positions"] = out["end_positions"][:, 0]
+        return out
+
+    data = tf.data.TFRecordDataset(path).repeat().shuffle(100, seed=seed)
+    data = data.skip(start_batch * batch_size).batch(batch_size, drop_remainder=True)
+    return data.map(decode, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
 
 def squad_training(examples, tokenizer, max_seq_length, doc_stride, max_query_length, batch_size,
-                   learning_rate, num_train_epochs, warmup_proportion, accumulation_steps=1, seed=12345):
-    """(the `TrainingTask`, number of features). As the original: `int(examples / batch size *
-    epochs)` steps, the examples shuffled with `random.Random(12345)` before windowing, the
-    features repeated and shuffled with a buffer of 100."""
-    features = shuffled_training_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length)
-    arrays = feature_arrays(features, True)
+                   learning_rate, num_train_epochs, warmup_proportion, features_path, accumulation_steps=1,
+                   seed=12345):
+    """(the `TrainingTask`, number of features, whether the cached features were re-used). As
+    the original: `int(examples / batch size * epochs)` steps, the examples shuffled with
+    `random.Random(12345)` before windowing, the features (streamed to `features_path`)
+    repeated and shuffled with a buffer of 100."""
+    reused, count = write_training_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length,
+                                            features_path)
     steps = max(1, int(len(examples) / batch_size / accumulation_steps * num_train_epochs))
-
-    def dataset_fn(start):
-        data = tf.data.Dataset.from_tensor_slices(arrays).repeat().shuffle(100, seed=seed)
-        return data.skip(start * batch_size).batch(batch_size, drop_remainder=True)
-
-    task = TrainingTask(loss_fn=span_loss_fn, totals_fn=_totals, dataset_fn=dataset_fn,
+    task = TrainingTask(loss_fn=span_loss_fn, totals_fn=_totals,
+                        dataset_fn=lambda start: training_dataset(features_path, max_seq_length, batch_size,
+                                                                  seed, start),
                         batch_size=batch_size, learning_rate=learning_rate, num_train_steps=steps,
                         num_warmup_steps=int(steps * warmup_proportion))
-    return task, len(features)
+    return task, count, reused
 
 
 def predict(driver, examples, tokenizer, max_seq_length, doc_stride, max_query_length, batch_size,

@@ -9,6 +9,7 @@ import re
 import numpy as np
 
 from bert_realformer.errors import InputError
+from bert_realformer.text_files import read_lines
 from tasks.classifier_features import truncate_seq_pair
 
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
@@ -19,12 +20,11 @@ def read_text_examples(path, flag="--input_file"):
     if not os.path.isfile(path):
         raise InputError(f"{flag}={path}: no such file")
     examples = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            match = _PAIR.match(line)
-            text_a, text_b = (match.group(1), match.group(2)) if match else (line, None)
-            examples.append((len(examples), text_a, text_b))
+    for _, line in read_lines(path):
+        line = line.strip()
+        match = _PAIR.match(line)
+        text_a, text_b = (match.group(1), match.group(2)) if match else (line, None)
+        examples.append((len(examples), text_a, text_b))
     return examples
 
 

@@ -10,6 +10,21 @@ import pytest  # noqa: E402
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 
 
+def pytest_sessionfinish(session, exitstatus):
+    """Under `make test` (REQUIRE_NO_SKIPS=1) a skipped test fails the run: every dependency is
+    installed there, so a skip means something is missing, not optional. A plain `pytest` run
+    lists each skip and its reason (`-rs` in pyproject.toml)."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    skipped = reporter.stats.get("skipped", []) if reporter else []
+    if os.environ.get("REQUIRE_NO_SKIPS") and skipped:
+        reporter.ensure_newline()
+        for report in skipped:
+            reporter.write_line(f"not allowed under REQUIRE_NO_SKIPS=1: {report.nodeid} skipped "
+                                f"({report.longrepr[-1] if isinstance(report.longrepr, tuple) else report.longrepr})",
+                                red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 @pytest.fixture
 def data_dir():
     return DATA

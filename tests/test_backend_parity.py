@@ -9,6 +9,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+@pytest.mark.slow
 def test_fixtures_reproduced_on_jax_backend():
     pytest.importorskip("jax")
     env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu", "PYTHONPATH": ROOT}
@@ -29,6 +30,7 @@ def test_modeling_imports_no_tensorflow_at_module_level():
     assert result.stdout.strip().splitlines()[-1] == "False"
 
 
+@pytest.mark.slow
 def test_crf_against_enumeration_on_jax_backend():
     pytest.importorskip("jax")
     env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}

@@ -4,7 +4,7 @@ import json
 import os
 
 import pytest
-from test_create_pretraining_data import FIXTURE, FIXTURE_FLAGS, VOCAB_EN, VOCAB_ZH, create, read_records
+from test_create_pretraining_data import FIXTURE, FIXTURE_FLAGS, INPUT, VOCAB_EN, VOCAB_ZH, create, read_records
 
 from pretraining.documents import LineTokenizer
 from tokenization import FullTokenizer
@@ -39,6 +39,7 @@ def chinese_corpus(real_data, tmp_path):
 
 
 
+@pytest.mark.slow
 def test_jieba_whole_word_masking_masks_whole_words(tmp_path, chinese_corpus):
     result, output = create(tmp_path, *ZH_FLAGS, "--chinese_word_segmentation=jieba",
                             input_file=chinese_corpus, vocab=VOCAB_ZH)
@@ -60,6 +61,7 @@ def test_jieba_whole_word_masking_masks_whole_words(tmp_path, chinese_corpus):
     assert adjacent_pairs(records) > 2 * adjacent_pairs(plain)
 
 
+@pytest.mark.slow
 def test_reference_file_gives_the_same_data_as_jieba(tmp_path, chinese_corpus):
     """A run_chinese_ref.py-style file made from the same segmentation reproduces the run."""
     line_tokenizer = LineTokenizer(VOCAB_ZH, True, "jieba")
@@ -75,6 +77,40 @@ def test_reference_file_gives_the_same_data_as_jieba(tmp_path, chinese_corpus):
                       input_file=chinese_corpus, vocab=VOCAB_ZH, output="b.tfrecord")
     assert a.returncode == 0 and b.returncode == 0, a.stderr + b.stderr
     assert read_records(out_a) == read_records(out_b)
+
+
+# A reference file exactly as Hugging Face's run_chinese_ref.py writes it, worked out by hand from
+# its algorithm: one line per input line that is not blank (`line.isspace()` lines, such as an
+# ideographic space, are skipped), `json.dumps` of the positions of the "##"-marked single Chinese
+# characters in the tokens *with* [CLS] at 0, after truncation to 512 tokens; words from the
+# segmenter that are not all Chinese (2024年, C罗) mark nothing; a "##" WordPiece that is not a
+# Chinese character (##4) is not listed.
+HF_REF_CORPUS = ("我爱北京天安门\r\n"          # 我/爱/北京/天安门: 京 4, 安 6, 门 7
+                 "\n"
+                 "\u3000\u3000\n"             # blank to run_chinese_ref.py too
+                 "iPhone手机很好用\n"           # iphone 1, 手机 2-3, 很 4, 好用 5-6
+                 "2024年是龙年\n"              # 202 1, ##4 2, 年 3, 是 4, 龙年 5-6
+                 "hello world\n"               # no Chinese word: []
+                 "Ｃ罗在皇马进球\n"             # ｃ 1, 罗 2, 在 3, 皇马 4-5, 进球 6-7
+                 + "北京" * 300 + "\n")         # 600 characters; truncated to 510 after [CLS]
+HF_REF_FILE = ("[4, 6, 7]\n[3, 6]\n[6]\n[]\n[5, 7]\n"
+               + "[" + ", ".join(str(p) for p in range(2, 511, 2)) + "]\n")
+
+
+def test_reference_file_in_run_chinese_ref_layout_marks_its_positions(tmp_path):
+    from pretraining import documents as docs
+    corpus, ref = tmp_path / "zh.txt", tmp_path / "ref.txt"
+    corpus.write_bytes(HF_REF_CORPUS.encode("utf-8"))
+    ref.write_text(HF_REF_FILE, encoding="utf-8")
+    docs.worker_pool((VOCAB_ZH, True, None), 1)  # this process tokenizes
+    lines = [ids for ids in docs.tokenized_lines([str(corpus)], None, [str(ref)]) if ids is not docs.BLANK]
+    continuing = [[i + 1 for i, t in enumerate(ids) if t < 0] for ids in lines]  # [CLS] counted as 0
+    assert continuing[:5] == [[4, 6, 7], [3, 6], [6], [], [5, 7]]
+    assert continuing[5] == list(range(2, 511, 2))  # past the 512-token truncation: not marked
+    assert len(lines[5]) == 600
+    result, output = create(tmp_path, *ZH_FLAGS, f"--chinese_ref_file={ref}", input_file=str(corpus),
+                            vocab=VOCAB_ZH)
+    assert result.returncode == 0, result.stderr
 
 
 def test_no_nsp_fills_instances_with_contiguous_text(tmp_path):
@@ -110,10 +146,41 @@ def test_shard_mode_writes_one_file_per_input_with_its_own_seed(tmp_path):
         assert read_records(os.path.join(out_dir, f"{name}.tfrecord")) == read_records(single_out)
 
 
+@pytest.mark.parametrize("later", [b"\n \n\t\n", b"fine line\nbad \xff line\n", b"\x00\n\x01\n"])
+@pytest.mark.parametrize("use_native", [True, False])
+def test_shard_mode_writes_nothing_when_a_later_input_is_bad(tmp_path, later, use_native):
+    """A blank, non-UTF-8 or tokenizes-to-nothing file after good ones: one line naming it, and no
+    shard of the good files is left behind (the first two are caught before anything is written)."""
+    (tmp_path / "a_good.txt").write_bytes(open(INPUT, "rb").read())
+    (tmp_path / "b_bad.txt").write_bytes(later)
+    result, out_dir = create(tmp_path, *FIXTURE_FLAGS, "--shard_mode", f"--use_native={use_native}",
+                             input_file=f"{tmp_path}/*_*.txt", output="shards")
+    assert result.returncode == 2, result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: ") and "b_bad.txt" in last
+    if b"\xff" in later:
+        assert "b_bad.txt:2: not UTF-8 (invalid start byte 0xff at column 5)" in last
+    assert not os.path.exists(out_dir) or os.listdir(out_dir) == []
+
+
+def test_non_utf8_corpus_is_one_error_naming_the_line(tmp_path):
+    """The original decoded strictly; invalid bytes were silently dropped here before."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(open(INPUT, "rb").read() + b"caf\xe9 au lait\n")
+    lines = open(INPUT, "rb").read().count(b"\n") + 1
+    result, output = create(tmp_path, *FIXTURE_FLAGS, input_file=str(corpus))
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"error: {corpus}:{lines}: not UTF-8 (invalid continuation byte 0xe9 at column 4)")
+    assert not os.path.exists(output)
+
+
 @pytest.mark.parametrize("flags,kwargs,message", [
     ([], {"vocab": "/nonexistent/vocab.txt"}, "--vocab_file=/nonexistent/vocab.txt: no such file"),
     ([], {"input_file": "/nonexistent/*.txt"}, "--input_file: /nonexistent/*.txt matches no file"),
     (["--max_seq_length=4"], {}, "--max_seq_length=4 is too small for [CLS] A [SEP] B [SEP]"),
+    (["--no_nsp", "--max_seq_length=3"], {}, "--max_seq_length=3 is too small for [CLS] A [SEP]: at least 4"),
+    (["--no_nsp", "--max_seq_length=3", "--use_native=False"], {}, "--max_seq_length=3 is too small"),
     (["--chinese_word_segmentation=jieba"], {}, "add --do_whole_word_mask=True"),
     (["--masked_lm_prob=0"], {}, "--masked_lm_prob=0.0: must be in (0, 1]"),
 ])

@@ -88,6 +88,39 @@ def test_generic_and_thucnews(tmp_path):
     assert thuc.get_labels() == ["体育", "财经"]
 
 
+def test_test_labels_outside_the_label_list_are_not_an_error(tmp_path, caplog):
+    """THUCNews-style test files carry labels; one the training split lacks is not used, so it
+    stands in as the first label and the features convert (it was a KeyError)."""
+    write(tmp_path / "cnews.train.txt", "体育\t比赛\n财经\t股票\n")
+    write(tmp_path / "cnews.test.txt", "体育\t足球\n家居\t沙发\n")
+    thuc = get_processor("thucnews", str(tmp_path))
+    labels = thuc.set_labels_from(str(tmp_path))
+    with caplog.at_level("INFO"):
+        test = thuc.get_test_examples(str(tmp_path))
+    assert [e.label for e in test] == ["体育", "体育"]
+    assert "1 test labels are not in the label list" in caplog.text
+    tokenizer = FullTokenizer(VOCAB_EN, do_lower_case=True)
+    label_map = {label: i for i, label in enumerate(labels)}
+    assert [convert_example(e, label_map, 16, tokenizer)["label_id"] for e in test] == [0, 0]
+    write(tmp_path / "cnews.val.txt", "家居\t沙发\n")
+    with pytest.raises(InputError, match=r"cnews.val.txt:1: unknown label '家居'"):
+        thuc.get_dev_examples(str(tmp_path))
+
+
+@pytest.mark.parametrize("name,content,kwargs,line", [
+    ("train.tsv", b"sentence\tlabel\nok\t1\nbad \xff byte\t0\n", {"name": "sst-2"}, 3),
+    ("cnews.train.txt", b"a\tb\n\xe4\xbd\tc\n", {"name": "thucnews"}, 2),
+    ("train.jsonl", b'{"s": "ok", "l": "a"}\n{"s": "\xc3(", "l": "b"}\n',
+     {"name": "generic", "data_format": "jsonl", "text_a_column": "s", "label_column": "l"}, 2),
+])
+def test_text_that_is_not_utf8_is_one_error_naming_file_and_line(tmp_path, name, content, kwargs, line):
+    (tmp_path / name).write_bytes(content)
+    options = {k: v for k, v in kwargs.items() if k != "name"}
+    with pytest.raises(InputError) as info:  # labels are read from the training file, or the examples
+        get_processor(kwargs["name"], str(tmp_path), **options).get_train_examples(str(tmp_path))
+    assert str(info.value).startswith(f"{tmp_path / name}:{line}: not UTF-8 (")
+
+
 @pytest.mark.parametrize("make,call,message", [
     (lambda p: None, lambda p: get_processor("glue-x"), "unknown task; known tasks: afqmc, cmnli, cola"),
     (lambda p: None, lambda p: get_processor("sst-2").get_train_examples(str(p)), "train.tsv: no such file"),
@@ -128,6 +161,34 @@ def test_features_truncate_like_the_original_and_cache(tmp_path):
     assert cached_features(examples, ["0", "1"], 16, tokenizer, path) is False
     assert cached_features(examples, ["0", "1"], 16, tokenizer, path) is True
     assert cached_features(examples, ["0", "1"], 32, tokenizer, path) is False
+
+
+def test_feature_cache_follows_the_options_that_change_the_examples(tmp_path):
+    """Same files, same count, same labels: switching --xnli_language or the generic task's column
+    must rebuild the cache, not re-use the other option's features."""
+    cols = ["language", "gold_label"] + ["x"] * 4 + ["sentence1", "sentence2"]
+    write(tmp_path / "xnli.dev.tsv", "\t".join(cols) + "\n" + "\t".join(
+        ["en", "neutral", "", "", "", "", "hello world", "the dog"]) + "\n" + "\t".join(
+        ["fr", "neutral", "", "", "", "", "bonjour", "le chien"]) + "\n")
+    write(tmp_path / "g" / "train.csv", "title,body,topic\nhello world,the dog,a\n")
+    tokenizer = FullTokenizer(VOCAB_EN)
+    path = str(tmp_path / "dev.tf_record")
+
+    def first_ids(examples, labels):
+        cached_features(examples, labels, 16, tokenizer, path)
+        record = next(iter(tf.data.TFRecordDataset(path)))
+        return tf.train.Example.FromString(record.numpy()).features.feature["input_ids"].int64_list.value[:4]
+
+    labels = get_processor("xnli").get_labels()
+    english = first_ids(get_processor("xnli", language="en").get_dev_examples(str(tmp_path)), labels)
+    french = first_ids(get_processor("xnli", language="fr").get_dev_examples(str(tmp_path)), labels)
+    assert english != french
+    assert list(french) == tokenizer.convert_tokens_to_ids(["[CLS]"] + tokenizer.tokenize("bonjour le")[:3])
+    by_title, by_body = (first_ids(get_processor("generic", str(tmp_path / "g"), data_format="csv",
+                                                 text_a_column=column, label_column="topic")
+                                   .get_train_examples(str(tmp_path / "g")), ["a"]) for column in ("title", "body"))
+    assert list(by_title) == tokenizer.convert_tokens_to_ids(["[CLS]", "hello", "world", "[SEP]"])
+    assert list(by_body) == tokenizer.convert_tokens_to_ids(["[CLS]", "the", "dog", "[SEP]"])
 
 
 def test_in_graph_packing_equals_python_features():

@@ -84,6 +84,7 @@ def test_oracle_logits_score_100_on_real_cmrc2018(tmp_path):
                                       "SKIP": 0, "FILE": str(predictions_file)}
 
 
+@pytest.mark.slow
 def test_run_squad_on_cmrc2018_from_scratch(tmp_path):
     config = tmp_path / "bert_config.json"
     config.write_text(json.dumps({"vocab_size": 21128, "hidden_size": 64, "num_hidden_layers": 2,

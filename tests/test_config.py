@@ -94,3 +94,35 @@ def test_replace_validates():
     assert config.replace(layer_norm_type="pre").layer_norm_type == "pre"
     with pytest.raises(ConfigError):
         config.replace(residual_attention="bogus")
+
+
+def test_hidden_act_is_case_insensitive_as_the_original(tmp_path):
+    """The original lower-cases the name before looking it up: "GELU" and "Relu" are valid."""
+    import numpy as np
+    from keras import ops
+
+    from modeling import gelu, get_activation
+    config = BertConfig.from_json_file(_write(tmp_path, {**BASE, "hidden_act": "GELU"}))
+    assert get_activation(config.hidden_act) is gelu
+    x = np.array([-1.5, 0.0, 2.0], np.float32)
+    np.testing.assert_array_equal(ops.convert_to_numpy(get_activation("Relu")(x)), [0.0, 0.0, 2.0])
+    with pytest.raises(ConfigError, match="unknown hidden_act 'Gelu2'"):
+        BertConfig.from_json_file(_write(tmp_path, {**BASE, "hidden_act": "Gelu2"}))
+
+
+def test_segment_ids_key_is_the_token_type_ids_input():
+    """The TFRecord name for the segment ids feeds the model; before, it was silently ignored."""
+    import numpy as np
+
+    from modeling import BertModel
+    config = BertConfig(**{**BASE, "type_vocab_size": 2})
+    model = BertModel(config)
+    ids = np.array([[5, 6, 7, 8]], np.int32)
+    types = np.array([[0, 0, 1, 1]], np.int32)
+    by_name = model({"input_ids": ids, "segment_ids": types})["sequence_output"]
+    by_tf_name = model({"input_ids": ids, "token_type_ids": types})["sequence_output"]
+    zeros = model({"input_ids": ids})["sequence_output"]
+    np.testing.assert_allclose(np.asarray(by_name), np.asarray(by_tf_name), rtol=0, atol=0)
+    assert np.abs(np.asarray(by_name) - np.asarray(zeros)).max() > 1e-3
+    with pytest.raises(ValueError, match="both token_type_ids and segment_ids"):
+        model({"input_ids": ids, "segment_ids": types, "token_type_ids": types})

@@ -12,6 +12,8 @@ import pytest
 
 import modeling
 
+pytestmark = pytest.mark.slow  # the scripts end to end, in subprocesses
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "tests", "data")
 POSTLN = os.path.join(DATA, "bert_postln_tiny")
@@ -144,10 +146,99 @@ def test_savedmodel_export_loads_in_a_fresh_process(tmp_path):
     np.testing.assert_allclose(served, expected, atol=1e-5)
 
 
+def test_regression_classifier_exports_its_score_not_a_softmax_of_one(tmp_path):
+    """num_labels=1 (STS-B): the SavedModel returns the score (it returned softmax = 1.0)."""
+    values = {k: v for k, v in modeling.read_tf1_checkpoint(POSTLN).items() if k.startswith("bert/")}
+    hidden = values["bert/pooler/dense/bias"].shape[0]
+    values["output_weights"] = np.random.default_rng(0).normal(0, 0.5, (1, hidden)).astype(np.float32)
+    values["output_bias"] = np.array([0.25], np.float32)
+    modeling.write_tf1_checkpoint(values, str(tmp_path / "stsb" / "bert_model.ckpt"))
+    result = convert("--from=tf1", "--to=savedmodel", f"--input={tmp_path}/stsb/bert_model.ckpt",
+                     f"--bert_config_file={POSTLN}/bert_config.json", f"--vocab_file={POSTLN}/vocab.txt",
+                     f"--output={tmp_path}/sm", "--max_seq_length=16")
+    assert result.returncode == 0, result.stderr[-2000:]
+    (version,) = os.listdir(tmp_path / "sm")
+    texts = ["The cat sat on the mat", "Hi"]
+    code = ("import json, sys, tensorflow as tf, tensorflow_text\n"
+            f"m = tf.saved_model.load({str(tmp_path / 'sm' / version)!r})\n"
+            "out = m.signatures['classify'](text_a=tf.constant(json.loads(sys.stdin.read())))\n"
+            "print(json.dumps({k: v.numpy().tolist() for k, v in out.items()}))\n")
+    loaded = subprocess.run([sys.executable, "-c", code], input=json.dumps(texts), capture_output=True,
+                            text=True, timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert loaded.returncode == 0, loaded.stderr[-2000:]
+    served = json.loads(loaded.stdout.strip().splitlines()[-1])
+    assert list(served) == ["scores"]
+    model = modeling.BertModel(modeling.BertConfig.from_json_file(os.path.join(POSTLN, "bert_config.json")))
+    modeling.load_tf1_checkpoint(model, POSTLN)
+    pooled = np.asarray(model(_batch(os.path.join(POSTLN, "vocab.txt"), texts))["pooled_output"])
+    expected = pooled @ values["output_weights"].T + values["output_bias"]  # the original's logits
+    np.testing.assert_allclose(served["scores"], expected, atol=1e-5)
+    assert not np.allclose(served["scores"], 1.0)
+
+
+def _hf_dir(tmp_path, drop=(), add=None):
+    """The tiny post-LN model as a Hugging Face directory, less `drop`, plus `add` tensors."""
+    from safetensors.numpy import load_file, save_file
+    assert convert("--from=tf1", "--to=hf", f"--input={POSTLN}", f"--output={tmp_path}/hf").returncode == 0
+    weights = tmp_path / "hf" / "model.safetensors"
+    tensors = {k: v for k, v in load_file(str(weights)).items() if k not in drop}
+    save_file({**tensors, **(add or {})}, str(weights))
+    return tmp_path / "hf"
+
+
+def test_hf_without_its_pooler_is_refused_and_forced_conversion_lists_it(tmp_path):
+    """A missing pooler used to stay random in the output without a word."""
+    hf = _hf_dir(tmp_path, drop=("bert.pooler.dense.weight", "bert.pooler.dense.bias"))
+    refused = convert("--from=hf", "--to=tf1", f"--input={hf}", f"--output={tmp_path}/tf1")
+    assert refused.returncode == 2
+    assert refused.stderr.strip().splitlines()[-1] == (
+        "error: --input: 2 weights of this config are missing: bert/pooler/dense/kernel, bert/pooler/dense/bias; "
+        "pass --force to convert without them")
+    assert not os.path.exists(tmp_path / "tf1")
+    forced = convert("--from=hf", "--to=tf1", f"--input={hf}", f"--output={tmp_path}/tf1", "--force")
+    assert forced.returncode == 0, forced.stderr[-2000:]
+    assert "missing from the input and so from the output: bert/pooler/dense/kernel, bert/pooler/dense/bias" \
+        in forced.stderr
+    assert "bert/pooler/dense/kernel" not in modeling.read_tf1_checkpoint(str(tmp_path / "tf1"))
+    # A SavedModel would serve the random pooler: refused even with --force.
+    served = convert("--from=hf", "--to=savedmodel", f"--input={hf}", f"--output={tmp_path}/sm", "--force")
+    assert served.returncode == 2 and "2 weights of this config are missing" in served.stderr
+
+
+def test_unknown_hf_weights_are_refused_unless_forced(tmp_path):
+    hf = _hf_dir(tmp_path, add={"classifier.weight": np.ones((3, 32), np.float32)})
+    refused = convert("--from=hf", "--to=tf1", f"--input={hf}", f"--output={tmp_path}/tf1")
+    assert refused.returncode == 2
+    assert "1 weights of --input have no BERT equivalent and would be dropped: classifier.weight" in refused.stderr
+    forced = convert("--from=hf", "--to=tf1", f"--input={hf}", f"--output={tmp_path}/tf1", "--force")
+    assert forced.returncode == 0 and "not converted (no BERT equivalent): classifier.weight" in forced.stderr
+
+
+def test_fine_tuning_heads_and_pre_ln_norms_are_not_dropped_silently_on_the_way_to_hf(tmp_path):
+    values = modeling.read_tf1_checkpoint(POSTLN)
+    hidden = values["bert/pooler/dense/bias"].shape[0]
+    values["output_weights"] = np.ones((3, hidden), np.float32)
+    values["output_bias"] = np.zeros((3,), np.float32)
+    classifier = tmp_path / "classifier"
+    modeling.write_tf1_checkpoint(values, str(classifier / "bert_model.ckpt"))
+    config = os.path.join(POSTLN, "bert_config.json")
+    refused = convert("--from=tf1", "--to=hf", f"--input={classifier}/bert_model.ckpt",
+                      f"--bert_config_file={config}", f"--output={tmp_path}/hf")
+    assert refused.returncode == 2
+    assert refused.stderr.strip().splitlines()[-1] == (
+        "error: 2 weights have no place in Hugging Face's BertForPreTraining and would be dropped: output_bias, "
+        "output_weights; pass --force to write without them")
+    assert not os.path.exists(tmp_path / "hf" / "model.safetensors")
+    forced = convert("--from=tf1", "--to=hf", f"--input={classifier}/bert_model.ckpt",
+                     f"--bert_config_file={config}", f"--output={tmp_path}/hf", "--force")
+    assert forced.returncode == 0
+    assert "not converted (no place in BertForPreTraining): output_bias, output_weights" in forced.stderr
+
+
 @pytest.mark.parametrize("flags,message", [
     (["--from=tf1", "--to=hf", "--input=/nonexistent/model.ckpt"], "--input=/nonexistent/model.ckpt: no such file"),
     (["--from=tf1", "--to=hf", f"--input={POSTLN}", f"--bert_config_file={REALFORMER}/bert_config.json"],
-     "bert/encoder/layer_3/attention/self/query/kernel is missing for this config"),
+     "weights of this config are missing: bert/encoder/layer_"),
     (["--from=hf", "--to=tf1", f"--input={POSTLN}"], "config.json: missing"),
     (["--from=onnx", "--to=tf1", f"--input={POSTLN}"], "--from=onnx: unknown format; expected one of tf1, ours, hf"),
 ])

@@ -186,25 +186,50 @@ def test_variables_without_gradient_keep_their_value_and_slots(float32_policy):
 
 
 # ---------------------------------------------------------------------- SQuAD set-up
-def test_squad_steps_count_examples_and_examples_are_shuffled_as_the_original():
-    tokenizer = FullTokenizer(os.path.join(DATA, "bert_postln_tiny", "vocab.txt"), do_lower_case=True)
+def _squad_examples(tokenizer, n=10):
     words = [w for w in tokenizer.vocab if w.isalpha()][:30]
-    examples = [SquadExample(qas_id=f"q{i}", question_text=" ".join(words[i:i + 2]),
-                             doc_tokens=words * 2, orig_answer_text=words[3], start_position=3,
-                             end_position=3) for i in range(10)]
-    task, num_features = squad_task.squad_training(examples, tokenizer, 32, 16, 8, batch_size=4,
-                                                   learning_rate=1e-4, num_train_epochs=2,
-                                                   warmup_proportion=0.1)
-    assert num_features > len(examples)  # several windows per question
+    return [SquadExample(qas_id=f"q{i}", question_text=" ".join(words[i:i + 2]), doc_tokens=words * 2,
+                         orig_answer_text=words[3], start_position=3, end_position=3) for i in range(n)]
+
+
+def test_squad_steps_count_examples_and_examples_are_shuffled_as_the_original(tmp_path):
+    tokenizer = FullTokenizer(os.path.join(DATA, "bert_postln_tiny", "vocab.txt"), do_lower_case=True)
+    examples = _squad_examples(tokenizer)
+    task, num_features, reused = squad_task.squad_training(
+        examples, tokenizer, 32, 16, 8, batch_size=4, learning_rate=1e-4, num_train_epochs=2,
+        warmup_proportion=0.1, features_path=str(tmp_path / "train.tf_record"))
+    assert num_features > len(examples) and not reused  # several windows per question
     assert task.num_train_steps == int(10 / 4 * 2) and task.num_warmup_steps == 0
     # The windows come from the examples in the order random.Random(12345) shuffles them.
     expected = list(examples)
     random.Random(12345).shuffle(expected)
-    first_batch = next(iter(tf.data.Dataset.from_tensor_slices(
-        squad_task.feature_arrays(squad_task.shuffled_training_features(
-            examples, tokenizer, 32, 16, 8), True)).batch(1)))
+    first = next(squad_task.shuffled_training_features(examples, tokenizer, 32, 16, 8))
     question_ids = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(expected[0].question_text))
-    assert first_batch["input_ids"].numpy()[0, 1:1 + len(question_ids)].tolist() == question_ids
+    assert first.input_ids[1:1 + len(question_ids)] == question_ids
+
+
+def test_squad_training_features_streamed_to_a_file_give_the_in_memory_batches(tmp_path):
+    """The cached train.tf_record, shuffled with the seed, yields the batches the features held
+    in memory yield (from_tensor_slices, the same shuffle), also when resumed at a batch; it is
+    re-used as long as nothing it depends on changes, and rebuilt when --doc_stride does."""
+    tokenizer = FullTokenizer(os.path.join(DATA, "bert_postln_tiny", "vocab.txt"), do_lower_case=True)
+    examples = _squad_examples(tokenizer, 40)
+    path = str(tmp_path / "train.tf_record")
+    reused, count = squad_task.write_training_features(examples, tokenizer, 32, 16, 8, path)
+    arrays = squad_task.feature_arrays(list(squad_task.shuffled_training_features(examples, tokenizer, 32, 16, 8)),
+                                       True)
+    assert not reused and count == len(arrays["input_ids"]) > 100
+    for start in (0, 5):
+        streamed = squad_task.training_dataset(path, 32, 8, seed=7, start_batch=start).take(4)
+        held = tf.data.Dataset.from_tensor_slices(arrays).repeat().shuffle(100, seed=7)
+        held = held.skip(start * 8).batch(8, drop_remainder=True).take(4)
+        for a, b in zip(streamed, held, strict=True):
+            assert a.keys() == b.keys()
+            for key in a:
+                np.testing.assert_array_equal(a[key].numpy(), b[key].numpy(), err_msg=key)
+    assert squad_task.write_training_features(examples, tokenizer, 32, 16, 8, path) == (True, count)
+    reused, other = squad_task.write_training_features(examples, tokenizer, 32, 8, 8, path)
+    assert not reused and other > count
 
 
 # ---------------------------------------------------------------------- progress

@@ -6,8 +6,12 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 import modeling
 from training.checkpointing import write_training_state
+
+pytestmark = pytest.mark.slow  # the scripts end to end, in subprocesses
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 POSTLN = os.path.join(ROOT, "tests", "data", "bert_postln_tiny")

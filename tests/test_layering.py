@@ -7,6 +7,8 @@ import pkgutil
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGES = ("bert_realformer", "modeling", "tokenization", "pretraining", "tasks", "training", "analysis",
             "realdata")
@@ -23,6 +25,7 @@ def _library_modules():
     return names
 
 
+@pytest.mark.slow
 def test_importing_any_library_module_changes_no_environment_variable():
     # What the third-party libraries do on import (TensorFlow sets several variables) is
     # theirs: they are imported first.

@@ -83,6 +83,7 @@ def _quarel_as_generic(path, out):
     return rows
 
 
+@pytest.mark.slow
 def test_run_multiple_choice_on_quarel(tmp_path):
     data = tmp_path / "data"
     data.mkdir()

@@ -71,6 +71,27 @@ def test_same_instances_order_and_generator_state(case, no_nsp):
     assert rng_native.random() == rng_python.random()
 
 
+def test_smallest_no_nsp_length_with_always_short_targets():
+    """max_seq_length 4 without NSP: short targets are randint(2, 2), on both paths."""
+    masking = MaskingOptions(0.5, 2, False)
+    expected, made, rng_python, rng_native = both_paths(random_corpus(8, 20), 4, 2, 1.0, masking, 8, True)
+    assert made.in_output_order() == expected and len(expected) > 0
+    assert all(len(instance.input_ids) <= 4 for instance in expected)
+    assert rng_native.getstate() == rng_python.getstate()
+
+
+@pytest.mark.parametrize("no_nsp,max_seq_length", [(True, 3), (False, 4)])
+def test_lengths_without_room_for_short_targets_are_refused_not_looped(no_nsp, max_seq_length):
+    """randint(2, max_num_tokens) would have an empty range: an error on both paths, never a hang."""
+    masking = MaskingOptions()
+    with pytest.raises(ValueError, match="out of range"):
+        native.create_training_instances(random_corpus(9, 3), max_seq_length, 1, 1.0, masking, VOCAB,
+                                         random.Random(0), no_nsp=no_nsp)
+    with pytest.raises(ValueError, match="empty range"):
+        python_path.create_training_instances([list(d) for d in random_corpus(9, 3)], max_seq_length, 1, 1.0,
+                                              masking, VOCAB, random.Random(0), no_nsp=no_nsp)
+
+
 def test_documents_are_left_as_they_were():
     documents = random_corpus(7, 10)
     copy = [[array.array("i", s) for s in d] for d in documents]

@@ -43,8 +43,20 @@ def test_adamw_update_equations_by_hand():
     np.testing.assert_allclose(kernel.numpy(), expected["kernel"], rtol=1e-6)
     np.testing.assert_allclose(gamma.numpy(), expected["gamma"], rtol=1e-6)
     np.testing.assert_allclose(bias.numpy(), expected["bias"], rtol=1e-6)
-    # First step by hand: m = 0.1 g, v = 0.001 g^2, so m / sqrt(v) = sign(g) * 0.1 / sqrt(0.001).
-    assert math.isclose(0.1 / math.sqrt(0.001), 3.1622776, rel_tol=1e-6)
+
+
+def test_adamw_first_step_against_values_worked_on_paper():
+    """Step 1 (no bias correction): m = 0.1 g, v = 0.001 g^2, so the Adam ratio
+    m / (sqrt(v) + 1e-6) is 0.03 / 0.009487833 = 3.1619444 for g = 0.3, -0.06 / 0.018974666 =
+    -3.1621110 for g = -0.6 and 0.2 / 0.063246553 = 3.1622277 for g = 2. The kernel decays:
+    1 - 0.1 (3.1619444 + 0.01 * 1) = 0.6828056, -2 - 0.1 (-3.1621110 + 0.01 * -2) = -1.6817889;
+    layer_norm_gamma does not: 0.5 - 0.1 * 3.1622277 = 0.1837772."""
+    kernel = keras.Variable(np.array([1.0, -2.0], "float32"), name="kernel")
+    gamma = keras.Variable(np.array([0.5], "float32"), name="layer_norm_gamma")
+    optimizer = AdamWeightDecay(learning_rate=0.1, weight_decay_rate=0.01)
+    optimizer.apply_gradients([(tf.constant([0.3, -0.6]), kernel), (tf.constant([2.0]), gamma)])
+    np.testing.assert_allclose(kernel.numpy(), [0.6828056, -1.6817889], atol=2e-7)
+    np.testing.assert_allclose(gamma.numpy(), [0.1837772], atol=2e-7)
 
 
 def test_schedule_warmup_then_linear_decay():

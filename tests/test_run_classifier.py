@@ -10,6 +10,8 @@ import sys
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.slow  # the scripts end to end, in subprocesses
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VOCAB_ZH = os.path.join(ROOT, "tests", "data", "tokenization", "vocab_zh.txt")
 TINY_ZH = {"vocab_size": 21128, "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
@@ -87,6 +89,14 @@ def test_bad_task_and_missing_files_are_one_line(tmp_path):
                             f"--bert_config_file={config}", f"--output_dir={tmp_path}/o", "--do_train")
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1] == f"error: {tmp_path}/train.tsv: no such file"
+    (tmp_path / "train.tsv").write_text("gj04\t1\t\t你好\n", encoding="utf-8")
+    config.write_text(json.dumps(dict(TINY_ZH, vocab_size=128)))
+    result = run_classifier("--task_name=cola", f"--data_dir={tmp_path}", f"--vocab_file={VOCAB_ZH}",
+                            f"--bert_config_file={config}", f"--output_dir={tmp_path}/o", "--do_train")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"error: --vocab_file={VOCAB_ZH} has 21128 entries but the model's vocab_size is 128 "
+        "(--bert_config_file): another model's vocabulary?")
 
 
 DATA = os.path.join(ROOT, "tests", "data")
@@ -94,20 +104,28 @@ DATA = os.path.join(ROOT, "tests", "data")
 
 @pytest.mark.parametrize("task", ["cola", "sts-b"])
 def test_task_metrics_and_init_from_a_pretrained_checkpoint(tmp_path, task):
-    """CoLA reports Matthews correlation, STS-B (regression) Pearson and Spearman; training
-    starts from the tiny original-BERT checkpoint, whose missing classifier head is listed."""
+    """CoLA reports Matthews correlation, STS-B (regression) Pearson and Spearman, each equal to
+    the value computed independently (scipy; MCC from the confusion counts) from the same
+    model's predictions on the same rows; training starts from the tiny original-BERT
+    checkpoint, whose missing classifier head is listed."""
+    from scipy import stats
     rng = random.Random(0)
     words = "the cat sat on a mat dog played in snow old man reads it rained".split()
     data = tmp_path / "data"
     data.mkdir()
+    rows = {split: [(" ".join(rng.choices(words, k=5)), " ".join(rng.choices(words, k=4)),
+                     rng.randint(0, 1) if task == "cola" else round(rng.uniform(0, 5), 3)) for _ in range(24)]
+            for split in ("train", "dev")}
     if task == "cola":
-        lines = {split: "".join(f"src\t{rng.randint(0, 1)}\t\t{' '.join(rng.choices(words, k=5))}\n"
-                                for _ in range(24)) for split in ("train", "dev")}
+        lines = {split: "".join(f"src\t{label}\t\t{a}\n" for a, _, label in rows[split]) for split in rows}
+        lines["test"] = "index\tsentence\n" + "".join(f"{i}\t{a}\n" for i, (a, _, _) in enumerate(rows["dev"]))
     else:
-        header = "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore\n"
-        lines = {split: header + "".join(
-            f"{i}\tg\tf\ty\t{i}\ts\ts\t{' '.join(rng.choices(words, k=4))}\t{' '.join(rng.choices(words, k=4))}"
-            f"\t{rng.uniform(0, 5):.3f}\n" for i in range(24)) for split in ("train", "dev")}
+        header = "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2"
+        lines = {split: header + "\tscore\n" + "".join(f"{i}\tg\tf\ty\t{i}\ts\ts\t{a}\t{b}\t{label}\n"
+                                                     for i, (a, b, label) in enumerate(rows[split]))
+                 for split in rows}
+        lines["test"] = header + "\n" + "".join(f"{i}\tg\tf\ty\t{i}\ts\ts\t{a}\t{b}\n"
+                                                for i, (a, b, _) in enumerate(rows["dev"]))
     for split, text in lines.items():
         (data / f"{split}.tsv").write_text(text, encoding="utf-8")
     out = tmp_path / "out"
@@ -115,16 +133,27 @@ def test_task_metrics_and_init_from_a_pretrained_checkpoint(tmp_path, task):
                             f"--vocab_file={DATA}/bert_postln_tiny/vocab.txt",
                             f"--bert_config_file={DATA}/bert_postln_tiny/bert_config.json",
                             f"--init_checkpoint={DATA}/bert_postln_tiny/bert_model.ckpt",
-                            f"--output_dir={out}", "--do_train", "--do_eval", "--max_seq_length=16",
-                            "--train_batch_size=8", "--num_train_epochs=1")
+                            f"--output_dir={out}", "--do_train", "--do_eval", "--do_predict", "--max_seq_length=16",
+                            "--train_batch_size=8", "--num_train_epochs=2", "--learning_rate=1e-3")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "freshly initialised" in result.stderr and "output_weights, output_bias" in result.stderr
     values = dict(line.split(" = ", 1) for line in (out / "eval_results.txt").read_text().splitlines())
+    outputs = np.loadtxt(out / "test_results.tsv", delimiter="\t", ndmin=2)  # the dev rows, predicted
+    labels = np.array([label for _, _, label in rows["dev"]])
     if task == "cola":
-        assert -1 <= float(values["matthews_corrcoef"]) <= 1 and "eval_accuracy" in values
+        predicted = outputs.argmax(1)
+        tp, tn = np.sum((predicted == 1) & (labels == 1)), np.sum((predicted == 0) & (labels == 0))
+        fp, fn = np.sum((predicted == 1) & (labels == 0)), np.sum((predicted == 0) & (labels == 1))
+        denominator = np.sqrt(float((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn)))
+        mcc = (tp * tn - fp * fn) / denominator if denominator else 0.0
+        assert float(values["matthews_corrcoef"]) == pytest.approx(mcc, abs=1e-6)
+        assert float(values["eval_accuracy"]) == pytest.approx(np.mean(predicted == labels), abs=1e-6)
     else:
-        assert -1 <= float(values["pearson"]) <= 1 and -1 <= float(values["spearman"]) <= 1
-        assert float(values["eval_loss"]) > 0
+        scores = outputs[:, 0]
+        assert np.ptp(scores) > 0  # a model that predicts one constant has no correlation to check
+        assert float(values["pearson"]) == pytest.approx(stats.pearsonr(scores, labels)[0], abs=1e-5)
+        assert float(values["spearman"]) == pytest.approx(stats.spearmanr(scores, labels)[0], abs=1e-5)
+        assert float(values["eval_loss"]) == pytest.approx(np.mean((scores - labels) ** 2), rel=1e-4)
 
 
 def _cola_data(directory, rows=24):

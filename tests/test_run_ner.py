@@ -8,15 +8,18 @@ import random
 import subprocess
 import sys
 
+import pytest
 from conftest import allennlp_fixture
 
 from tasks import ner_data, ner_metrics
+
+pytestmark = pytest.mark.slow  # the scripts end to end, in subprocesses
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "tests", "data")
 TINY = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 128,
         "max_position_embeddings": 128, "type_vocab_size": 2}
-F1_THRESHOLD = 0.25  # observed: 0.40 after 8 epochs of 4,000 sentences; the all-O baseline scores 0
+F1_THRESHOLD = 0.25  # observed: 0.41 after 6 epochs of 3,000 sentences; the all-O baseline scores 0
 
 
 def run_ner(*flags):
@@ -46,7 +49,7 @@ def test_peoples_daily_ner_with_crf_from_scratch(tmp_path, real_data):
     random.Random(0).shuffle(sentences)
     data = tmp_path / "data"
     data.mkdir()
-    for name, part in (("train", sentences[:4000]), ("dev", sentences[4000:4500]), ("test", sentences[4500:4700])):
+    for name, part in (("train", sentences[:3000]), ("dev", sentences[3000:3500]), ("test", sentences[3500:3700])):
         _write_conll(data / f"{name}.txt", part)
     config = tmp_path / "bert_config.json"
     config.write_text(json.dumps({**TINY, "vocab_size": 21128}))
@@ -54,7 +57,7 @@ def test_peoples_daily_ner_with_crf_from_scratch(tmp_path, real_data):
     common = ["--task_name=peoples_daily", f"--data_dir={data}", f"--vocab_file={DATA}/tokenization/vocab_zh.txt",
               f"--bert_config_file={config}", f"--output_dir={out}", "--max_seq_length=64", "--crf"]
     result = run_ner(*common, "--do_train", "--do_eval", "--do_predict", "--train_batch_size=32",
-                     "--learning_rate=3e-4", "--num_train_epochs=8", "--iterations_per_loop=200")
+                     "--learning_rate=5e-4", "--num_train_epochs=6", "--iterations_per_loop=200")
     assert result.returncode == 0, result.stderr[-3000:]
     values = dict(line.split(" = ", 1) for line in (out / "eval_results.txt").read_text().splitlines())
     for kind in ("PER", "LOC", "ORG"):

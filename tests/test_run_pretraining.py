@@ -12,6 +12,8 @@ import pytest
 
 import modeling
 
+pytestmark = pytest.mark.slow  # the scripts end to end, in subprocesses
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "tests", "data")
 RECORDS = os.path.join(DATA, "pretraining_data", "plain.tfrecord")  # seq 64, 10 predictions
@@ -175,6 +177,20 @@ def test_bad_input_is_one_line_before_training(tmp_path, flags, message):
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("error: ") and message in last
     assert not os.path.exists(tmp_path / "out" / "training_state")
+
+
+def test_records_made_with_another_vocabulary_are_refused_at_the_start():
+    """Token ids at or above the config's vocab_size: one line naming the file and the sizes."""
+    import tensorflow as tf
+
+    from bert_realformer.errors import InputError
+    from pretraining.input_pipeline import check_records
+    largest = max(max(tf.train.Example.FromString(r.numpy()).features.feature[name].int64_list.value)
+                  for r in tf.data.TFRecordDataset(RECORDS).take(16) for name in ("input_ids", "masked_lm_ids"))
+    check_records([RECORDS], 64, 10, vocab_size=largest + 1)
+    with pytest.raises(InputError, match=rf"plain.tfrecord: record \d+ has a token id {largest} in \w+, but the "
+                                         rf"model's vocab_size is {largest}"):
+        check_records([RECORDS], 64, 10, vocab_size=largest)
 
 
 def _free_ports(n):

@@ -132,10 +132,11 @@ def test_mismatched_offsets_are_skipped_and_counted_and_bad_files_fail(tmp_path)
     bad.write_text("{not json")
     with pytest.raises(InputError, match="bad.json: not a SQuAD JSON file"):
         squad.read_squad_examples(str(bad), False)
-    with pytest.raises(InputError, match="nope.json: cannot read"):
+    with pytest.raises(InputError, match="nope.json: cannot be read"):
         squad.read_squad_examples(str(tmp_path / "nope.json"), False)
 
 
+@pytest.mark.slow
 def test_run_squad_trains_and_writes_the_three_files(tmp_path):
     """A tiny model trains a few steps on the real questions (first answers) plus our v2.0 case,
     then predicts the real file and scores it."""
@@ -178,7 +179,18 @@ def test_run_squad_trains_and_writes_the_three_files(tmp_path):
     assert {name: (out / name).read_text() for name in first} == first
     assert f"weights: training state {out}/training_state/ckpt-5 (step 5)" in again.stderr
 
+    # Training again over the cached train.tf_record: re-used with the same flags (the run is
+    # already at its last step), rebuilt when a flag that shapes the windows changes.
+    train_only = [c for c in common if c not in ("--do_predict", "--do_eval")] + [
+        "--do_train", f"--train_file={path}", "--num_train_epochs=3"]
+    same = subprocess.run(train_only, capture_output=True, text=True, timeout=600)
+    assert same.returncode == 0 and f"re-used {out}/train.tf_record" in same.stderr, same.stderr[-3000:]
+    other = subprocess.run([c for c in train_only if c != "--doc_stride=32"] + ["--doc_stride=16"],
+                           capture_output=True, text=True, timeout=600)
+    assert other.returncode == 0 and f"wrote {out}/train.tf_record" in other.stderr, other.stderr[-3000:]
 
+
+@pytest.mark.slow
 def test_extract_features_outputs_the_models_own_layers(tmp_path):
     import numpy as np
 

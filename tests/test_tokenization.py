@@ -59,6 +59,7 @@ def _cli(args, stdin):
                           capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fast", [False, True])
 def test_command_line_writes_one_json_list_per_line(fast):
     vocab = os.path.join(DATA, "vocab_zh.txt")

@@ -38,6 +38,7 @@ def equivalence_runs():
     return json.loads(line[len("RESULT "):])
 
 
+@pytest.mark.slow
 def test_mirrored_and_accumulated_steps_equal_one_device(equivalence_runs):
     """Global batch 8 for 3 steps, MLM weights partly 0, dropout off: one device; 2
     micro-batches of 4 accumulated; mirrored over 2 logical CPUs; mirrored and accumulated.
@@ -50,6 +51,7 @@ def test_mirrored_and_accumulated_steps_equal_one_device(equivalence_runs):
         _assert_same_run(runs["one_device"], runs[name], name)
 
 
+@pytest.mark.slow
 def test_with_dropout_replicas_draw_their_own_masks_and_match_accumulation(equivalence_runs):
     """Dropout 0.2: each replica draws its own masks (on identical inputs they differ, and the
     same step draws them again identically); mirrored(2 x 4) equals one device accumulating
@@ -68,6 +70,7 @@ def test_with_dropout_replicas_draw_their_own_masks_and_match_accumulation(equiv
     assert not np.allclose(runs["one_device"][0], runs["mirrored"][0], atol=1e-4)
 
 
+@pytest.mark.slow
 def test_predict_under_mirrored_equals_one_device_in_order(equivalence_runs):
     one, mirrored = (np.array(equivalence_runs[k]) for k in ("predict_one_device", "predict_mirrored"))
     assert one.shape == (5, 2)
@@ -103,10 +106,21 @@ def _tiny_realformer_loop(policy):
     return loop, iter(strategy.experimental_distribute_dataset(dataset)), model
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
 def test_mixed_precision_realformer_200_steps_stay_finite(float32_policy, policy):
     loop, iterator, model = _tiny_realformer_loop(policy)
-    losses = [float(loop.train_step(iterator)["loss"]) for _ in range(200)]
+    watched = model.bert.embeddings.word_embeddings
+    losses, scales, updated = [], [float(loop.loss_scale.numpy())], []
+    for _ in range(200):
+        before, step = watched.numpy().copy(), int(loop.optimizer.iterations.numpy())
+        metrics = loop.train_step(iterator)
+        losses.append(float(metrics["loss"]))
+        scales.append(float(metrics["loss_scale"]))
+        advanced = int(loop.optimizer.iterations.numpy()) == step + 1
+        # Step 0's learning rate is 0 (warmup): the step counts but the weights stay.
+        assert advanced == (step == 0 or not np.array_equal(before, watched.numpy()))
+        updated.append(advanced)
     assert np.all(np.isfinite(losses))
     assert np.mean(losses[-20:]) < np.mean(losses[:20])
     assert all(w.dtype == "float32" for w in model.weights)
@@ -116,7 +130,14 @@ def test_mixed_precision_realformer_200_steps_stay_finite(float32_policy, policy
     _, scores = block(x, prev_attens=keras.ops.ones((1, 2, 4, 4)))
     assert keras.backend.standardize_dtype(scores.dtype) == "float32"
     if policy == "mixed_float16":
-        assert float(loop.loss_scale.numpy()) >= 1.0
+        # Each step either applied its update with the scale kept (no doubling before 2000
+        # finite steps) or skipped it and halved the scale.
+        assert scales[0] == 2.0 ** 15
+        for step, (old, new, applied) in enumerate(zip(scales, scales[1:], updated)):
+            assert (new == old and applied) or (new == max(old / 2, 1.0) and not applied), step
+        assert sum(updated) > 150
+    else:
+        assert scales == [1.0] * 201 and all(updated)
 
 
 def test_fp16_overflow_step_changes_nothing_and_halves_the_scale(float32_policy):

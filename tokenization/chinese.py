@@ -15,6 +15,7 @@ masking code recognises as part of the previous token's word.
 
 import json
 
+from bert_realformer.text_files import read_lines
 from tokenization.reference import is_chinese_char
 
 
@@ -77,18 +78,17 @@ def apply_reference_positions(tokens, positions, where):
 def read_reference_file(path):
     """The JSON lists of a `run_chinese_ref.py` reference file, one per line."""
     lists = []
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, start=1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                value = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{path}:{number}: not a JSON list ({error.msg})") from None
-            if not isinstance(value, list):
-                raise ValueError(f"{path}:{number}: expected a JSON list of positions")
-            lists.append((number, value))
+    for number, line in read_lines(path):
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}:{number}: not a JSON list ({error.msg})") from None
+        if not isinstance(value, list):
+            raise ValueError(f"{path}:{number}: expected a JSON list of positions")
+        lists.append((number, value))
     return lists
 
 

@@ -105,6 +105,9 @@ def finetuning_driver(make_model):
     config = load_config(FLAGS.bert_config_file, FLAGS.max_seq_length)
     strategy = strategy_from_flags()
     tokenizer = FullTokenizer(FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
+    if len(tokenizer.vocab) > config.vocab_size:  # its ids would index past the embedding table
+        raise InputError(f"--vocab_file={FLAGS.vocab_file} has {len(tokenizer.vocab)} entries but the model's "
+                         f"vocab_size is {config.vocab_size} (--bert_config_file): another model's vocabulary?")
     if FLAGS.init_checkpoint:
         modeling.checkpoints.resolve_checkpoint_path(FLAGS.init_checkpoint)  # exists?
     driver = Driver(strategy, lambda: make_model(config),

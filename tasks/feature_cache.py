@@ -1,0 +1,50 @@
+"""Feature files cached beside a run: written once, re-used while nothing they depend on changes.
+
+A cache is `PATH` (TFRecords) and `PATH.key` (JSON: the key and the record count). The key holds
+digests of everything the features are made from -- the examples themselves, the vocabulary's
+contents -- and the options, so switching any of them rebuilds the file instead of silently
+re-using features of other data. Both files are written under temporary names and renamed.
+"""
+
+import hashlib
+import json
+import os
+from collections.abc import Callable, Iterable
+
+from bert_realformer.tfrecords import AtomicRecordWriters
+
+
+def digest(rows: Iterable) -> str:
+    """sha256 of the JSON of each row, in order (rows of strings, numbers, lists, None)."""
+    h = hashlib.sha256()
+    for row in rows:
+        h.update(json.dumps(row, ensure_ascii=False).encode())
+        h.update(b"\n")
+    return h.hexdigest()
+
+
+def file_digest(path: str) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def cached_records(path: str, key: dict, records: Callable[[], Iterable[bytes]]) -> tuple[bool, int]:
+    """Writes the serialized examples `records()` yields to `path` unless `path` exists with this
+    `key`. Returns (re-used, number of records)."""
+    key_path = path + ".key"
+    if os.path.exists(path) and os.path.exists(key_path):
+        with open(key_path, encoding="utf-8") as f:
+            try:
+                stored = json.load(f)
+            except json.JSONDecodeError:
+                stored = None
+        if isinstance(stored, dict) and stored.get("key") == key:
+            return True, stored["count"]
+    with AtomicRecordWriters([path]) as writer:
+        for record in records():
+            writer.write(record)
+    tmp = f"{key_path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump({"key": key, "count": writer.written}, f, sort_keys=True)
+    os.replace(tmp, key_path)
+    return False, writer.written
