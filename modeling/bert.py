@@ -27,7 +27,7 @@ class BertEmbeddings(keras.layers.Layer):
     (no autocasting of the tables); the LayerNorm casts to the compute dtype.
     """
 
-    def __init__(self, config, **kwargs):
+    def __init__(self, config: BertConfig, **kwargs):
         super().__init__(autocast=False, **kwargs)
         self.config = config
         self.layer_norm = LayerNorm(name="layer_norm")
@@ -64,7 +64,7 @@ class BertEmbeddings(keras.layers.Layer):
 class BertModel(keras.Model):
     """The BERT encoder (any variant of `BertConfig`). See the module docstring for I/O."""
 
-    def __init__(self, config, name="bert", **kwargs):
+    def __init__(self, config: BertConfig, name: str = "bert", **kwargs):
         super().__init__(name=name, **kwargs)
         if isinstance(config, dict):
             config = BertConfig.from_dict(config)
@@ -81,7 +81,8 @@ class BertModel(keras.Model):
         self.pooler.build((None, self.config.hidden_size))
         self.built = True
 
-    def call(self, inputs, training=False, output_attention_probs=False, layer_keep_probs=None):
+    def call(self, inputs, training: bool = False, output_attention_probs: bool = False,
+             layer_keep_probs=None) -> dict:
         """`inputs`: a dict with `input_ids` [B, S] and optional `input_mask`, `token_type_ids`
         (default all ones / all zeros, as in the original; `segment_ids`, the TFRecord name, is
         accepted for `token_type_ids`), or just the `input_ids` tensor.

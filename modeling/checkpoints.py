@@ -11,6 +11,10 @@ TensorFlow is imported only inside the functions that touch checkpoint files.
 
 import dataclasses
 import os
+from collections.abc import Mapping
+
+import keras
+import numpy as np
 
 from modeling.bert import BertModel
 from modeling.models import BertClassifier, BertMultipleChoice, BertPretrainer, BertSpanLabeler, BertTokenClassifier
@@ -33,7 +37,7 @@ class LoadReport:
     missing: list
     unexpected: list
 
-    def summary(self):
+    def summary(self) -> str:
         text = f"{self.path}: loaded {len(self.loaded)} variables"
         if self.missing:
             text += f"; {len(self.missing)} not in the checkpoint (freshly initialised): " + \
@@ -102,7 +106,7 @@ def _head_names(model):
     return []
 
 
-def tf1_variable_map(model):
+def tf1_variable_map(model: keras.Model) -> dict[str, keras.Variable]:
     """{TF1 name: variable} for a `BertModel` or a model with heads (built if needed)."""
     if not model.built:
         model.build()
@@ -112,7 +116,7 @@ def tf1_variable_map(model):
     return dict(_bert_names(bert) + _head_names(model))
 
 
-def resolve_checkpoint_path(path):
+def resolve_checkpoint_path(path: str) -> str:
     """A checkpoint prefix from a prefix or a directory (its latest checkpoint)."""
     import tensorflow as tf
     path = os.fspath(path)
@@ -131,7 +135,7 @@ def _is_ignored(name):
     return name in _IGNORED_NAMES or name.endswith(_IGNORED_SUFFIXES)
 
 
-def read_tf1_checkpoint(path):
+def read_tf1_checkpoint(path: str) -> dict[str, np.ndarray]:
     """{name: numpy array} of every model variable in a TF1 checkpoint (slots skipped)."""
     import tensorflow as tf
     prefix = resolve_checkpoint_path(path)
@@ -144,7 +148,7 @@ def read_tf1_checkpoint(path):
             for name in sorted(reader.get_variable_to_shape_map()) if not _is_ignored(name)}
 
 
-def load_tf1_checkpoint(model, path):
+def load_tf1_checkpoint(model: keras.Model, path: str) -> LoadReport:
     """Loads `bert/*` and any heads of `model` present in a TF1 checkpoint.
 
     Args:
@@ -161,7 +165,7 @@ def load_tf1_checkpoint(model, path):
     return assign_named_values(model, read_tf1_checkpoint(prefix), prefix)
 
 
-def assign_named_values(model, values, source):
+def assign_named_values(model: keras.Model, values: Mapping[str, np.ndarray], source: str) -> LoadReport:
     """Assigns {TF1 name: array} to the model's variables of those names (see
     `load_tf1_checkpoint`); `source` names the values in the report and in errors."""
     variables = tf1_variable_map(model)
@@ -180,14 +184,13 @@ def assign_named_values(model, values, source):
     return LoadReport(source, loaded, missing, unexpected)
 
 
-def save_tf1_checkpoint(model, prefix):
+def save_tf1_checkpoint(model: keras.Model, prefix: str) -> str:
     """Writes the model's variables under their TF1 names (see `write_tf1_checkpoint`)."""
-    import keras
     return write_tf1_checkpoint({name: keras.ops.convert_to_numpy(variable)
                                  for name, variable in tf1_variable_map(model).items()}, prefix)
 
 
-def write_tf1_checkpoint(values, prefix):
+def write_tf1_checkpoint(values: Mapping[str, np.ndarray], prefix: str) -> str:
     """Writes {TF1 name: array} as `prefix.index` / `prefix.data-*`, plus a `checkpoint` state
     file, so the original code (`tf.train.init_from_checkpoint`) and `load_tf1_checkpoint` can
     restore it. Files are written under a temporary prefix first and renamed, so an interrupted

@@ -15,6 +15,7 @@ are kept in `extra_keys` and written back unchanged.
 import copy
 import json
 import os
+from typing import Any
 
 from modeling.activations import ACTIVATIONS
 
@@ -49,11 +50,12 @@ class ConfigError(ValueError):
 class BertConfig:
     """Configuration of a `BertModel` (original keys + `layer_norm_type`, `residual_attention`)."""
 
-    def __init__(self, vocab_size, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
-                 intermediate_size=3072, hidden_act="gelu", hidden_dropout_prob=0.1,
-                 attention_probs_dropout_prob=0.1, max_position_embeddings=512,
-                 type_vocab_size=16, initializer_range=0.02, layer_norm_type="post",
-                 residual_attention="none", extra_keys=None, source="BertConfig"):
+    def __init__(self, vocab_size: int, hidden_size: int = 768, num_hidden_layers: int = 12,
+                 num_attention_heads: int = 12, intermediate_size: int = 3072, hidden_act: str = "gelu",
+                 hidden_dropout_prob: float = 0.1, attention_probs_dropout_prob: float = 0.1,
+                 max_position_embeddings: int = 512, type_vocab_size: int = 16, initializer_range: float = 0.02,
+                 layer_norm_type: str = "post", residual_attention: str = "none",
+                 extra_keys: dict[str, Any] | None = None, source: str = "BertConfig") -> None:
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
         self.num_hidden_layers = num_hidden_layers
@@ -71,10 +73,10 @@ class BertConfig:
         self.validate(source)
 
     @property
-    def size_per_head(self):
+    def size_per_head(self) -> int:
         return self.hidden_size // self.num_attention_heads
 
-    def validate(self, source="BertConfig"):
+    def validate(self, source: str = "BertConfig") -> None:
         """Raises `ConfigError` naming `source` and the first offending key."""
         for key in _POSITIVE_INTS:
             value = getattr(self, key)
@@ -104,7 +106,7 @@ class BertConfig:
 
     # ------------------------------------------------------------------ reading
     @classmethod
-    def from_dict(cls, json_object, source="BertConfig"):
+    def from_dict(cls, json_object: dict[str, Any], source: str = "BertConfig") -> "BertConfig":
         """Builds a config from a parsed `bert_config.json` object."""
         if not isinstance(json_object, dict):
             raise ConfigError(f"{source}: expected a JSON object, got {type(json_object).__name__}")
@@ -126,7 +128,7 @@ class BertConfig:
         return cls(**kwargs, extra_keys=values, source=source)
 
     @classmethod
-    def from_json_file(cls, json_file):
+    def from_json_file(cls, json_file: str | os.PathLike) -> "BertConfig":
         """Reads a `bert_config.json`; errors name the file."""
         try:
             with open(json_file, encoding="utf-8") as reader:
@@ -141,7 +143,7 @@ class BertConfig:
         return cls.from_dict(json_object, source=str(json_file))
 
     # ------------------------------------------------------------------ writing
-    def to_dict(self):
+    def to_dict(self) -> dict[str, Any]:
         """The `bert_config.json` object: original keys, our keys, then the kept unknown keys.
 
         RealFormer configs also carry `use_running_mean`, so the official code reads them too.
@@ -155,17 +157,17 @@ class BertConfig:
             output.setdefault(key, copy.deepcopy(value))
         return output
 
-    def to_json_string(self):
+    def to_json_string(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
 
-    def to_json_file(self, json_file):
+    def to_json_file(self, json_file: str | os.PathLike) -> None:
         """Writes atomically (temporary name, then rename)."""
         tmp = f"{json_file}.tmp{os.getpid()}"
         with open(tmp, "w", encoding="utf-8") as writer:
             writer.write(self.to_json_string())
         os.replace(tmp, json_file)
 
-    def replace(self, **changes):
+    def replace(self, **changes: Any) -> "BertConfig":
         """A copy with some keys changed (validated), e.g. `config.replace(residual_attention="sum")`."""
         values = self.to_dict()
         values.pop("use_running_mean", None)

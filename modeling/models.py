@@ -31,7 +31,7 @@ class BertPretrainer(keras.Model):
     [B, P, V] and `next_sentence_log_probs` [B, 2] (float32).
     """
 
-    def __init__(self, config, name="pretrainer", **kwargs):
+    def __init__(self, config: BertConfig, name: str = "pretrainer", **kwargs):
         super().__init__(name=name, **kwargs)
         self.config = _as_config(config)
         self.bert = BertModel(self.config)
@@ -57,7 +57,7 @@ class BertPretrainer(keras.Model):
         return {"config": self.config.to_dict(), "name": self.name}
 
 
-def pretraining_losses(outputs, features):
+def pretraining_losses(outputs: dict, features: dict) -> dict:
     """The original's losses. Returns a dict of scalars and per-example tensors:
     `masked_lm_loss`, `masked_lm_example_loss` [B, P], `next_sentence_loss`,
     `next_sentence_example_loss` [B], `total_loss` (= MLM + NSP)."""
@@ -73,7 +73,7 @@ def pretraining_losses(outputs, features):
 class BertClassifier(keras.Model):
     """Pooled output -> dropout -> `output_weights`/`output_bias`: logits [B, num_labels]."""
 
-    def __init__(self, config, num_labels, name="classifier", **kwargs):
+    def __init__(self, config: BertConfig, num_labels: int, name: str = "classifier", **kwargs):
         super().__init__(name=name, **kwargs)
         self.config = _as_config(config)
         self.num_labels = num_labels
@@ -96,7 +96,7 @@ class BertClassifier(keras.Model):
 class BertSpanLabeler(keras.Model):
     """Sequence output -> `cls/squad` span logits: (start_logits [B, S], end_logits [B, S])."""
 
-    def __init__(self, config, name="span_labeler", **kwargs):
+    def __init__(self, config: BertConfig, name: str = "span_labeler", **kwargs):
         super().__init__(name=name, **kwargs)
         self.config = _as_config(config)
         self.bert = BertModel(self.config)
@@ -124,7 +124,8 @@ class BertTokenClassifier(keras.Model):
     (`model.head.transitions`), used by the loss and by Viterbi decoding (`modeling.crf`).
     """
 
-    def __init__(self, config, num_labels, crf=False, name="token_classifier", **kwargs):
+    def __init__(self, config: BertConfig, num_labels: int, crf: bool = False, name: str = "token_classifier",
+                 **kwargs):
         super().__init__(name=name, **kwargs)
         self.config = _as_config(config)
         self.num_labels = num_labels
@@ -154,7 +155,7 @@ class BertMultipleChoice(keras.Model):
     [B, C] (0 for padding choices) returns float32 scores [B, C], padding choices at -1e9.
     """
 
-    def __init__(self, config, name="multiple_choice", **kwargs):
+    def __init__(self, config: BertConfig, name: str = "multiple_choice", **kwargs):
         super().__init__(name=name, **kwargs)
         self.config = _as_config(config)
         self.bert = BertModel(self.config)
@@ -177,7 +178,7 @@ class BertMultipleChoice(keras.Model):
         return {"config": self.config.to_dict(), "name": self.name}
 
 
-def encoder_inputs(features):
+def encoder_inputs(features: dict) -> dict:
     """The `BertModel` inputs from a feature dict that may name segment ids `segment_ids`
     (the TFRecord name) or `token_type_ids`."""
     inputs = {"input_ids": features["input_ids"]}

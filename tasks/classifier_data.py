@@ -6,6 +6,8 @@ THUCNews-style `label<TAB>text`, and users' own TSV/CSV/JSON-lines files.
 regression). Every error names the file and line.
 """
 
+from __future__ import annotations
+
 import csv
 import dataclasses
 import json
@@ -405,7 +407,7 @@ PROCESSORS = {
 }
 
 
-def get_processor(task_name, data_dir=None, **options):
+def get_processor(task_name: str, data_dir: str | None = None, **options) -> Processor:
     """The processor for `task_name` (case-insensitive). Options: `language` (xnli),
     `mismatched` (mnli), the generic-data options. Tasks whose labels come from the data
     (thucnews, generic) read them from `data_dir`."""

@@ -7,9 +7,18 @@ end of the longer text), zero padded. Record features: `input_ids`, `input_mask`
 casing, length, labels) matches; otherwise it is rebuilt.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from bert_realformer.tfrecords import encode_example, float_feature, int64_feature
 from tasks.feature_cache import cached_records, digest, file_digest
+
+if TYPE_CHECKING:  # annotations only
+    import tensorflow as tf
+
+    from tasks.classifier_data import InputExample
+    from tokenization import FullTokenizer
 
 
 def truncate_seq_pair(tokens_a, tokens_b, max_length):
@@ -57,7 +66,8 @@ def _cache_key(examples, label_list, max_seq_length, tokenizer):
             "max_seq_length": max_seq_length, "labels": label_list}
 
 
-def cached_features(examples, label_list, max_seq_length, tokenizer, path):
+def cached_features(examples: list[InputExample], label_list: list[str] | None, max_seq_length: int,
+                    tokenizer: FullTokenizer, path: str) -> bool:
     """Writes `path` (and `path.key`) unless a cache with the same key exists. Returns True
     when the cache was re-used."""
     label_map = None if label_list is None else {label: i for i, label in enumerate(label_list)}
@@ -75,8 +85,8 @@ def cached_features(examples, label_list, max_seq_length, tokenizer, path):
     return reused
 
 
-def make_dataset(path, batch_size, max_seq_length, is_training, regression=False, seed=None,
-                 start_batch=0):
+def make_dataset(path: str, batch_size: int, max_seq_length: int, is_training: bool, regression: bool = False,
+                 seed: int | None = None, start_batch: int = 0) -> tf.data.Dataset:
     """Training: shuffled (buffer 100, as the original), repeated, remainder dropped, from
     batch `start_batch` of the seed's sequence on. Eval/predict: in order, the last batch kept."""
     import tensorflow as tf

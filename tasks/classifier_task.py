@@ -3,8 +3,11 @@ the loss, the training task over cached features, predictions, and the eval_resu
 test_results.tsv the original writes.
 """
 
+from __future__ import annotations
+
 import json
 import os
+from typing import TYPE_CHECKING
 
 import numpy as np
 import tensorflow as tf
@@ -12,6 +15,11 @@ import tensorflow as tf
 from tasks import metrics
 from tasks.classifier_features import cached_features, make_dataset
 from training.driver import TrainingTask
+
+if TYPE_CHECKING:  # annotations only
+    from tasks.classifier_data import InputExample
+    from tokenization import FullTokenizer
+    from training.driver import Driver
 
 
 def classifier_loss_fn(regression):
@@ -41,8 +49,9 @@ def num_train_steps(num_examples, batch_size, num_train_epochs, accumulation_ste
     return int(num_examples / batch_size / accumulation_steps * num_train_epochs)
 
 
-def classifier_task(features_path, batch_size, max_seq_length, regression, learning_rate,
-                    num_train_steps, warmup_proportion, seed=12345):
+def classifier_task(features_path: str, batch_size: int, max_seq_length: int, regression: bool,
+                    learning_rate: float, num_train_steps: int, warmup_proportion: float,
+                    seed: int = 12345) -> TrainingTask:
     """The `TrainingTask` over a cached features file (`cached_features`)."""
     return TrainingTask(
         loss_fn=classifier_loss_fn(regression), totals_fn=example_totals,
@@ -52,7 +61,8 @@ def classifier_task(features_path, batch_size, max_seq_length, regression, learn
         num_warmup_steps=int(num_train_steps * warmup_proportion))
 
 
-def predict(driver, examples, label_list, tokenizer, features_path, batch_size, max_seq_length):
+def predict(driver: Driver, examples: list[InputExample], label_list: list[str] | None, tokenizer: FullTokenizer,
+            features_path: str, batch_size: int, max_seq_length: int) -> tuple[np.ndarray, np.ndarray]:
     """(probabilities [N, C], or scores [N, 1] for regression; labels [N]) for `examples`, in
     order, with the driver's model (features cached at `features_path`)."""
     regression = label_list is None

@@ -9,14 +9,20 @@ The directory layout is TF Serving's: EXPORT_DIR/<version>/saved_model.pb, versi
 since the epoch. Written under a temporary name and renamed.
 """
 
+from __future__ import annotations
+
 import os
 import shutil
 import time
+from typing import TYPE_CHECKING
 
 import tensorflow as tf
 
 from tokenization.fast import FastTokenizer
 from training.checkpointing import named_variables
+
+if TYPE_CHECKING:  # annotations only
+    import keras
 
 
 def _keep_first(ids, lengths):
@@ -123,13 +129,15 @@ def _save(module, export_dir, names):
     return path
 
 
-def export_classifier(model, vocab_file, do_lower_case, max_seq_length, label_list, export_dir):
+def export_classifier(model: keras.Model, vocab_file: str, do_lower_case: bool, max_seq_length: int,
+                      label_list: list[str] | None, export_dir: str) -> str:
     """Signatures `serving_default`/`classify` (text_a) and `classify_pair` (text_a, text_b)."""
     module = ClassifierServing(model, vocab_file, do_lower_case, max_seq_length, label_list)
     return _save(module, export_dir, ("classify", "classify_pair"))
 
 
-def export_encoder(model, vocab_file, do_lower_case, max_seq_length, export_dir):
+def export_encoder(model: keras.Model, vocab_file: str, do_lower_case: bool, max_seq_length: int,
+                   export_dir: str) -> str:
     """Signatures `serving_default`/`encode` (text_a) and `encode_pair` (text_a, text_b)."""
     module = EncoderServing(model, vocab_file, do_lower_case, max_seq_length)
     return _save(module, export_dir, ("encode", "encode_pair"))

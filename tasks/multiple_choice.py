@@ -13,9 +13,12 @@ answer. Data (`--task_name`):
 Every error names the file and line.
 """
 
+from __future__ import annotations
+
 import csv
 import dataclasses
 import os
+from typing import TYPE_CHECKING
 
 import numpy as np
 import tensorflow as tf
@@ -25,6 +28,10 @@ from bert_realformer.text_files import read_lines
 from tasks.classifier_data import read_jsonl
 from tasks.classifier_features import truncate_seq_pair
 from training.driver import TrainingTask
+
+if TYPE_CHECKING:  # annotations only
+    from tokenization import FullTokenizer
+    from training.driver import Driver
 
 FILES = {"swag": {"train": "train.csv", "dev": "val.csv", "test": "test.csv"},
          "generic": {"train": "train.jsonl", "dev": "dev.jsonl", "test": "test.jsonl"}}
@@ -137,8 +144,9 @@ def _totals(features):
     return {"examples": tf.cast(tf.shape(features["input_ids"])[0], tf.float32)}
 
 
-def choice_training(examples, tokenizer, max_seq_length, batch_size, learning_rate, num_train_epochs,
-                    warmup_proportion, accumulation_steps=1, seed=12345):
+def choice_training(examples: list[ChoiceExample], tokenizer: FullTokenizer, max_seq_length: int, batch_size: int,
+                    learning_rate: float, num_train_epochs: float, warmup_proportion: float,
+                    accumulation_steps: int = 1, seed: int = 12345) -> TrainingTask:
     """The `TrainingTask`: `int(examples / batch size * epochs)` steps, examples repeated and
     shuffled with a buffer of 100."""
     arrays = choice_arrays(examples, tokenizer, max_seq_length)
@@ -153,7 +161,8 @@ def choice_training(examples, tokenizer, max_seq_length, batch_size, learning_ra
                         num_warmup_steps=int(steps * warmup_proportion))
 
 
-def predict_probabilities(driver, examples, tokenizer, max_seq_length, batch_size):
+def predict_probabilities(driver: Driver, examples: list[ChoiceExample], tokenizer: FullTokenizer,
+                          max_seq_length: int, batch_size: int) -> np.ndarray:
     """Choice probabilities [N, C] (0 for padding choices), in order."""
     arrays = choice_arrays(examples, tokenizer, max_seq_length)
     out = driver.predict(tf.data.Dataset.from_tensor_slices(arrays).batch(batch_size),

@@ -11,6 +11,8 @@ Tasks (`--task_name`): `generic` (labels from the training file), and `conll2003
 `peoples_daily`, which fix the file names and the entity types.
 """
 
+from __future__ import annotations
+
 import dataclasses
 import os
 
@@ -55,7 +57,7 @@ def iob1_to_iob2(tags):
     return out
 
 
-def read_conll(path, tagged=True):
+def read_conll(path: str, tagged: bool = True) -> list[Sentence]:
     """Reads a CoNLL file. `tagged`: every token line must end with a tag column (a file with
     one column is then an error); else a one-column file is read as untagged tokens."""
     if not os.path.isfile(path):

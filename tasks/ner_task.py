@@ -2,6 +2,10 @@
 sentence), the training task over windows, decoding, and the evaluation.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import numpy as np
 import tensorflow as tf
 
@@ -9,6 +13,11 @@ from modeling import crf
 from tasks.ner_features import sentence_tags, sentence_windows
 from tasks.ner_metrics import entity_metrics
 from training.driver import TrainingTask
+
+if TYPE_CHECKING:  # annotations only
+    from tasks.ner_data import Sentence
+    from tokenization import FullTokenizer
+    from training.driver import Driver
 
 METRICS = ("loss",)
 
@@ -37,8 +46,9 @@ def ner_totals(features):
             "words": tf.reduce_sum(tf.cast(features["word_mask"], tf.float32))}
 
 
-def ner_training(sentences, tokenizer, labels, max_seq_length, batch_size, learning_rate,
-                 num_train_epochs, warmup_proportion, use_crf, accumulation_steps=1, seed=12345):
+def ner_training(sentences: list[Sentence], tokenizer: FullTokenizer, labels: list[str], max_seq_length: int,
+                 batch_size: int, learning_rate: float, num_train_epochs: float, warmup_proportion: float,
+                 use_crf: bool, accumulation_steps: int = 1, seed: int = 12345) -> tuple[TrainingTask, int]:
     """(the `TrainingTask`, number of windows): `int(windows / batch size * epochs)` steps over
     the training windows, repeated and shuffled with a buffer of 100."""
     label_map = {label: i for i, label in enumerate(labels)}
@@ -55,7 +65,8 @@ def ner_training(sentences, tokenizer, labels, max_seq_length, batch_size, learn
     return task, len(windows)
 
 
-def predict_tags(driver, sentences, tokenizer, labels, max_seq_length, batch_size, use_crf):
+def predict_tags(driver: Driver, sentences: list[Sentence], tokenizer: FullTokenizer, labels: list[str],
+                 max_seq_length: int, batch_size: int, use_crf: bool) -> list[list[str]]:
     """The predicted tag of every token of `sentences`: one list per sentence."""
     arrays, windows = sentence_windows(sentences, tokenizer, max_seq_length)
 

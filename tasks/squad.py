@@ -13,15 +13,25 @@ null score over windows; predicted when score_null - best_non_null > threshold),
 mapped back to the original characters (`get_final_text`).
 """
 
+from __future__ import annotations
+
 import collections
 import dataclasses
 import json
+import logging
 import math
-import sys
+from typing import TYPE_CHECKING
 
 from bert_realformer.errors import InputError
 from bert_realformer.text_files import read_text
 from tokenization.reference import BasicTokenizer, is_chinese_char, whitespace_tokenize
+
+if TYPE_CHECKING:  # annotations only
+    from collections.abc import Iterator
+
+    from tokenization import FullTokenizer
+
+logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass
@@ -88,7 +98,8 @@ def join_words(words, spaced=None):
                    for i, (word, space) in enumerate(zip(words, spaced, strict=True)))
 
 
-def read_squad_examples(input_file, is_training, version_2_with_negative=False):
+def read_squad_examples(input_file: str, is_training: bool,
+                        version_2_with_negative: bool = False) -> tuple[list[SquadExample], int]:
     """Returns (examples, number of answers skipped because their offsets do not match)."""
     try:
         data = json.loads(read_text(input_file))["data"]
@@ -115,15 +126,14 @@ def read_squad_examples(input_file, is_training, version_2_with_negative=False):
                         last = offset + len(answer_text) - 1
                         if not 0 <= offset <= last < len(char_to_word):
                             skipped += 1
-                            print(f"warning: {qa['id']}: answer offsets outside the context, skipped", file=sys.stderr)
+                            logger.warning("%s: answer offsets outside the context, skipped", qa["id"])
                             continue
                         start, end = char_to_word[offset], char_to_word[last]
                         actual = join_words(doc_tokens[start:end + 1], spaced[start:end + 1])
                         cleaned = " ".join(whitespace_tokenize(answer_text))
                         if actual.find(cleaned) == -1:
                             skipped += 1
-                            print(f"warning: {qa['id']}: could not find answer {cleaned!r} in {actual!r}, skipped",
-                                  file=sys.stderr)
+                            logger.warning("%s: could not find answer %r in %r, skipped", qa["id"], cleaned, actual)
                             continue
                 examples.append(SquadExample(qa["id"], qa["question"], doc_tokens, answer_text, start, end,
                                              impossible, spaced))
@@ -154,13 +164,14 @@ def _is_max_context(doc_spans, current, position):
     return current == best_index
 
 
-def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length,
-                                 is_training):
+def convert_examples_to_features(examples: list[SquadExample], tokenizer: FullTokenizer, max_seq_length: int,
+                                 doc_stride: int, max_query_length: int, is_training: bool) -> list[InputFeatures]:
     """The `InputFeatures` of every window of every example, as a list (see `iter_features`)."""
     return list(iter_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length, is_training))
 
 
-def iter_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length, is_training):
+def iter_features(examples: list[SquadExample], tokenizer: FullTokenizer, max_seq_length: int, doc_stride: int,
+                  max_query_length: int, is_training: bool) -> Iterator[InputFeatures]:
     """Yields the `InputFeatures` of each window of each example (`doc_stride` apart), in order,
     as the original's `convert_examples_to_features` makes them; one at a time, so that
     training features can be streamed to a file."""

@@ -14,9 +14,12 @@ maximum over its gold answers; an unanswerable question has the single gold answ
 import argparse
 import collections
 import json
+import logging
 import re
 import string
 import sys
+
+logger = logging.getLogger(__name__)
 
 _PUNCTUATION = set(string.punctuation)
 
@@ -62,7 +65,7 @@ def raw_scores(dataset, predictions):
         has_answer[qid] = bool(golds)
         golds = golds or [""]
         if qid not in predictions:
-            print(f"missing prediction for {qid}", file=sys.stderr)
+            logger.warning("missing prediction for %s", qid)
             continue
         exact[qid] = max(exact_score(g, predictions[qid]) for g in golds)
         f1[qid] = max(f1_score(g, predictions[qid]) for g in golds)

@@ -3,9 +3,12 @@
 written as the original's predictions.json / nbest_predictions.json / null_odds.json.
 """
 
+from __future__ import annotations
+
 import json
 import os
 import random
+from typing import TYPE_CHECKING
 
 import numpy as np
 import tensorflow as tf
@@ -14,6 +17,11 @@ from bert_realformer.tfrecords import encode_example, int64_feature
 from tasks.feature_cache import cached_records, digest, file_digest
 from tasks.squad import RawResult, compute_predictions, convert_examples_to_features, iter_features
 from training.driver import TrainingTask
+
+if TYPE_CHECKING:  # annotations only
+    from tasks.squad import SquadExample
+    from tokenization import FullTokenizer
+    from training.driver import Driver
 
 EXAMPLE_SHUFFLE_SEED = 12345  # the original pre-shuffles the training examples with this seed
 
@@ -57,7 +65,8 @@ def shuffled_training_features(examples, tokenizer, max_seq_length, doc_stride, 
 TRAINING_SPEC = ("input_ids", "input_mask", "segment_ids", "start_positions", "end_positions")
 
 
-def write_training_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length, path):
+def write_training_features(examples: list[SquadExample], tokenizer: FullTokenizer, max_seq_length: int,
+                            doc_stride: int, max_query_length: int, path: str) -> tuple[bool, int]:
     """Streams the training windows (`shuffled_training_features`) to TFRecord `path`, one at a
     time, as the original writes train.tf_record; re-uses the file while the examples, vocabulary,
     casing and window flags are the same. Returns (re-used, number of features)."""
@@ -76,7 +85,8 @@ def write_training_features(examples, tokenizer, max_seq_length, doc_stride, max
     return cached_records(path, key, records)
 
 
-def training_dataset(path, max_seq_length, batch_size, seed, start_batch=0):
+def training_dataset(path: str, max_seq_length: int, batch_size: int, seed: int,
+                     start_batch: int = 0) -> tf.data.Dataset:
     """The original's training input: the records repeated, shuffled with a buffer of 100,
     batched without remainder; from batch `start_batch` of the seed's sequence on. int32 features."""
     lengths = {"input_ids": max_seq_length, "input_mask": max_seq_length, "segment_ids": max_seq_length,
@@ -95,9 +105,10 @@ def training_dataset(path, max_seq_length, batch_size, seed, start_batch=0):
     return data.map(decode, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
 
-def squad_training(examples, tokenizer, max_seq_length, doc_stride, max_query_length, batch_size,
-                   learning_rate, num_train_epochs, warmup_proportion, features_path, accumulation_steps=1,
-                   seed=12345):
+def squad_training(examples: list[SquadExample], tokenizer: FullTokenizer, max_seq_length: int, doc_stride: int,
+                   max_query_length: int, batch_size: int, learning_rate: float, num_train_epochs: float,
+                   warmup_proportion: float, features_path: str, accumulation_steps: int = 1,
+                   seed: int = 12345) -> tuple[TrainingTask, int, bool]:
     """(the `TrainingTask`, number of features, whether the cached features were re-used). As
     the original: `int(examples / batch size * epochs)` steps, the examples shuffled with
     `random.Random(12345)` before windowing, the features (streamed to `features_path`)
@@ -113,9 +124,10 @@ def squad_training(examples, tokenizer, max_seq_length, doc_stride, max_query_le
     return task, count, reused
 
 
-def predict(driver, examples, tokenizer, max_seq_length, doc_stride, max_query_length, batch_size,
-            n_best_size, max_answer_length, do_lower_case, version_2_with_negative=False,
-            null_score_diff_threshold=0.0):
+def predict(driver: Driver, examples: list[SquadExample], tokenizer: FullTokenizer, max_seq_length: int,
+            doc_stride: int, max_query_length: int, batch_size: int, n_best_size: int, max_answer_length: int,
+            do_lower_case: bool, version_2_with_negative: bool = False,
+            null_score_diff_threshold: float = 0.0) -> tuple[dict, dict, dict]:
     """Runs the driver's model over the examples' windows; returns (predictions, nbest,
     null odds) as `compute_predictions`."""
     features = convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride,

@@ -17,6 +17,7 @@ The character classes (control, whitespace, punctuation, marks) are generated fr
 """
 
 import functools
+from collections.abc import Sequence
 
 from tokenization import unicode_classes
 from tokenization.reference import load_vocab
@@ -38,7 +39,7 @@ class FastTokenizer:
     `words(texts)`: string tensor [N] -> RaggedTensor [N, (words)] after basic tokenization.
     """
 
-    def __init__(self, vocab_file, do_lower_case=True):
+    def __init__(self, vocab_file: str, do_lower_case: bool = True):
         import tensorflow as tf
         import tensorflow_text as tf_text
         self.vocab_file = vocab_file
@@ -79,7 +80,7 @@ class FastTokenizer:
         pieces = self._wordpiece.tokenize(words)          # [N, (words), (pieces)]
         return pieces.merge_dims(1, 2)
 
-    def tokenize_to_lists(self, texts):
+    def tokenize_to_lists(self, texts: Sequence[str]) -> list[list[int]]:
         """Python convenience: list of str -> list of id lists."""
         import tensorflow as tf
         return self.tokenize(tf.constant(list(texts), dtype=tf.string)).to_list()

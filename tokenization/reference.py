@@ -13,6 +13,7 @@ Pipeline (BasicTokenizer, then WordPiece on each word):
 
 import collections
 import unicodedata
+from collections.abc import Iterable, Mapping
 
 # CJK Unified Ideograph blocks (and the compatibility ideographs), as the original.
 _CJK_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
@@ -24,7 +25,7 @@ _LOWER_CASED_MODELS = ("uncased_L-24_H-1024_A-16", "uncased_L-12_H-768_A-12",
 _CASED_MODELS = ("cased_L-12_H-768_A-12", "cased_L-24_H-1024_A-16", "multi_cased_L-12_H-768_A-12")
 
 
-def convert_to_unicode(text):
+def convert_to_unicode(text: str | bytes) -> str:
     """`str` as is; `bytes` decoded as UTF-8 (invalid bytes dropped, as the original)."""
     if isinstance(text, str):
         return text
@@ -33,7 +34,7 @@ def convert_to_unicode(text):
     raise ValueError(f"unsupported string type: {type(text).__name__}")
 
 
-def load_vocab(vocab_file):
+def load_vocab(vocab_file: str) -> "collections.OrderedDict[str, int]":
     """{token: id} with the original's reading: lines split on '\\n' only, each `.strip()`-ed,
     the line number as id (a later duplicate wins). A line holding only U+2028 becomes the key ''.
     """
@@ -48,7 +49,7 @@ def load_vocab(vocab_file):
     return vocab
 
 
-def whitespace_tokenize(text):
+def whitespace_tokenize(text: str) -> list[str]:
     return text.split()
 
 
@@ -69,7 +70,7 @@ def is_punctuation(char):
     return unicodedata.category(char).startswith("P")
 
 
-def is_chinese_char(cp):
+def is_chinese_char(cp: int) -> bool:
     return any(lo <= cp <= hi for lo, hi in _CJK_RANGES)
 
 
@@ -80,10 +81,10 @@ class BasicTokenizer:
     `CompiledBasicTokenizer` (what `FullTokenizer` uses) is tested against.
     """
 
-    def __init__(self, do_lower_case=True):
+    def __init__(self, do_lower_case: bool = True):
         self.do_lower_case = do_lower_case
 
-    def tokenize(self, text):
+    def tokenize(self, text: str) -> list[str]:
         text = self._clean_text(convert_to_unicode(text))
         text = self._tokenize_chinese_chars(text)
         split_tokens = []
@@ -139,7 +140,7 @@ class CompiledBasicTokenizer(BasicTokenizer):
     NFD maps CJK compatibility ideographs only to (equally split) unified ideographs.
     """
 
-    def __init__(self, do_lower_case=True):
+    def __init__(self, do_lower_case: bool = True):
         super().__init__(do_lower_case)
         import re
 
@@ -152,7 +153,7 @@ class CompiledBasicTokenizer(BasicTokenizer):
         others = uc.python_class("punctuation", "cjk", negate=True, extra=r"\s")
         self._words = re.compile(f"{single}|{others}+")
 
-    def tokenize(self, text):
+    def tokenize(self, text: str) -> list[str]:
         text = convert_to_unicode(text).translate(self._clean)
         if self.do_lower_case:
             text = unicodedata.normalize("NFD", text.lower()).translate(self._marks)
@@ -162,12 +163,12 @@ class CompiledBasicTokenizer(BasicTokenizer):
 class WordpieceTokenizer:
     """Greedy longest-match-first WordPiece over one vocabulary."""
 
-    def __init__(self, vocab, unk_token="[UNK]", max_input_chars_per_word=200):
+    def __init__(self, vocab: Mapping[str, int], unk_token: str = "[UNK]", max_input_chars_per_word: int = 200):
         self.vocab = vocab
         self.unk_token = unk_token
         self.max_input_chars_per_word = max_input_chars_per_word
 
-    def tokenize(self, text):
+    def tokenize(self, text: str) -> list[str]:
         output = []
         for word in whitespace_tokenize(convert_to_unicode(text)):
             output.extend(self.tokenize_word(word))
@@ -200,7 +201,7 @@ class FullTokenizer:
     `tokenize_to_ids` goes straight to ids.
     """
 
-    def __init__(self, vocab_file, do_lower_case=True):
+    def __init__(self, vocab_file: str, do_lower_case: bool = True):
         self.vocab_file = vocab_file
         self.do_lower_case = do_lower_case
         self.vocab = load_vocab(vocab_file)
@@ -218,13 +219,13 @@ class FullTokenizer:
                 cache[word] = value
         return value
 
-    def tokenize(self, text):
+    def tokenize(self, text: str) -> list[str]:
         output = []
         for word in self.basic_tokenizer.tokenize(text):
             output.extend(self._cached(self._piece_cache, word, tuple))
         return output
 
-    def tokenize_to_ids(self, text):
+    def tokenize_to_ids(self, text: str) -> list[int]:
         """`convert_tokens_to_ids(tokenize(text))`, faster."""
         output = []
         cache = self._id_cache
@@ -235,14 +236,14 @@ class FullTokenizer:
             output.extend(ids)
         return output
 
-    def convert_tokens_to_ids(self, tokens):
+    def convert_tokens_to_ids(self, tokens: Iterable[str]) -> list[int]:
         return [self.vocab[token] for token in tokens]
 
-    def convert_ids_to_tokens(self, ids):
+    def convert_ids_to_tokens(self, ids: Iterable[int]) -> list[str]:
         return [self.inv_vocab[i] for i in ids]
 
 
-def validate_case_matches_checkpoint(do_lower_case, init_checkpoint):
+def validate_case_matches_checkpoint(do_lower_case: bool, init_checkpoint: str | None) -> None:
     """Raises `ValueError` when `do_lower_case` contradicts a released checkpoint's known casing
     (recognised by its directory name, e.g. `uncased_L-12_H-768_A-12/bert_model.ckpt`)."""
     import re
