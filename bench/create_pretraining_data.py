@@ -5,7 +5,9 @@ paragraph per document (about 45,000 sentence lines). The peer is tf-models-offi
 `official.nlp.data.create_pretraining_data`, a copy of the original, run in its own virtual
 environment (`make bench-peers`); its masking draws differently from the original's, so it runs
 a second time with the original masking swapped in (`bench/peers/...`), and that output must
-equal ours record for record. Also: the tokenizer alone, reference vs fast, in lines/s.
+equal ours record for record. Ours also runs in one process and on its pure-Python path (same
+records), and a process that only imports TensorFlow measures what the peers' memory owes to it.
+Also: the tokenizer alone, ours vs the original `FullTokenizer`, in lines/s.
 
     python bench/create_pretraining_data.py [--dupe_factor=10] [--num_workers=2]
 
@@ -26,7 +28,7 @@ PEER_PYTHON = os.path.join(ROOT, "bench", ".venv-tfm", "bin", "python")
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 from common import write_report  # noqa: E402
-from tokenizer_peers import tokenizer_throughput  # noqa: E402
+from tokenizer_peers import ORIGINAL, original_tokenizer, tokenizer_throughput  # noqa: E402
 
 from bert_realformer.cpus import usable_cpu_count  # noqa: E402
 
@@ -110,9 +112,15 @@ def main():
               f"--max_seq_length={args.max_seq_length}",
               f"--max_predictions_per_seq={args.max_predictions_per_seq}",
               f"--dupe_factor={args.dupe_factor}", "--random_seed=12345"]
+    script = os.path.join(ROOT, "create_pretraining_data.py")
     runs = {
-        "ours": [sys.executable, os.path.join(ROOT, "create_pretraining_data.py"),
-                 f"--output_file={work}/ours.tfrecord", f"--num_workers={args.num_workers}", *common],
+        "ours": [sys.executable, script, f"--output_file={work}/ours.tfrecord", f"--num_workers={args.num_workers}",
+                 *common],
+        "ours, one process (--num_workers=1)": [sys.executable, script, f"--output_file={work}/ours_1.tfrecord",
+                                                "--num_workers=1", *common],
+        "ours, pure Python (--use_native=False)": [
+            sys.executable, script, f"--output_file={work}/ours_python.tfrecord", f"--num_workers={args.num_workers}",
+            "--use_native=False", *common],
         "original algorithm (tf-models-official + original masking)": [
             PEER_PYTHON, os.path.join(ROOT, "bench", "peers", "tfm_create_pretraining_data.py"),
             "--faithful_masking=original", f"--output_file={work}/original.tfrecord", *common],
@@ -122,6 +130,8 @@ def main():
         "tf-models-official as released": [
             PEER_PYTHON, os.path.join(ROOT, "bench", "peers", "tfm_create_pretraining_data.py"),
             f"--output_file={work}/tfm.tfrecord", *common],
+        # What the peers' resident memory owes to importing TensorFlow, which ours does not.
+        "TensorFlow import alone (the peers' environment)": [PEER_PYTHON, "-c", "import tensorflow"],
     }
     results = {}
     print(f"corpus: {lines:,} sentence lines; dupe_factor={args.dupe_factor}; "
@@ -138,24 +148,36 @@ def main():
     ratio = base["seconds"] / results["ours"]["seconds"]
     conservative_ratio = conservative["seconds"] / results["ours"]["seconds"]
     memory_ratio = results["ours"]["peak_rss_mb"] / base["peak_rss_mb"]
+    # Like for like: one process each, and the original without what importing TensorFlow takes.
+    tf_import_mb = results["TensorFlow import alone (the peers' environment)"]["peak_rss_mb"]
+    like_for_like_memory_ratio = (results["ours, one process (--num_workers=1)"]["peak_rss_mb"]
+                                  / (base["peak_rss_mb"] - tf_import_mb))
+    python_ratio = results["ours, pure Python (--use_native=False)"]["seconds"] / results["ours"]["seconds"]
     ours = read_records(f"{work}/ours.tfrecord", args.max_seq_length, args.max_predictions_per_seq)
     identical = all(same_records(ours, read_records(f"{work}/{name}.tfrecord", args.max_seq_length,
                                                     args.max_predictions_per_seq))
-                    for name in ("original", "original_fast_masking"))
+                    for name in ("original", "original_fast_masking", "ours_1", "ours_python"))
     n_records = len(ours["input_ids"])
     print(f"speed-up vs the original algorithm: {ratio:.2f}x ({conservative_ratio:.2f}x when it "
-          f"borrows our masking code); peak memory ours/original: {memory_ratio:.2f}; "
-          f"outputs identical: {identical} ({n_records:,} records)")
+          f"borrows our masking code); pure Python path / C path time: {python_ratio:.2f}; peak memory "
+          f"ours/original: {memory_ratio:.2f}, one process each without the TensorFlow import "
+          f"({tf_import_mb:.0f} MB): {like_for_like_memory_ratio:.2f}; outputs identical: {identical} "
+          f"({n_records:,} records)")
 
     sample = realdata.peoples_daily_lines(split_sentences=True)
     tokenizers, _ = tokenizer_throughput(sample, VOCAB)
+    original_rate, _ = original_tokenizer(sample, VOCAB, work)
+    if original_rate is not None:
+        tokenizers[ORIGINAL] = original_rate
     for name, rate in tokenizers.items():
-        print(f"tokenizer {name:<30} {rate:10,.0f} lines/s")
+        print(f"tokenizer {name:<55} {rate:10,.0f} lines/s")
 
     write_report(args.output, "create_pretraining_data", sys.argv[1:],
                  corpus_lines=lines, flags=vars(args), runs=results, speedup_vs_original=ratio,
                  speedup_vs_original_with_our_masking=conservative_ratio,
-                 peak_memory_ratio_vs_original=memory_ratio, outputs_identical=identical,
+                 peak_memory_ratio_vs_original=memory_ratio,
+                 peak_memory_ratio_one_process_without_tf_import=like_for_like_memory_ratio,
+                 tf_import_peak_rss_mb=tf_import_mb, python_path_time_ratio=python_ratio, outputs_identical=identical,
                  records=n_records, tokenizer_lines_per_s=tokenizers, tokenizer_lines=len(sample))
     if not identical:
         sys.exit(1)

@@ -1,8 +1,9 @@
-"""Tokenizer throughput on real text: ours (the original's algorithm as written, our reference
-FullTokenizer in one process and in the create_pretraining_data worker pool, the tensorflow-text
-fast path) vs Hugging Face `tokenizers`' BertWordPieceTokenizer (Rust; bench/.venv-hf), on
+"""Tokenizer throughput on real text: ours (our reference FullTokenizer in one process and in the
+create_pretraining_data worker pool, the same without its caches and word-level fast paths, the
+tensorflow-text fast path) vs the original `FullTokenizer` itself (tf-models-official's copy,
+bench/.venv-tfm) and Hugging Face `tokenizers`' BertWordPieceTokenizer (Rust; bench/.venv-hf), on
 People's Daily (Chinese vocab) and English sentences (uncased vocab). Also counts the lines on
-which Hugging Face's ids differ from ours (ours equal the original's).
+which each peer's ids differ from ours.
 
     python bench/tokenizer_peers.py [--num_workers=2]
 
@@ -20,6 +21,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 sys.path.insert(0, ROOT)
 HF_PYTHON = os.path.join(ROOT, "bench", ".venv-hf", "bin", "python")
+TFM_PYTHON = os.path.join(ROOT, "bench", ".venv-tfm", "bin", "python")
+ORIGINAL = "the original FullTokenizer (tf-models-official's copy)"
 VOCABS = {"chinese": os.path.join(ROOT, "tests", "data", "tokenization", "vocab_zh.txt"),
           "english": os.path.join(ROOT, "tests", "data", "tokenization", "vocab_en_uncased.txt")}
 
@@ -51,7 +54,7 @@ def tokenizer_throughput(lines, vocab, num_workers=1):
     literal._piece_cache = literal._id_cache = _NoCache()
     reference = FullTokenizer(vocab)
     rates = {}
-    rates["original-style (no caches)"], _ = _rate(
+    rates["ours, character by character, no caches"], _ = _rate(
         lines, lambda ls: [literal.convert_tokens_to_ids(literal.tokenize(line)) for line in ls])
     rates["reference, 1 process"], ids = _rate(lines, lambda ls: [reference.tokenize_to_ids(line) for line in ls])
     if num_workers > 1:
@@ -72,17 +75,24 @@ def tokenizer_throughput(lines, vocab, num_workers=1):
     return rates, ids
 
 
-def huggingface(lines, vocab, work):
-    """Runs the `tokenizers` peer; returns (its result dict, its ids) or (None, None)."""
-    lines_file, ids_file = os.path.join(work, "lines.txt"), os.path.join(work, "hf_ids.jsonl")
+def run_peer(python, script, lines, vocab, work):
+    """Runs a tokenizer peer (`bench/peers/SCRIPT` under `python`) on `lines`; returns (its result
+    dict, its ids) or (None, None)."""
+    lines_file, ids_file = os.path.join(work, "lines.txt"), os.path.join(work, f"{script}.ids.jsonl")
     with open(lines_file, "w", encoding="utf-8") as f:
         f.write("\n".join(lines))
-    result = run_case_process([HF_PYTHON, os.path.join(ROOT, "bench", "peers", "hf_tokenizer.py"),
-                               vocab, "1", lines_file, ids_file])
+    result = run_case_process([python, os.path.join(ROOT, "bench", "peers", script), vocab, "1", lines_file,
+                               ids_file])
     if result is None:
         return None, None
     with open(ids_file, encoding="utf-8") as f:
         return result, [json.loads(line) for line in f]
+
+
+def original_tokenizer(lines, vocab, work):
+    """The original `FullTokenizer` (tf-models-official's copy): (lines/s, ids) or (None, None)."""
+    result, ids = run_peer(TFM_PYTHON, "tfm_tokenizer.py", lines, vocab, work)
+    return (result["lines_per_s"], ids) if result else (None, None)
 
 
 def main():
@@ -90,8 +100,9 @@ def main():
     parser.add_argument("--num_workers", type=int, default=usable_cpu_count())
     parser.add_argument("--output", default=os.path.join(ROOT, "bench", "results", "tokenizer_peers.json"))
     args = parser.parse_args()
-    if not os.path.exists(HF_PYTHON):
-        raise SystemExit(f"{HF_PYTHON} is missing: run `make bench-peers` first")
+    for python in (HF_PYTHON, TFM_PYTHON):
+        if not os.path.exists(python):
+            raise SystemExit(f"{python} is missing: run `make bench-peers` first")
     import realdata
     corpora = {"chinese": realdata.peoples_daily_lines(split_sentences=True),
                "english": realdata.english_sentences()}
@@ -100,9 +111,13 @@ def main():
     for language, lines in corpora.items():
         lines = [stripped for stripped in (line.strip() for line in lines) if stripped]
         rates, ours = tokenizer_throughput(lines, VOCABS[language], args.num_workers)
-        peer, theirs = huggingface(lines, VOCABS[language], work)
+        original_rate, original_ids = original_tokenizer(lines, VOCABS[language], work)
+        peer, theirs = run_peer(HF_PYTHON, "hf_tokenizer.py", lines, VOCABS[language], work)
         entry = {"lines": len(lines), "lines_per_s": rates}
         print(f"{language}: {len(lines):,} lines")
+        if original_rate is not None:
+            rates[ORIGINAL] = original_rate
+            entry["original_lines_differing_from_ours"] = sum(a != b for a, b in zip(ours, original_ids))
         if peer is not None:
             rates[f"Hugging Face tokenizers {peer['version']} encode (1 thread)"] = peer["encode_lines_per_s"]
             batch_name = f"Hugging Face tokenizers {peer['version']} encode_batch ({peer['threads']} threads)"
@@ -112,6 +127,8 @@ def main():
             entry["huggingface_differing_examples"] = [lines[i][:80] for i in differ[:5]]
         for name, rate in rates.items():
             print(f"  {name:<62} {rate:10,.0f} lines/s")
+        if original_rate is not None:
+            print(f"  the original's ids differ from ours on {entry['original_lines_differing_from_ours']:,} lines")
         if peer is not None:
             print(f"  Hugging Face ids differ from ours on {len(differ):,} of {len(lines):,} lines")
         report[language] = entry
