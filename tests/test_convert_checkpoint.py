@@ -126,20 +126,26 @@ def test_realformer_keeps_its_variant_through_ours_and_tf1(tmp_path):
     np.testing.assert_allclose(out["sequence_output"], io["sequence_output"], atol=2e-5)
 
 
+def _serve_in_fresh_process(export_dir, signature, texts):
+    """{output name: list} of the one SavedModel version in `export_dir`, called on `texts` in a
+    new Python process (only TensorFlow and tensorflow_text imported)."""
+    (version,) = os.listdir(export_dir)
+    code = ("import json, sys, tensorflow as tf, tensorflow_text\n"
+            f"m = tf.saved_model.load({str(export_dir / version)!r})\n"
+            f"out = m.signatures[{signature!r}](text_a=tf.constant(json.loads(sys.stdin.read())))\n"
+            "print(json.dumps({k: v.numpy().tolist() for k, v in out.items()}))\n")
+    loaded = subprocess.run([sys.executable, "-c", code], input=json.dumps(texts), capture_output=True,
+                            text=True, timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert loaded.returncode == 0, loaded.stderr[-2000:]
+    return json.loads(loaded.stdout.strip().splitlines()[-1])
+
+
 def test_savedmodel_export_loads_in_a_fresh_process(tmp_path):
     result = convert("--from=tf1", "--to=savedmodel", f"--input={POSTLN}", f"--output={tmp_path}/sm",
                      "--max_seq_length=16")
     assert result.returncode == 0, result.stderr[-2000:]
-    (version,) = os.listdir(tmp_path / "sm")
     texts = ["The cat sat on the mat", "Hi"]
-    code = ("import json, sys, tensorflow as tf, tensorflow_text\n"
-            f"m = tf.saved_model.load({str(tmp_path / 'sm' / version)!r})\n"
-            "out = m.signatures['encode'](text_a=tf.constant(json.loads(sys.stdin.read())))\n"
-            "print(json.dumps(out['pooled_output'].numpy().tolist()))\n")
-    loaded = subprocess.run([sys.executable, "-c", code], input=json.dumps(texts), capture_output=True,
-                            text=True, timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
-    assert loaded.returncode == 0, loaded.stderr[-2000:]
-    served = np.array(json.loads(loaded.stdout.strip().splitlines()[-1]))
+    served = np.array(_serve_in_fresh_process(tmp_path / "sm", "encode", texts)["pooled_output"])
     model = modeling.BertModel(modeling.BertConfig.from_json_file(os.path.join(POSTLN, "bert_config.json")))
     modeling.load_tf1_checkpoint(model, POSTLN)
     expected = model(_batch(os.path.join(POSTLN, "vocab.txt"), texts))["pooled_output"]
@@ -157,16 +163,8 @@ def test_regression_classifier_exports_its_score_not_a_softmax_of_one(tmp_path):
                      f"--bert_config_file={POSTLN}/bert_config.json", f"--vocab_file={POSTLN}/vocab.txt",
                      f"--output={tmp_path}/sm", "--max_seq_length=16")
     assert result.returncode == 0, result.stderr[-2000:]
-    (version,) = os.listdir(tmp_path / "sm")
     texts = ["The cat sat on the mat", "Hi"]
-    code = ("import json, sys, tensorflow as tf, tensorflow_text\n"
-            f"m = tf.saved_model.load({str(tmp_path / 'sm' / version)!r})\n"
-            "out = m.signatures['classify'](text_a=tf.constant(json.loads(sys.stdin.read())))\n"
-            "print(json.dumps({k: v.numpy().tolist() for k, v in out.items()}))\n")
-    loaded = subprocess.run([sys.executable, "-c", code], input=json.dumps(texts), capture_output=True,
-                            text=True, timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
-    assert loaded.returncode == 0, loaded.stderr[-2000:]
-    served = json.loads(loaded.stdout.strip().splitlines()[-1])
+    served = _serve_in_fresh_process(tmp_path / "sm", "classify", texts)
     assert list(served) == ["scores"]
     model = modeling.BertModel(modeling.BertConfig.from_json_file(os.path.join(POSTLN, "bert_config.json")))
     modeling.load_tf1_checkpoint(model, POSTLN)
