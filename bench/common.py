@@ -17,6 +17,28 @@ def emit_result(result):
     print(RESULT_PREFIX + json.dumps(result), flush=True)
 
 
+OUT_OF_MEMORY_MARKERS = ("RESOURCE_EXHAUSTED", "ResourceExhaustedError", "OutOfMemoryError", "MemoryError",
+                         "Out of memory", "out of memory", "OOM when allocating")
+
+
+def is_out_of_memory(error):
+    """Whether `error` is a framework (XLA, TensorFlow, PyTorch) saying that memory ran out."""
+    text = f"{type(error).__name__}: {error}"
+    return any(marker in text for marker in OUT_OF_MEMORY_MARKERS)
+
+
+def emit_result_or_out_of_memory(measure):
+    """In a case's process: emits `measure()`'s result, or `{"out_of_memory": true, "error"}`
+    when it ran out of memory (any other error propagates: the case failed)."""
+    try:
+        result = measure()
+    except Exception as error:
+        if not is_out_of_memory(error):
+            raise
+        result = {"out_of_memory": True, "error": str(error).strip().splitlines()[0][:300]}
+    emit_result(result)
+
+
 def run_case_process(cmd, env=None):
     """Runs `cmd` (a process that calls `emit_result`); returns its result dict, or None
     after printing the end of its stderr when it failed."""

@@ -8,6 +8,10 @@ of the MLM+NSP pretraining loss plus an SGD update.
     KERAS_BACKEND=jax python bench/model_step.py --config=large --dtype_policy=mixed_bfloat16 \
         --seq_length=128,512 --batch_size=64 --peak_matmul_size=8192 --pytorch_python=python3
 
+With `--max_batch`, each variant's largest batch that fits (a multiple of `--batch_multiple`) is
+searched from `--batch_size` instead, every probe a whole case; the largest fitting case is
+marked `"largest_fitting_batch": true` in the JSON.
+
 Prints a table and writes JSON to bench/results/model_step-<backend>-<config>.json.
 """
 
@@ -24,7 +28,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
-from common import emit_result, run_case_process, write_report  # noqa: E402
+from batch_search import largest_fitting_batch  # noqa: E402
+from common import emit_result, emit_result_or_out_of_memory, run_case_process, write_report  # noqa: E402
 from tf_step import sgd_step  # noqa: E402
 
 VOCAB_SIZE = 30522
@@ -214,6 +219,10 @@ def main():
                         help="measure the matmul peak at this size first (8192 on a GPU) and report MFU")
     parser.add_argument("--pytorch_python", default=None,
                         help="a python with torch and transformers: add Hugging Face's BertModel as the peer")
+    parser.add_argument("--max_batch", action="store_true",
+                        help="search each variant's largest batch that fits, from --batch_size")
+    parser.add_argument("--batch_multiple", type=int, default=8, help="the batch granularity of --max_batch")
+    parser.add_argument("--batch_limit", type=int, default=4096, help="the largest batch --max_batch tries")
     parser.add_argument("--output", default=None, help="JSON path (default bench/results/...)")
     parser.add_argument("--case", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -223,15 +232,17 @@ def main():
         if case.get("kind") == "peak":
             emit_result({"peak_tflops": measure_matmul_peak_tflops(case["dtype"], case["size"])})
         else:
-            emit_result(run_case(case))
+            emit_result_or_out_of_memory(lambda: run_case(case))
         return
 
     import keras
     backend = keras.backend.backend()
     xla_modes = [m == "on" for m in args.xla.split(",")] if backend == "tensorflow" else [True]
+    seq_lengths = [int(s) for s in args.seq_length.split(",")]
+    batch_sizes = [int(b) for b in args.batch_size.split(",")]
     cases = []
-    for seq in (int(s) for s in args.seq_length.split(",")):
-        for batch in (int(b) for b in args.batch_size.split(",")):
+    for seq in seq_lengths:
+        for batch in batch_sizes:
             for xla in xla_modes:
                 for variant in args.variants.split(","):
                     cases.append({"config": args.config, "variant": variant, "seq_length": seq,
@@ -251,46 +262,100 @@ def main():
     results = []
     print(f"{'seq':>4} {'batch':>5} {'xla':>3} {'variant':<16} {'step ms':>9} {'tokens/s':>10} {'seq/s':>8} "
           f"{'vs post-LN':>10} {'MFU':>6} {'peak MB':>9}")
-    for case in cases:
-        result = run_case_process([sys.executable, os.path.abspath(__file__), "--case", json.dumps(case)])
-        if result is None:  # e.g. out of memory at this batch size: report it and go on
-            print(f"{case['seq_length']:>4} {case['batch_size']:>5} {case['variant']}: failed", flush=True)
-            results.append({**case, "failed": True})
-            continue
-        result["mfu"] = result["model_tflops_per_s"] / peak["tflops"] if peak else None
-        base = next((r for r in results if r["variant"] == "post-LN" and not r.get("failed")
-                     and r["xla"] == case["xla"]
-                     and r["seq_length"] == case["seq_length"]
-                     and r["batch_size"] == case["batch_size"]), None)
-        result["step_time_vs_post_ln"] = (result["median_step_s"] / base["median_step_s"]
-                                          if base else 1.0 if case["variant"] == "post-LN" else None)
-        results.append(result)
-        ratio = result["step_time_vs_post_ln"]
-        mfu = f"{result['mfu']:.1%}" if peak else "-"
-        print(f"{case['seq_length']:>4} {case['batch_size']:>5} {'on' if case['xla'] else 'off':>3} "
-              f"{case['variant']:<16} "
-              f"{result['median_step_s'] * 1e3:>9.1f} {result['tokens_per_s']:>10.0f} "
-              f"{result['sequences_per_s']:>8.1f} {(f'{ratio:.3f}' if ratio else '-'):>10} {mfu:>6} "
-              f"{result['peak_memory_mb']:>9.0f}", flush=True)
-    if args.pytorch_python:
-        for seq, batch in sorted({(c["seq_length"], c["batch_size"]) for c in cases}):
-            results.append(_pytorch_case(args, seq, batch, peak))
+    if args.max_batch:
+        for template in (c for c in cases if c["batch_size"] == batch_sizes[0]):
+            _search_largest_batch(lambda batch, t=template: _run_ours({**t, "batch_size": batch}, peak, results),
+                                  template["batch_size"], args.batch_multiple, args.batch_limit,
+                                  template["variant"])
+        if args.pytorch_python:
+            for seq in seq_lengths:
+                _search_largest_batch(lambda batch, s=seq: _pytorch_case(args, s, batch, peak, results),
+                                      batch_sizes[0], args.batch_multiple, args.batch_limit,
+                                      "PyTorch sdpa")
+    else:
+        for case in cases:
+            _run_ours(case, peak, results)
+        if args.pytorch_python:
+            for seq, batch in sorted({(c["seq_length"], c["batch_size"]) for c in cases}):
+                _pytorch_case(args, seq, batch, peak, results)
 
     output = args.output or os.path.join(ROOT, "bench", "results", f"model_step-{backend}-{args.config}.json")
     write_report(output, "model_step", sys.argv[1:], results=results, matmul_peak=peak)
 
 
-def _pytorch_case(args, seq, batch, peak):
+def _search_largest_batch(run, start, multiple, limit, name):
+    """Finds the largest batch for which `run(batch)` (which returns the case's result) does not
+    run out of memory, and marks that result `largest_fitting_batch`. A case that fails for
+    another reason ends this search (said in a line); the other searches go on."""
+    ran = {}
+
+    class Failed(Exception):
+        pass
+
+    def fits(batch):
+        ran[batch] = run(batch)
+        if ran[batch].get("failed"):
+            raise Failed
+        return not ran[batch].get("out_of_memory")
+
+    try:
+        largest = largest_fitting_batch(fits, start, multiple, limit)
+    except Failed:
+        print(f"{name}: search stopped, a case failed for another reason than memory (its error is above)",
+              flush=True)
+        return
+    if largest is None:
+        print(f"{name}: not even batch {multiple} fits", flush=True)
+        return
+    result = ran[largest]
+    result["largest_fitting_batch"] = True
+    print(f"{name}, seq {result['seq_length']}: largest batch that fits {largest} "
+          f"({result['sequences_per_s']:.1f} seq/s, {result['peak_memory_mb']:.0f} MB)", flush=True)
+
+
+def _run_ours(case, peak, results):
+    """Runs one case of our model in its own process, prints its row, appends its result
+    (`failed` or `out_of_memory` set when it did not run) to `results` and returns it."""
+    result = run_case_process([sys.executable, os.path.abspath(__file__), "--case", json.dumps(case)])
+    if result is None or result.get("out_of_memory"):
+        why = "failed" if result is None else "out of memory"
+        print(f"{case['seq_length']:>4} {case['batch_size']:>5} {case['variant']}: {why}", flush=True)
+        result = {**case, "failed": True} if result is None else {**case, **result}
+        results.append(result)
+        return result
+    result["mfu"] = result["model_tflops_per_s"] / peak["tflops"] if peak else None
+    base = next((r for r in results if r.get("variant") == "post-LN" and r.get("median_step_s")
+                 and r["xla"] == case["xla"]
+                 and r["seq_length"] == case["seq_length"]
+                 and r["batch_size"] == case["batch_size"]), None)
+    result["step_time_vs_post_ln"] = (result["median_step_s"] / base["median_step_s"]
+                                      if base else 1.0 if case["variant"] == "post-LN" else None)
+    results.append(result)
+    ratio = result["step_time_vs_post_ln"]
+    mfu = f"{result['mfu']:.1%}" if peak else "-"
+    print(f"{case['seq_length']:>4} {case['batch_size']:>5} {'on' if case['xla'] else 'off':>3} "
+          f"{case['variant']:<16} "
+          f"{result['median_step_s'] * 1e3:>9.1f} {result['tokens_per_s']:>10.0f} "
+          f"{result['sequences_per_s']:>8.1f} {(f'{ratio:.3f}' if ratio else '-'):>10} {mfu:>6} "
+          f"{result['peak_memory_mb']:>9.0f}", flush=True)
+    return result
+
+
+def _pytorch_case(args, seq, batch, peak, results):
     """The peer: transformers' BertModel with PyTorch's fused attention (sdpa) and the same
-    heads on the masked positions, same shapes and batch (bench/peers/hf_pretraining_step.py)."""
+    heads on the masked positions, same shapes and batch (bench/peers/hf_pretraining_step.py).
+    Prints its row, appends its result to `results` and returns it."""
     case = {"framework": "pytorch", "config": args.config, "shape": CONFIGS[args.config],
             "seq_length": seq, "batch_size": batch, "predictions": predictions_per_seq(seq),
             "dtype_policy": args.dtype_policy, "steps": args.steps, "warmup": args.warmup,
             "vocab_size": VOCAB_SIZE}
     result = run_case_process([args.pytorch_python, os.path.join(ROOT, "bench", "peers", "hf_pretraining_step.py"),
                                json.dumps(case)])
-    if result is None:
-        return {**case, "failed": True}
+    if result is None or result.get("out_of_memory"):
+        print(f"{seq:>4} {batch:>5} PyTorch (sdpa): {'failed' if result is None else 'out of memory'}", flush=True)
+        result = {**case, "failed": True} if result is None else {**case, **result}
+        results.append(result)
+        return result
     flops = train_flops_per_step(case["shape"], batch, seq, case["predictions"])
     result = {**case, **result, "model_tflops_per_s": flops / result["median_step_s"] / 1e12}
     result["mfu"] = result["model_tflops_per_s"] / peak["tflops"] if peak else None
@@ -298,6 +363,7 @@ def _pytorch_case(args, seq, batch, peak):
     print(f"{seq:>4} {batch:>5} {'':>3} {'PyTorch (sdpa)':<16} {result['median_step_s'] * 1e3:>9.1f} "
           f"{result['tokens_per_s']:>10.0f} {result['sequences_per_s']:>8.1f} {'-':>10} {mfu:>6} "
           f"{result['peak_memory_mb']:>9.0f}", flush=True)
+    results.append(result)
     return result
 
 

@@ -16,11 +16,16 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from common import emit_result, time_steps  # noqa: E402
+from common import emit_result_or_out_of_memory, time_steps  # noqa: E402
 
 
 def main():
     case = json.loads(sys.argv[1])
+    emit_result_or_out_of_memory(lambda: measure(case))
+
+
+def measure(case):
+    """Builds the model and batch of `case` and times its train step; returns the result."""
     import torch
     import transformers
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -68,10 +73,10 @@ def main():
     timed = time_steps(synchronized_step, case["steps"], batch * seq, warmup=case["warmup"])
     memory = (torch.cuda.max_memory_allocated() / 2**20 if device == "cuda"
               else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
-    emit_result({"backend": f"torch {torch.__version__} ({device})", "transformers": transformers.__version__,
-                 "first_step_s": first, **timed, "sequences_per_s": batch / timed["median_step_s"],
-                 "peak_memory_mb": memory, "final_loss": synchronized_step(),
-                 "memory_kind": "device" if device == "cuda" else "host RSS"})
+    return {"backend": f"torch {torch.__version__} ({device})", "transformers": transformers.__version__,
+            "first_step_s": first, **timed, "sequences_per_s": batch / timed["median_step_s"],
+            "peak_memory_mb": memory, "final_loss": synchronized_step(),
+            "memory_kind": "device" if device == "cuda" else "host RSS"}
 
 
 if __name__ == "__main__":
