@@ -21,21 +21,13 @@ def largest_fitting_batch(fits: Callable[[int], bool], start: int, multiple: int
     """
     if multiple < 1 or limit < multiple:
         raise ValueError(f"need 1 <= multiple <= limit, got multiple={multiple}, limit={limit}")
-    tried: dict[int, bool] = {}
-
-    def probe(batch: int) -> bool:
-        if batch not in tried:
-            tried[batch] = bool(fits(batch))
-        return tried[batch]
-
-    batch = min(max(multiple, start // multiple * multiple), limit // multiple * multiple)
-    if probe(batch):
+    top = limit // multiple * multiple
+    batch = min(max(multiple, start // multiple * multiple), top)
+    if fits(batch):
         good, bad = batch, None
-        while bad is None and good < limit:
-            larger = min(good * 2, limit // multiple * multiple)
-            if larger == good:
-                break
-            if probe(larger):
+        while bad is None and good < top:
+            larger = min(good * 2, top)
+            if fits(larger):
                 good = larger
             else:
                 bad = larger
@@ -47,13 +39,14 @@ def largest_fitting_batch(fits: Callable[[int], bool], start: int, multiple: int
             smaller = bad // 2 // multiple * multiple
             if smaller < multiple:
                 return None
-            if probe(smaller):
+            if fits(smaller):
                 good = smaller
             else:
                 bad = smaller
+    # Every batch probed so far lies outside (good, bad), so no batch is probed twice.
     while bad - good > multiple:  # fits(good) and not fits(bad)
         middle = (good + bad) // 2 // multiple * multiple
-        if probe(middle):
+        if fits(middle):
             good = middle
         else:
             bad = middle

@@ -17,13 +17,15 @@ def emit_result(result):
     print(RESULT_PREFIX + json.dumps(result), flush=True)
 
 
-OUT_OF_MEMORY_MARKERS = ("RESOURCE_EXHAUSTED", "ResourceExhaustedError", "OutOfMemoryError", "MemoryError",
-                         "Out of memory", "out of memory", "OOM when allocating")
+# Lower-cased: XLA's status code, TensorFlow's and Python's error types (PyTorch's
+# OutOfMemoryError too) and the messages of all three.
+OUT_OF_MEMORY_MARKERS = ("resource_exhausted", "resourceexhaustederror", "memoryerror", "out of memory",
+                         "oom when allocating")
 
 
 def is_out_of_memory(error):
     """Whether `error` is a framework (XLA, TensorFlow, PyTorch) saying that memory ran out."""
-    text = f"{type(error).__name__}: {error}"
+    text = f"{type(error).__name__}: {error}".lower()
     return any(marker in text for marker in OUT_OF_MEMORY_MARKERS)
 
 

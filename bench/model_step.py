@@ -318,11 +318,7 @@ def _run_ours(case, peak, results):
     (`failed` or `out_of_memory` set when it did not run) to `results` and returns it."""
     result = run_case_process([sys.executable, os.path.abspath(__file__), "--case", json.dumps(case)])
     if result is None or result.get("out_of_memory"):
-        why = "failed" if result is None else "out of memory"
-        print(f"{case['seq_length']:>4} {case['batch_size']:>5} {case['variant']}: {why}", flush=True)
-        result = {**case, "failed": True} if result is None else {**case, **result}
-        results.append(result)
-        return result
+        return _record_not_run(case, result, case["variant"], results)
     result["mfu"] = result["model_tflops_per_s"] / peak["tflops"] if peak else None
     base = next((r for r in results if r.get("variant") == "post-LN" and r.get("median_step_s")
                  and r["xla"] == case["xla"]
@@ -330,14 +326,9 @@ def _run_ours(case, peak, results):
                  and r["batch_size"] == case["batch_size"]), None)
     result["step_time_vs_post_ln"] = (result["median_step_s"] / base["median_step_s"]
                                       if base else 1.0 if case["variant"] == "post-LN" else None)
-    results.append(result)
     ratio = result["step_time_vs_post_ln"]
-    mfu = f"{result['mfu']:.1%}" if peak else "-"
-    print(f"{case['seq_length']:>4} {case['batch_size']:>5} {'on' if case['xla'] else 'off':>3} "
-          f"{case['variant']:<16} "
-          f"{result['median_step_s'] * 1e3:>9.1f} {result['tokens_per_s']:>10.0f} "
-          f"{result['sequences_per_s']:>8.1f} {(f'{ratio:.3f}' if ratio else '-'):>10} {mfu:>6} "
-          f"{result['peak_memory_mb']:>9.0f}", flush=True)
+    _print_row(case, "on" if case["xla"] else "off", case["variant"], result, f"{ratio:.3f}" if ratio else "-")
+    results.append(result)
     return result
 
 
@@ -352,19 +343,32 @@ def _pytorch_case(args, seq, batch, peak, results):
     result = run_case_process([args.pytorch_python, os.path.join(ROOT, "bench", "peers", "hf_pretraining_step.py"),
                                json.dumps(case)])
     if result is None or result.get("out_of_memory"):
-        print(f"{seq:>4} {batch:>5} PyTorch (sdpa): {'failed' if result is None else 'out of memory'}", flush=True)
-        result = {**case, "failed": True} if result is None else {**case, **result}
-        results.append(result)
-        return result
+        return _record_not_run(case, result, "PyTorch (sdpa)", results)
     flops = train_flops_per_step(case["shape"], batch, seq, case["predictions"])
     result = {**case, **result, "model_tflops_per_s": flops / result["median_step_s"] / 1e12}
     result["mfu"] = result["model_tflops_per_s"] / peak["tflops"] if peak else None
-    mfu = f"{result['mfu']:.1%}" if peak else "-"
-    print(f"{seq:>4} {batch:>5} {'':>3} {'PyTorch (sdpa)':<16} {result['median_step_s'] * 1e3:>9.1f} "
-          f"{result['tokens_per_s']:>10.0f} {result['sequences_per_s']:>8.1f} {'-':>10} {mfu:>6} "
-          f"{result['peak_memory_mb']:>9.0f}", flush=True)
+    _print_row(case, "", "PyTorch (sdpa)", result, "-")
     results.append(result)
     return result
+
+
+def _record_not_run(case, result, name, results):
+    """A case whose process failed (`result` None) or ran out of memory: prints why, appends
+    the case marked `failed` or with the out-of-memory result to `results`, returns it."""
+    print(f"{case['seq_length']:>4} {case['batch_size']:>5} {name}: "
+          f"{'failed' if result is None else 'out of memory'}", flush=True)
+    result = {**case, "failed": True} if result is None else {**case, **result}
+    results.append(result)
+    return result
+
+
+def _print_row(case, xla, name, result, vs_post_ln):
+    """One row of the table (the header is printed in `main`)."""
+    mfu = f"{result['mfu']:.1%}" if result["mfu"] is not None else "-"
+    print(f"{case['seq_length']:>4} {case['batch_size']:>5} {xla:>3} {name:<16} "
+          f"{result['median_step_s'] * 1e3:>9.1f} {result['tokens_per_s']:>10.0f} "
+          f"{result['sequences_per_s']:>8.1f} {vs_post_ln:>10} {mfu:>6} "
+          f"{result['peak_memory_mb']:>9.0f}", flush=True)
 
 
 if __name__ == "__main__":
