@@ -9,6 +9,10 @@ STAMP := $(VENV)/.installed
 # The pyenv versions of the other supported Pythons (override: make test-versions PYTHON_3_12=...).
 PYTHON_3_12 ?= env PYENV_VERSION=3.12.1 python3.12
 PYTHON_3_13 ?= env PYENV_VERSION=3.13.0 python3.13
+# Test processes side by side (pytest-xdist); a file's tests stay in one process, so a module's
+# shared fixture runs once. Most of a test's time is tracing and process start-up, single-threaded.
+TEST_WORKERS ?= 2
+PYTEST_ARGS := -q -n $(TEST_WORKERS) --dist loadfile
 
 .PHONY: test test-fast test-versions fresh-fast-tier lint demo venv clean bench-peers
 
@@ -32,10 +36,10 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
 test: lint
-	REQUIRE_REAL_DATA=1 REQUIRE_NATIVE=1 REQUIRE_NO_SKIPS=1 $(PY) -m pytest -q
+	REQUIRE_REAL_DATA=1 REQUIRE_NATIVE=1 REQUIRE_NO_SKIPS=1 $(PY) -m pytest $(PYTEST_ARGS)
 
 test-fast: lint
-	REQUIRE_REAL_DATA=1 REQUIRE_NATIVE=1 REQUIRE_NO_SKIPS=1 $(PY) -m pytest -q -m "not slow"
+	REQUIRE_REAL_DATA=1 REQUIRE_NATIVE=1 REQUIRE_NO_SKIPS=1 $(PY) -m pytest $(PYTEST_ARGS) -m "not slow"
 
 # A fresh environment per version: the package installed with its test extra (the C module
 # built for that Python beside the others), then the fast tier.
@@ -50,7 +54,7 @@ fresh-fast-tier:
 	.venv-$(VERSION)/bin/python -m pip install --quiet -e '.[test]'
 	$(call install_test_data,.venv-$(VERSION))
 	REALDATA_DIR=$(CURDIR)/.venv-$(VERSION)/data REQUIRE_REAL_DATA=1 REQUIRE_NATIVE=1 REQUIRE_NO_SKIPS=1 \
-		.venv-$(VERSION)/bin/python -m pytest -q -m "not slow" -p no:cacheprovider
+		.venv-$(VERSION)/bin/python -m pytest $(PYTEST_ARGS) -m "not slow" -p no:cacheprovider
 
 # The README's "run it" command: Post-LN vs Pre-LN vs RealFormer on real Chinese data.
 demo: $(STAMP)
