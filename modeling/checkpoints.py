@@ -9,9 +9,10 @@ original; its LayerNorms are named after the input they normalise:
 TensorFlow is imported only inside the functions that touch checkpoint files.
 """
 
+import contextlib
 import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 import keras
 import numpy as np
@@ -135,17 +136,41 @@ def _is_ignored(name):
     return name in _IGNORED_NAMES or name.endswith(_IGNORED_SUFFIXES)
 
 
-def read_tf1_checkpoint(path: str) -> dict[str, np.ndarray]:
-    """{name: numpy array} of every model variable in a TF1 checkpoint (slots skipped)."""
+@contextlib.contextmanager
+def reading_checkpoint(prefix: str) -> Iterator[None]:
+    """Around code that reads the files of checkpoint `prefix`: TensorFlow's errors for a
+    missing, truncated or damaged `.index`/`.data-*` file become one `CheckpointError`
+    naming the prefix."""
     import tensorflow as tf
-    prefix = resolve_checkpoint_path(path)
     try:
-        reader = tf.train.load_checkpoint(prefix)
-    except (tf.errors.OpError, ValueError) as error:
+        yield
+    except CheckpointError:
+        raise
+    except (tf.errors.OpError, ValueError, IndexError) as error:  # IndexError: a file cut short
         reason = error.message if hasattr(error, "message") else error
         raise CheckpointError(f"{prefix}: cannot read checkpoint ({reason})") from None
-    return {name: reader.get_tensor(name)
-            for name in sorted(reader.get_variable_to_shape_map()) if not _is_ignored(name)}
+
+
+def read_checkpoint_tensors(prefix: str, keep: Callable[[str], bool] = lambda key: True) -> dict[str, np.ndarray]:
+    """{key: numpy array} of the tensors stored in checkpoint `prefix` whose key `keep`
+    accepts, every one read (so a damaged file is found here, as a `CheckpointError`)."""
+    import tensorflow as tf
+    with reading_checkpoint(prefix):
+        reader = tf.train.load_checkpoint(prefix)
+        return {key: reader.get_tensor(key)
+                for key in sorted(reader.get_variable_to_shape_map()) if keep(key)}
+
+
+def checkpoint_keys(prefix: str) -> set[str]:
+    """The keys stored in checkpoint `prefix` (its index), a `CheckpointError` if unreadable."""
+    import tensorflow as tf
+    with reading_checkpoint(prefix):
+        return {key for key, _ in tf.train.list_variables(prefix)}
+
+
+def read_tf1_checkpoint(path: str) -> dict[str, np.ndarray]:
+    """{name: numpy array} of every model variable in a TF1 checkpoint (slots skipped)."""
+    return read_checkpoint_tensors(resolve_checkpoint_path(path), keep=lambda name: not _is_ignored(name))
 
 
 def load_tf1_checkpoint(model: keras.Model, path: str) -> LoadReport:

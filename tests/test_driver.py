@@ -136,6 +136,41 @@ def test_the_run_makes_its_number_of_real_steps_despite_skipped_ones(tmp_path, f
     assert "step 4/4" in stream.getvalue()
 
 
+def _truncate(path):
+    """Cut short in its first tensor (the CRC of each tensor is checked on reading, so a tensor
+    that lies wholly before the cut still reads)."""
+    path.write_bytes(path.read_bytes()[:64])
+
+
+@pytest.mark.parametrize("damage", [
+    lambda state: next(state.glob("ckpt-2.data-*")).unlink(),
+    lambda state: _truncate(next(state.glob("ckpt-2.data-*"))),
+    lambda state: _truncate(state / "ckpt-2.index"),
+], ids=["data-missing", "data-truncated", "index-truncated"])
+def test_a_damaged_training_state_is_one_line_naming_it(tmp_path, float32_policy, damage):
+    """The training state the `checkpoint` file names cannot be read (a partial copy, a full
+    disk): resuming, and eval alone, stop with one line naming it, and write nothing."""
+    out = tmp_path / "out"
+    options = RunOptions(output_dir=str(out), iterations_per_loop=2, save_checkpoints_steps=2)
+
+    def driver():
+        return Driver(tf.distribute.OneDeviceStrategy("/cpu:0"), lambda: modeling.BertPretrainer(TINY),
+                      options, stream=io.StringIO())
+
+    assert driver().train(_task(num_train_steps=2)) == 2
+    state = out / "training_state"
+    damage(state)
+    before = sorted(os.listdir(state))
+    expected = f"{state / 'ckpt-2'}: cannot read checkpoint ("
+    with pytest.raises(modeling.CheckpointError) as resumed:
+        driver().train(_task(num_train_steps=4))
+    with pytest.raises(modeling.CheckpointError) as evaluated:
+        driver().restore_for_inference()
+    for info in (resumed, evaluated):
+        assert str(info.value).startswith(expected) and "\n" not in str(info.value)
+    assert sorted(os.listdir(state)) == before
+
+
 # ---------------------------------------------------------------------- no gradient, no update
 def test_variables_without_gradient_keep_their_value_and_slots(float32_policy):
     """The span labeler never uses the pooler, and a layer that Progressive Layer Dropping

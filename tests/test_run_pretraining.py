@@ -160,9 +160,10 @@ def test_eval_alone_in_a_later_process_uses_the_trained_weights(tmp_path):
     assert f"weights: training state {out}/training_state/ckpt-6 (step 6)" in again.stderr
 
 
-def test_resuming_with_another_layer_norm_type_is_refused(tmp_path):
+def test_resuming_with_another_layer_norm_type_or_from_a_damaged_state_is_refused(tmp_path):
     """A training state of a Post-LN run cannot silently resume as Pre-LN (its LayerNorms
-    would stay random): one line naming what is missing and unexpected."""
+    would stay random): one line naming what is missing and unexpected. A state whose data
+    file is gone: one line naming it."""
     first = run(command(tmp_path, "--do_train", "--num_train_steps=2"))
     assert first.returncode == 0, first.stderr[-3000:]
     result = run(command(tmp_path, "--do_train", "--num_train_steps=4", "--layer_norm_type=pre"))
@@ -171,6 +172,12 @@ def test_resuming_with_another_layer_norm_type_is_refused(tmp_path):
     assert last.startswith("error: ") and "does not match the model" in last
     assert "bert/encoder/layer_0/attention/LayerNorm/gamma" in last  # missing (Pre-LN's)
     assert "bert/encoder/layer_0/attention/output/LayerNorm/gamma" in last  # unexpected (Post-LN's)
+
+    state = tmp_path / "out" / "training_state"
+    next(state.glob("ckpt-2.data-*")).unlink()
+    damaged = run(command(tmp_path, "--do_train", "--num_train_steps=4"))
+    assert damaged.returncode == 2, damaged.stderr[-3000:]
+    assert damaged.stderr.strip().splitlines()[-1].startswith(f"error: {state}/ckpt-2: cannot read checkpoint (")
 
 
 @pytest.mark.parametrize("flags,message", [

@@ -83,7 +83,7 @@ def resolve(path):
         if found:
             return found
     prefix = modeling.checkpoints.resolve_checkpoint_path(path)
-    names = {name for name, _ in tf.train.list_variables(prefix)}
+    names = modeling.checkpoints.checkpoint_keys(prefix)
     is_state = "_CHECKPOINTABLE_OBJECT_GRAPH" in names and any(n.startswith("variables/") for n in names)
     return Checkpoint(prefix, TRAINING_STATE_KIND if is_state else TF1_KIND, step_of(prefix))
 
@@ -121,11 +121,10 @@ def read_training_state(path):
     directory, or a `ckpt-N` prefix)."""
     state_dir = os.path.join(path, TRAINING_STATE)
     prefix = modeling.checkpoints.resolve_checkpoint_path(state_dir if os.path.isdir(state_dir) else path)
-    reader = tf.train.load_checkpoint(prefix)
     suffix = "/.ATTRIBUTES/VARIABLE_VALUE"
-    values = {_unescape(key[len("variables/"):-len(suffix)]): reader.get_tensor(key)
-              for key in reader.get_variable_to_shape_map()
-              if key.startswith("variables/") and key.endswith(suffix)}
+    stored = modeling.checkpoints.read_checkpoint_tensors(
+        prefix, keep=lambda key: key.startswith("variables/") and key.endswith(suffix))
+    values = {_unescape(key[len("variables/"):-len(suffix)]): value for key, value in stored.items()}
     if not values:
         raise modeling.CheckpointError(f"{prefix}: not a training state written by our scripts")
     return values

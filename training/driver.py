@@ -149,7 +149,8 @@ class Driver:
         if manager.latest_checkpoint and self._holds_optimizer(manager.latest_checkpoint):
             prefix = manager.latest_checkpoint
             checkpointing.check_training_state_matches(self.model, prefix)
-            state.restore(prefix).assert_existing_objects_matched()
+            with modeling.checkpoints.reading_checkpoint(prefix):
+                state.restore(prefix).assert_existing_objects_matched()
             self.weights = checkpointing.Checkpoint(prefix, checkpointing.TRAINING_STATE_KIND,
                                                     checkpointing.step_of(prefix))
             self._say(f"weights: resuming from {prefix} at step {self.weights.step}")
@@ -162,7 +163,7 @@ class Driver:
 
     @staticmethod
     def _holds_optimizer(prefix):
-        return any(name.startswith("optimizer/") for name, _ in tf.train.list_variables(prefix))
+        return any(name.startswith("optimizer/") for name in modeling.checkpoints.checkpoint_keys(prefix))
 
     @staticmethod
     def _summaries(writer, step, metrics, optimizer, examples_per_second):
