@@ -91,8 +91,10 @@ def _latest_saved_step(state_dir):
     names (it is rewritten atomically after a save's files are in place), 0 before any."""
     import tensorflow as tf
 
+    from training.checkpointing import step_of
+
     latest = tf.train.latest_checkpoint(str(state_dir)) if state_dir.exists() else None
-    return int(latest.rsplit("-", 1)[1]) if latest else 0
+    return step_of(latest) if latest else 0
 
 
 def test_killed_and_resumed_run_equals_the_uninterrupted_run(tmp_path):

@@ -121,10 +121,8 @@ def read_training_state(path):
     directory, or a `ckpt-N` prefix)."""
     state_dir = os.path.join(path, TRAINING_STATE)
     prefix = modeling.checkpoints.resolve_checkpoint_path(state_dir if os.path.isdir(state_dir) else path)
-    suffix = "/.ATTRIBUTES/VARIABLE_VALUE"
-    stored = modeling.checkpoints.read_checkpoint_tensors(
-        prefix, keep=lambda key: key.startswith("variables/") and key.endswith(suffix))
-    values = {_unescape(key[len("variables/"):-len(suffix)]): value for key, value in stored.items()}
+    stored = modeling.checkpoints.read_checkpoint_tensors(prefix, keep=lambda key: _weight_name(key) is not None)
+    values = {_weight_name(key): value for key, value in stored.items()}
     if not values:
         raise modeling.CheckpointError(f"{prefix}: not a training state written by our scripts")
     return values
@@ -154,13 +152,23 @@ def initialise(model, path):
 def check_training_state_matches(model, prefix):
     """A training state must hold exactly the model's weights (resuming a Post-LN run as
     Pre-LN would otherwise leave LayerNorms random)."""
-    saved = set(read_training_state(prefix))
+    saved = {_weight_name(key) for key in modeling.checkpoints.checkpoint_keys(prefix)} - {None}
+    if not saved:
+        raise modeling.CheckpointError(f"{prefix}: not a training state written by our scripts")
     expected = set(modeling.tf1_variable_map(model))
     if saved != expected:
         missing, unexpected = sorted(expected - saved), sorted(saved - expected)
         raise modeling.CheckpointError(
             f"{prefix} does not match the model (another config or --layer_norm_type?): "
             f"missing {', '.join(missing) or 'nothing'}; unexpected {', '.join(unexpected) or 'nothing'}")
+
+
+def _weight_name(key):
+    """The TF1 name of a model weight's key in a training state, None for other keys."""
+    prefix, suffix = "variables/", "/.ATTRIBUTES/VARIABLE_VALUE"
+    if not (key.startswith(prefix) and key.endswith(suffix)):
+        return None
+    return _unescape(key[len(prefix):-len(suffix)])
 
 
 def _unescape(key):
