@@ -14,6 +14,7 @@ import sys
 
 from absl import flags
 
+from bert_realformer import storage
 from bert_realformer.cli import run
 from bert_realformer.errors import InputError
 
@@ -77,10 +78,9 @@ def main(argv):
     stats = AttentionStatistics(config.num_hidden_layers, config.num_attention_heads)
     for batch in batches():
         stats.add(attention_probs(batch), batch["input_mask"])
-    os.makedirs(FLAGS.output_dir, exist_ok=True)
+    storage.makedirs(FLAGS.output_dir)
     summary = {"config": config.to_dict(), "checkpoint": FLAGS.init_checkpoint, **stats.summary()}
-    with open(os.path.join(FLAGS.output_dir, "attention_stats.json"), "w") as f:
-        json.dump(summary, f, indent=1)
+    storage.write_atomic(os.path.join(FLAGS.output_dir, "attention_stats.json"), json.dumps(summary, indent=1))
     prefix = f"{FLAGS.title}: " if FLAGS.title else ""
     plot(stats.entropies, prefix + "attention entropy per token",
          os.path.join(FLAGS.output_dir, "attention_entropy.png"), "entropy (nats)")

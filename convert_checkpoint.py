@@ -18,6 +18,7 @@ import sys
 
 from absl import flags
 
+from bert_realformer import storage
 from bert_realformer.cli import run
 from bert_realformer.errors import InputError
 
@@ -39,9 +40,9 @@ flags.DEFINE_bool("force", False, "Write even when the target cannot express the
 
 
 def _beside(path, name):
-    directory = path if os.path.isdir(path) else os.path.dirname(path)
+    directory = path if storage.isdir(path) else os.path.dirname(path)
     candidate = os.path.join(directory, name)
-    return candidate if os.path.isfile(candidate) else None
+    return candidate if storage.isfile(candidate) else None
 
 
 def read_source():
@@ -49,7 +50,7 @@ def read_source():
     import modeling
     names = modeling.huggingface.name_list
     kind, path = FLAGS["from"].value, FLAGS.input
-    if not os.path.exists(path) and not os.path.exists(path + ".index"):
+    if not storage.exists(path) and not storage.exists(path + ".index"):
         raise InputError(f"--input={path}: no such file or directory")
     if kind == "hf":
         config, values, vocab, unused = modeling.huggingface.read_hf_dir(path)
@@ -113,8 +114,6 @@ def _model_for(config, values):
 
 
 def write_target(config, values, vocab):
-    import shutil
-
     import modeling
     kind, out = FLAGS.to, FLAGS.output
     written = []
@@ -149,7 +148,7 @@ def write_target(config, values, vocab):
             path = export_encoder(encoder, vocab, FLAGS.do_lower_case, FLAGS.max_seq_length, out)
         written = [os.path.relpath(path, out)]
     if vocab and kind in ("tf1", "hf", "ours"):
-        shutil.copyfile(vocab, os.path.join(out, "vocab.txt"))
+        storage.write_atomic(os.path.join(out, "vocab.txt"), storage.read_bytes(vocab))
         written.append("vocab.txt")
     return written
 

@@ -11,7 +11,6 @@ instances are the original's, in the same order. Beyond the original: parallel t
 """
 
 import gc
-import glob
 import os
 import random
 import sys
@@ -19,6 +18,7 @@ import time
 
 from absl import flags
 
+from bert_realformer import storage
 from bert_realformer.cli import run
 from bert_realformer.cpus import usable_cpu_count
 from bert_realformer.errors import InputError
@@ -60,31 +60,14 @@ flags.DEFINE_bool("use_native", True, "Make the instances and records with the c
 flags.DEFINE_bool("progress", None, "Show a progress line (default: when stderr is a terminal).")
 
 
-def _expand_inputs(spec):
-    files = []
-    for pattern in (p.strip() for p in spec.split(",")):
-        if not pattern:
-            continue
-        matches = sorted(glob.glob(pattern))
-        if not matches:
-            raise InputError(f"--input_file: {pattern} matches no file")
-        for path in matches:
-            if not os.path.isfile(path):
-                raise InputError(f"--input_file: {path} is not a file")
-        files.extend(matches)
-    if not files:
-        raise InputError("--input_file is required")
-    return files
-
-
 def _check_flags(input_files):
     if not FLAGS.output_file:
         raise InputError("--output_file is required")
     if not FLAGS.vocab_file:
         raise InputError("--vocab_file is required")
-    if not os.path.isfile(FLAGS.vocab_file):
+    if not storage.isfile(FLAGS.vocab_file):
         raise InputError(f"--vocab_file={FLAGS.vocab_file}: no such file")
-    if os.path.getsize(FLAGS.vocab_file) == 0:
+    if storage.size(FLAGS.vocab_file) == 0:
         raise InputError(f"--vocab_file={FLAGS.vocab_file}: the file is empty")
     # Short targets are drawn from [2, max_num_tokens]: room for two tokens besides [CLS] and [SEP]s.
     minimum = 4 if FLAGS.no_nsp else 5
@@ -111,7 +94,7 @@ def _check_flags(input_files):
         if len(refs) != len(input_files):
             raise InputError(f"--chinese_ref_file names {len(refs)} files for {len(input_files)} input files")
         for ref in refs:
-            if not os.path.isfile(ref):
+            if not storage.isfile(ref):
                 raise InputError(f"--chinese_ref_file: {ref}: no such file")
     if FLAGS.shard_mode:
         names = [os.path.splitext(os.path.basename(p))[0] for p in input_files]
@@ -226,7 +209,7 @@ def _write_python(documents, output_files, seed, masking, vocab_ids, pool):
 
 def main(argv):
     del argv
-    input_files = _expand_inputs(FLAGS.input_file or "")
+    input_files = storage.expand_file_patterns(FLAGS.input_file, "--input_file")
     _check_flags(input_files)
     from pretraining.instances import VocabIds
     from tokenization.reference import load_vocab
@@ -262,10 +245,10 @@ def main(argv):
     except BaseException:
         for temporary, output in staged:
             if temporary != output:
-                os.remove(temporary)
+                storage.remove(temporary)
         raise
     for temporary, output in staged:
-        os.replace(temporary, output)
+        storage.rename(temporary, output)
         print(f"wrote {output}", file=sys.stderr)
     n_documents, n_instances, masked, tokens = totals
     seconds = time.time() - progress.start

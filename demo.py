@@ -17,6 +17,9 @@ import subprocess
 import sys
 import time
 
+from bert_realformer import storage
+from bert_realformer.text_files import read_text
+
 ROOT = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(ROOT, "demo_output")
 VARIANTS = {"post-LN": {"layer_norm_type": "post", "residual_attention": "none"},
@@ -32,16 +35,17 @@ SEQ, PREDICTIONS, STEPS, HELD_OUT = 64, 10, 600, 1500
 def step(name, done_marker, command, log=None):
     """Runs `command` (printed as a user would type it) unless `done_marker` exists."""
     shown = " ".join(command[1:]).replace(ROOT + os.sep, "")
-    if os.path.exists(done_marker):
+    if storage.exists(done_marker):
         print(f"[{name}] done already ({os.path.relpath(done_marker, ROOT)})")
         return 0.0
     print(f"[{name}] python {shown}", flush=True)
     start = time.time()
-    with open(log or os.devnull, "w") as log_file:
-        result = subprocess.run(command, stdout=subprocess.PIPE if log is None else log_file,
-                                stderr=subprocess.STDOUT if log else subprocess.PIPE, text=True, cwd=ROOT)
+    result = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT if log else subprocess.PIPE,
+                            text=True, cwd=ROOT)
+    if log:
+        storage.write_atomic(log, result.stdout)
     if result.returncode:
-        tail = open(log).read()[-3000:] if log else (result.stderr or "")[-3000:]
+        tail = (result.stdout if log else result.stderr or "")[-3000:]
         sys.exit(f"[{name}] failed:\n{tail}")
     return time.time() - start
 
@@ -49,20 +53,20 @@ def step(name, done_marker, command, log=None):
 def prepare_data(vocab):
     import realdata
     data = os.path.join(OUT, "data")
-    os.makedirs(data, exist_ok=True)
+    storage.makedirs(data)
     paragraphs = len(realdata.peoples_daily_lines())
     train_text, eval_text = os.path.join(data, "peoples_daily_train.txt"), os.path.join(data, "peoples_daily_eval.txt")
-    if not os.path.exists(eval_text):
+    if not storage.exists(eval_text):
         realdata.write_peoples_daily_corpus(train_text, max_documents=paragraphs - HELD_OUT)
         realdata.write_peoples_daily_corpus(eval_text, first_document=paragraphs - HELD_OUT)
     sentiment = os.path.join(data, "sentiment")
-    if not os.path.exists(os.path.join(sentiment, "test.tsv")):
+    if not storage.exists(os.path.join(sentiment, "test.tsv")):
         rows = realdata.sentiment_reviews()  # deduplicated; lines in both classes dropped
         random.Random(12345).shuffle(rows)
-        os.makedirs(sentiment, exist_ok=True)
+        storage.makedirs(sentiment)
         splits = {"train": rows[:6000], "dev": rows[6000:7000], "test": rows[7000:8000]}
         for split, part in splits.items():
-            with open(os.path.join(sentiment, f"{split}.tsv"), "w", encoding="utf-8") as f:
+            with storage.atomic_output(os.path.join(sentiment, f"{split}.tsv")) as f:
                 f.writelines(f"{label}\t{text}\n" for text, label in part)
     records = {}
     for name, text in (("train", train_text), ("eval", eval_text)):
@@ -77,18 +81,16 @@ def prepare_data(vocab):
 
 
 def read_key_values(path):
-    with open(path, encoding="utf-8") as f:
-        return dict(line.rstrip("\n").split(" = ", 1) for line in f if " = " in line)
+    return dict(line.split(" = ", 1) for line in read_text(path).splitlines() if " = " in line)
 
 
 def loss_curve(log):
     points = []
-    with open(log, encoding="utf-8") as f:
-        for line in f:
-            match = re.match(r"step (\d+)/\d+: loss ([\d.]+) \(masked_lm_loss ([\d.]+), "
-                             r"next_sentence_loss ([\d.]+)\)", line)
-            if match:
-                points.append(tuple(float(g) for g in match.groups()))
+    for line in read_text(log).splitlines():
+        match = re.match(r"step (\d+)/\d+: loss ([\d.]+) \(masked_lm_loss ([\d.]+), "
+                         r"next_sentence_loss ([\d.]+)\)", line)
+        if match:
+            points.append(tuple(float(g) for g in match.groups()))
     return points
 
 
@@ -107,7 +109,7 @@ def plot_losses(curves, path):
         ax.set_xlabel("step")
         ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    storage.save_figure(fig, path)
     plt.close(fig)
 
 
@@ -124,11 +126,10 @@ def main():
     for name, variant in VARIANTS.items():
         slug = name.lower().replace("-", "_")
         config = os.path.join(OUT, "configs", f"{slug}.json")
-        os.makedirs(os.path.dirname(config), exist_ok=True)
-        with open(config, "w") as f:
-            json.dump({**MODEL, **variant}, f, indent=2)
+        storage.makedirs(os.path.dirname(config))
+        storage.write_atomic(config, json.dumps({**MODEL, **variant}, indent=2))
         pretrain = os.path.join(OUT, "pretrain", slug)
-        os.makedirs(pretrain, exist_ok=True)
+        storage.makedirs(pretrain)
         checkpoint = os.path.join(pretrain, f"model.ckpt-{STEPS}")
         step(f"pretrain {name}", checkpoint + ".index", [
             sys.executable, os.path.join(ROOT, "run_pretraining.py"), f"--bert_config_file={config}",
@@ -136,7 +137,7 @@ def main():
             "--train_batch_size=32", f"--max_seq_length={SEQ}", f"--max_predictions_per_seq={PREDICTIONS}",
             f"--num_train_steps={STEPS}", f"--num_warmup_steps={STEPS // 10}", "--learning_rate=5e-4",
             "--save_checkpoints_steps=200", "--iterations_per_loop=25", "--seed=12345"],
-            log=os.path.join(pretrain, "train.log") if not os.path.exists(checkpoint + ".index") else None)
+            log=os.path.join(pretrain, "train.log") if not storage.exists(checkpoint + ".index") else None)
         step(f"eval {name}", os.path.join(pretrain, "eval_results.txt"), [
             sys.executable, os.path.join(ROOT, "run_pretraining.py"), f"--bert_config_file={config}",
             f"--input_file={records['eval']}", f"--output_dir={pretrain}", f"--init_checkpoint={checkpoint}",
@@ -158,9 +159,10 @@ def main():
         pretrain_eval = read_key_values(os.path.join(pretrain, "eval_results.txt"))
         dev = read_key_values(os.path.join(classify, "eval_results.txt"))
         labels = get_processor("thucnews", sentiment).get_labels()  # the order run_classifier used
-        with open(os.path.join(sentiment, "test.tsv"), encoding="utf-8") as f:
-            truth = [labels.index(line.split("\t", 1)[0]) for line in f]
-        predicted = np.loadtxt(os.path.join(classify, "test_results.tsv"), delimiter="\t").argmax(1)
+        truth = [labels.index(line.split("\t", 1)[0])
+                 for line in read_text(os.path.join(sentiment, "test.tsv")).splitlines()]
+        predicted = np.array([[float(v) for v in line.split("\t")] for line in
+                              read_text(os.path.join(classify, "test_results.tsv")).splitlines()]).argmax(1)
         test = metrics.classification_metrics(truth, predicted, 2)
         curves[name] = loss_curve(os.path.join(pretrain, "train.log"))
         rows.append((name, float(pretrain_eval["masked_lm_accuracy"]), float(pretrain_eval["masked_lm_loss"]),
@@ -178,8 +180,7 @@ def main():
               "2 epochs on 6,000 deduplicated reviews (dev 1,000, test 1,000).", "", *table, "",
               "Plots: `pretraining_loss.png`, `attention/<model>/attention_entropy.png`, "
               "`attention/<model>/attention_jsd.png`.", "", f"Wall time of this run: {time.time() - start:.0f} s."]
-    with open(os.path.join(OUT, "results.md"), "w", encoding="utf-8") as f:
-        f.write("\n".join(report) + "\n")
+    storage.write_atomic(os.path.join(OUT, "results.md"), "\n".join(report) + "\n")
     print("\n".join(table))
     print(f"wrote {os.path.relpath(os.path.join(OUT, 'results.md'), ROOT)} ({time.time() - start:.0f} s)")
 

@@ -11,11 +11,11 @@ Input: one example per line, `text_a` or `text_a ||| text_b`. Output: one JSON o
 """
 
 import json
-import os
 import sys
 
 from absl import flags
 
+from bert_realformer import storage
 from bert_realformer.cli import run
 from bert_realformer.errors import InputError
 
@@ -66,8 +66,7 @@ def main(argv):
         layers = model(features, training=False)["all_encoder_layers"]
         return [layers[i] for i in layer_indexes]
 
-    tmp = f"{FLAGS.output_file}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as writer:
+    with storage.atomic_output(FLAGS.output_file) as writer:
         for start in range(0, len(all_tokens), FLAGS.batch_size):
             batch = {k: v[start:start + FLAGS.batch_size] for k, v in arrays.items()}
             layers = [np.asarray(layer) for layer in layers_of(batch)]
@@ -77,7 +76,6 @@ def main(argv):
                                                 for index, layer in zip(layer_indexes, layers, strict=True)]}
                     for i, token in enumerate(tokens)]}
                 writer.write(json.dumps(entry) + "\n")
-    os.replace(tmp, FLAGS.output_file)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import sys
 
 from absl import flags
 
+from bert_realformer import storage
 from bert_realformer.cli import run
 from bert_realformer.errors import InputError
 from training.flags import check_shared_flags, define_shared_flags, finetuning_driver
@@ -65,7 +66,7 @@ def main(argv):
         raise InputError("--do_predict needs --predict_file")
     for name in ("vocab_file", "train_file", "predict_file"):
         value = getattr(FLAGS, name)
-        if value and not os.path.isfile(value):
+        if value and not storage.isfile(value):
             raise InputError(f"--{name}={value}: no such file")
     if FLAGS.max_seq_length <= FLAGS.max_query_length + 3:
         raise InputError(f"--max_seq_length={FLAGS.max_seq_length} must exceed --max_query_length + 3")
@@ -80,7 +81,7 @@ def main(argv):
         if not examples:
             raise InputError(f"--train_file={FLAGS.train_file}: no usable questions")
         features_path = os.path.join(FLAGS.output_dir, "train.tf_record")
-        os.makedirs(FLAGS.output_dir, exist_ok=True)
+        storage.makedirs(FLAGS.output_dir)
         task, num_features, reused = squad_task.squad_training(
             examples, tokenizer, *windows, FLAGS.train_batch_size, FLAGS.learning_rate,
             FLAGS.num_train_epochs, FLAGS.warmup_proportion, features_path, FLAGS.gradient_accumulation_steps,

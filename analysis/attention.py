@@ -8,6 +8,8 @@ have JSD 0; disjoint ones log 2.
 
 import numpy as np
 
+from bert_realformer.storage import save_figure
+
 QUANTILES = (0.0, 0.05, 0.25, 0.5, 0.75, 0.95, 1.0)
 
 
@@ -75,5 +77,5 @@ def plot(stats_by_layer, title, path, ylabel):
     axes[0][0].set_ylabel(ylabel)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path)
     plt.close(fig)

@@ -9,6 +9,7 @@ import codecs
 import re
 from collections.abc import Iterator
 
+from bert_realformer import storage
 from bert_realformer.errors import InputError
 
 _BLOCK = 1 << 24
@@ -22,13 +23,6 @@ def _describe(error: UnicodeDecodeError, data: bytes) -> str:
         else f"{error.reason} at column {column}"
 
 
-def _open(path: str):
-    try:
-        return open(path, "rb")
-    except OSError as error:
-        raise InputError(f"{path}: cannot be read ({error.strerror or error})") from None
-
-
 def decode_line(raw: bytes, path: str, number: int) -> str:
     """`raw` (line `number` of `path`) as text; an `InputError` naming both if it is not UTF-8."""
     try:
@@ -39,15 +33,14 @@ def decode_line(raw: bytes, path: str, number: int) -> str:
 
 def read_lines(path: str) -> Iterator[tuple[int, str]]:
     """Yields (line number from 1, line with its ending) for each line of `path`."""
-    with _open(path) as f:
+    with storage.open_file(path) as f:
         for number, raw in enumerate(f, start=1):
             yield number, decode_line(raw, path, number)
 
 
 def read_text(path: str) -> str:
     """The whole of `path` as text (e.g. a JSON document); errors name the line."""
-    with _open(path) as f:
-        data = f.read()
+    data = storage.read_bytes(path)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -65,7 +58,7 @@ def check_text_file(path: str) -> None:
     throughout and has at least one non-blank line. Cheap next to tokenizing the file."""
     decoder = codecs.getincrementaldecoder("utf-8")()
     has_text = False
-    with _open(path) as f:
+    with storage.open_file(path) as f:
         while True:
             block = f.read(_BLOCK)
             try:

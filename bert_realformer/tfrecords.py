@@ -6,10 +6,11 @@ masked CRC-32C). Readers are TensorFlow's own.
 """
 
 import functools
-import os
 import struct
 
 import google_crc32c
+
+from bert_realformer import storage
 
 
 # ------------------------------------------------------------------ protobuf wire format
@@ -78,15 +79,15 @@ def frame_record(data):
 
 
 class AtomicRecordWriters:
-    """Round-robin TFRecord writers over `paths`, each written to `<path>.tmp-<pid>` and renamed
-    only by `commit()`; `abort()` (or leaving the `with` block on an error) removes them."""
+    """Round-robin TFRecord writers over `paths`, each written under a temporary name and moved
+    to its path only by `commit()`; `abort()` (or leaving the `with` block on an error) removes
+    them. A local path's temporary file is `<path>.tmp-<pid>` beside it; a remote path's (e.g.
+    `gs://`) is a local temporary file, uploaded by `commit()` (`storage.upload`)."""
 
     def __init__(self, paths):
         self.paths = list(paths)
-        self._tmp = [f"{p}.tmp-{os.getpid()}" for p in self.paths]
-        for path in self.paths:
-            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        self._files = [open(t, "wb", buffering=1 << 20) for t in self._tmp]
+        self._tmp = [storage.local_staging_name(path) for path in self.paths]
+        self._files = [storage.open_file(t, "wb") for t in self._tmp]
         self._next = 0
         self.written = 0
 
@@ -114,14 +115,13 @@ class AtomicRecordWriters:
         for f in self._files:
             f.close()
         for tmp, path in zip(self._tmp, self.paths):
-            os.replace(tmp, path)
+            storage.upload(tmp, path)
 
     def abort(self):
         for f in self._files:
             f.close()
         for tmp in self._tmp:
-            if os.path.exists(tmp):
-                os.remove(tmp)
+            storage.remove(tmp)
 
     def __enter__(self):
         return self

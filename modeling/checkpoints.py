@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Mapping
 import keras
 import numpy as np
 
+from bert_realformer import storage
 from modeling.bert import BertModel
 from modeling.models import BertClassifier, BertMultipleChoice, BertPretrainer, BertSpanLabeler, BertTokenClassifier
 
@@ -121,13 +122,13 @@ def resolve_checkpoint_path(path: str) -> str:
     """A checkpoint prefix from a prefix or a directory (its latest checkpoint)."""
     import tensorflow as tf
     path = os.fspath(path)
-    if os.path.isdir(path):
+    if storage.isdir(path):
         latest = tf.train.latest_checkpoint(path)
         if latest is None:
             raise CheckpointError(f"{path}: directory holds no checkpoint (no 'checkpoint' file "
                                   "or no *.index)")
         return latest
-    if not os.path.exists(path + ".index"):
+    if not storage.exists(path + ".index"):
         raise CheckpointError(f"{path}: no TF1 checkpoint found (expected {path}.index)")
     return path
 
@@ -222,23 +223,20 @@ def write_tf1_checkpoint(values: Mapping[str, np.ndarray], prefix: str) -> str:
     save leaves no half-written checkpoint. Returns `prefix`."""
     import tensorflow as tf
     prefix = os.fspath(prefix)
-    directory = os.path.dirname(os.path.abspath(prefix))
-    os.makedirs(directory, exist_ok=True)
+    directory = os.path.dirname(prefix) or "."
+    storage.makedirs(directory)
     names = sorted(values)
     tmp_prefix = f"{prefix}.tmp{os.getpid()}"
     tf.raw_ops.SaveV2(prefix=tmp_prefix, tensor_names=names, shape_and_slices=[""] * len(names),
                       tensors=[tf.convert_to_tensor(values[n]) for n in names])
-    data_files = tf.io.gfile.glob(f"{tmp_prefix}.data-*")
+    data_files = storage.glob(f"{tmp_prefix}.data-*")
     for data_file in data_files:  # data first, index last: the index makes the checkpoint exist
-        os.replace(data_file, prefix + data_file[len(tmp_prefix):])
-    os.replace(f"{tmp_prefix}.index", f"{prefix}.index")
+        storage.rename(data_file, prefix + data_file[len(tmp_prefix):])
+    storage.rename(f"{tmp_prefix}.index", f"{prefix}.index")
     _write_checkpoint_state(directory, os.path.basename(prefix))
     return prefix
 
 
 def _write_checkpoint_state(directory, basename):
-    state = os.path.join(directory, "checkpoint")
-    tmp = f"{state}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(f'model_checkpoint_path: "{basename}"\nall_model_checkpoint_paths: "{basename}"\n')
-    os.replace(tmp, state)
+    storage.write_atomic(os.path.join(directory, "checkpoint"),
+                         f'model_checkpoint_path: "{basename}"\nall_model_checkpoint_paths: "{basename}"\n')

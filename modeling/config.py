@@ -17,6 +17,10 @@ import json
 import os
 from typing import Any
 
+from bert_realformer import storage
+from bert_realformer.errors import InputError
+from bert_realformer.storage import UnreadableFileError
+from bert_realformer.text_files import read_text
 from modeling.activations import ACTIVATIONS
 
 LAYER_NORM_TYPES = ("post", "pre")
@@ -131,10 +135,11 @@ class BertConfig:
     def from_json_file(cls, json_file: str | os.PathLike) -> "BertConfig":
         """Reads a `bert_config.json`; errors name the file."""
         try:
-            with open(json_file, encoding="utf-8") as reader:
-                text = reader.read()
-        except OSError as error:
-            raise ConfigError(f"{json_file}: cannot read config ({error.strerror})") from None
+            text = read_text(str(json_file))
+        except UnreadableFileError as error:
+            raise ConfigError(f"{json_file}: cannot read config ({error.reason})") from None
+        except InputError as error:  # not UTF-8
+            raise ConfigError(str(error)) from None
         try:
             json_object = json.loads(text)
         except json.JSONDecodeError as error:
@@ -162,10 +167,7 @@ class BertConfig:
 
     def to_json_file(self, json_file: str | os.PathLike) -> None:
         """Writes atomically (temporary name, then rename)."""
-        tmp = f"{json_file}.tmp{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as writer:
-            writer.write(self.to_json_string())
-        os.replace(tmp, json_file)
+        storage.write_atomic(str(json_file), self.to_json_string())
 
     def replace(self, **changes: Any) -> "BertConfig":
         """A copy with some keys changed (validated), e.g. `config.replace(residual_attention="sum")`."""

@@ -14,6 +14,8 @@ import re
 
 import numpy as np
 
+from bert_realformer import storage
+from bert_realformer.text_files import read_text
 from modeling.config import BertConfig, ConfigError
 
 _HF_ACT_TO_OURS = {"gelu": "gelu_exact", "gelu_new": "gelu", "gelu_pytorch_tanh": "gelu",
@@ -147,40 +149,41 @@ def config_to_hf(config, architecture, force=False):
 
 def read_hf_dir(path):
     """(BertConfig, {TF1 name: array}, vocab path or None, unused Hugging Face names)."""
-    from safetensors.numpy import load_file
+    from safetensors.numpy import load
     config_path = os.path.join(path, "config.json")
     weights_path = os.path.join(path, "model.safetensors")
     for required in (config_path, weights_path):
-        if not os.path.isfile(required):
+        if not storage.isfile(required):
             raise ConfigError(f"{required}: missing (a Hugging Face model directory holds config.json "
                               "and model.safetensors)")
-    with open(config_path, encoding="utf-8") as f:
-        config = config_from_hf(json.load(f), source=config_path)
-    values, unused = hf_to_tf1(load_file(weights_path), config.num_hidden_layers)
+    try:
+        hf_config = json.loads(read_text(config_path))
+    except json.JSONDecodeError as error:
+        raise ConfigError(f"{config_path}: invalid JSON at line {error.lineno} column {error.colno}: "
+                          f"{error.msg}") from None
+    config = config_from_hf(hf_config, source=config_path)
+    values, unused = hf_to_tf1(load(storage.read_bytes(weights_path)), config.num_hidden_layers)
     vocab = os.path.join(path, "vocab.txt")
-    return config, values, (vocab if os.path.isfile(vocab) else None), unused
+    return config, values, (vocab if storage.isfile(vocab) else None), unused
 
 
 def write_hf_dir(path, config, values, vocab_file=None, force=False):
     """Writes config.json, model.safetensors (and vocab.txt) into `path`. Returns (the
     architecture, [TF1 names left out]). Weights with no Hugging Face place are an error unless
     `force`."""
-    import shutil
-
-    from safetensors.numpy import save_file
+    from safetensors.numpy import save
     tensors, architecture, left_out = tf1_to_hf(values, config.num_hidden_layers)
     hf_config = config_to_hf(config, architecture, force)
     if left_out and not force:
         raise ConfigError(f"{len(left_out)} weights have no place in Hugging Face's {architecture} and would be "
                           f"dropped: {name_list(left_out)}; pass --force to write without them")
-    os.makedirs(path, exist_ok=True)
-    # Tied tensors must not share memory in a safetensors file.
-    save_file({k: np.array(v, copy=True) for k, v in tensors.items()}, os.path.join(path, "model.safetensors.tmp"))
-    os.replace(os.path.join(path, "model.safetensors.tmp"), os.path.join(path, "model.safetensors"))
-    with open(os.path.join(path, "config.json"), "w", encoding="utf-8") as f:
-        json.dump(hf_config, f, indent=2)
+    # Tied tensors must not share memory in a safetensors file; transformers 4.x needs the
+    # "format" metadata to load it.
+    weights = save({k: np.array(v, copy=True) for k, v in tensors.items()}, metadata={"format": "pt"})
+    storage.write_atomic(os.path.join(path, "model.safetensors"), weights)
+    storage.write_atomic(os.path.join(path, "config.json"), json.dumps(hf_config, indent=2))
     if vocab_file:
-        shutil.copyfile(vocab_file, os.path.join(path, "vocab.txt"))
+        storage.write_atomic(os.path.join(path, "vocab.txt"), storage.read_bytes(vocab_file))
     return architecture, left_out
 
 

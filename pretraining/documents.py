@@ -10,6 +10,7 @@ import array
 import multiprocessing
 import os
 
+from bert_realformer import storage
 from bert_realformer.text_files import decode_line
 from tokenization.chinese import ContinuationToken, JiebaSegmenter, apply_reference_positions, read_reference_file
 from tokenization.reference import FullTokenizer
@@ -59,7 +60,7 @@ def _line_chunks(input_files, ref_files):
     chunk = []
     for index, path in enumerate(input_files):
         refs = iter(read_reference_file(ref_files[index])) if ref_files else None
-        with open(path, "rb") as f:
+        with storage.open_file(path) as f:
             for number, raw in enumerate(f, start=1):  # binary lines split on b"\n" only
                 line = decode_line(raw, path, number).strip()
                 ref, where = None, None

@@ -7,6 +7,7 @@ files in order, repeated (evaluation runs a fixed number of steps). Batches drop
 remainder; int64 features become int32.
 """
 
+from bert_realformer import storage
 from bert_realformer.errors import InputError
 from pretraining.records import feature_spec
 
@@ -15,19 +16,9 @@ CYCLE_LENGTH = 4  # files read at once in training (the original's num_cpu_threa
 
 def expand_input_files(spec, flag="--input_file"):
     """Comma-separated globs -> sorted files; one-line errors for no match or empty files."""
-    import tensorflow as tf
-    files = []
-    for pattern in (p.strip() for p in (spec or "").split(",")):
-        if not pattern:
-            continue
-        matches = sorted(tf.io.gfile.glob(pattern))
-        if not matches:
-            raise InputError(f"{flag}: {pattern} matches no file")
-        files.extend(matches)
-    if not files:
-        raise InputError(f"{flag} is required")
+    files = storage.expand_file_patterns(spec, flag)
     for path in files:
-        if tf.io.gfile.stat(path).length == 0:
+        if storage.size(path) == 0:
             raise InputError(f"{flag}: {path} is empty")
     return files
 

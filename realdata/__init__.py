@@ -16,6 +16,8 @@ import os
 import re
 import tarfile
 
+from bert_realformer import storage
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VADER_SDIST = "vaderSentiment-3.3.2.tar.gz"
 
@@ -146,7 +148,7 @@ def chinese_vocab():
 def _vader_sdist():
     directory = os.environ.get("REALDATA_DIR", os.path.join(ROOT, ".venv", "data"))
     path = os.path.join(directory, VADER_SDIST)
-    if not os.path.exists(path):
+    if not storage.exists(path):
         raise MissingDataError(
             f"{path} is missing: pip download --no-deps --no-binary :all: vaderSentiment==3.3.2 "
             f"-d {directory}")
@@ -174,14 +176,12 @@ def write_peoples_daily_corpus(path, max_documents=None, first_document=0):
     document, blank lines between documents (paragraphs first_document.. first_document +
     max_documents). Returns the number of sentence lines."""
     count = 0
-    tmp = f"{path}.tmp{os.getpid()}"
     paragraphs = peoples_daily_lines()[first_document:]
-    with open(tmp, "w", encoding="utf-8") as f:
+    with storage.atomic_output(path) as f:
         for index, paragraph in enumerate(paragraphs):
             if max_documents is not None and index >= max_documents:
                 break
             sentences = [s for s in re.split(r"(?<=[。！？])", paragraph) if s]
             f.write("\n".join(sentences) + "\n\n")
             count += len(sentences)
-    os.replace(tmp, path)
     return count

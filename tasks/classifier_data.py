@@ -14,6 +14,7 @@ import json
 import logging
 import os
 
+from bert_realformer import storage
 from bert_realformer.errors import InputError
 from bert_realformer.text_files import read_lines
 
@@ -30,7 +31,7 @@ class InputExample:
 
 
 def _check_file(path):
-    if not os.path.isfile(path):
+    if not storage.isfile(path):
         raise InputError(f"{path}: no such file")
     return path
 
@@ -374,7 +375,7 @@ class ThucnewsProcessor(_LabelsFromData):
     def _path(self, data_dir, split):
         for name in self.names[split]:
             path = os.path.join(data_dir, name)
-            if os.path.isfile(path):
+            if storage.isfile(path):
                 return path
         raise InputError(f"{data_dir}: no {split} file (looked for {', '.join(self.names[split])})")
 

@@ -6,12 +6,12 @@ test_results.tsv the original writes.
 from __future__ import annotations
 
 import json
-import os
 from typing import TYPE_CHECKING
 
 import numpy as np
 import tensorflow as tf
 
+from bert_realformer import storage
 from tasks import metrics
 from tasks.classifier_features import cached_features, make_dataset
 from training.driver import TrainingTask
@@ -107,8 +107,6 @@ def evaluation_results(task, outputs, labels, label_list, global_step):
 def write_test_results(outputs, path):
     """test_results.tsv: one line of tab-separated probabilities (or the score) per example,
     written under a temporary name and renamed."""
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
+    with storage.atomic_output(path) as f:
         for row in outputs:
             f.write("\t".join(str(float(v)) for v in row) + "\n")
-    os.replace(tmp, path)

@@ -12,12 +12,12 @@ since the epoch. Written under a temporary name and renamed.
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from typing import TYPE_CHECKING
 
 import tensorflow as tf
 
+from bert_realformer import storage
 from tokenization.fast import FastTokenizer
 from training.checkpointing import named_variables
 
@@ -119,13 +119,16 @@ def _save(module, export_dir, names):
     version = str(int(time.time()))
     path = os.path.join(export_dir, version)
     tmp = os.path.join(export_dir, f".tmp-{version}-{os.getpid()}")
-    os.makedirs(export_dir, exist_ok=True)
+    storage.makedirs(export_dir)
     single, pair = names
-    tf.saved_model.save(module, tmp, signatures={"serving_default": module.serve, single: module.serve,
-                                                 pair: module.serve_pair})
-    if os.path.exists(path):
-        shutil.rmtree(path)
-    os.replace(tmp, path)
+    try:
+        tf.saved_model.save(module, tmp, signatures={"serving_default": module.serve, single: module.serve,
+                                                     pair: module.serve_pair})
+    except BaseException:
+        storage.rmtree(tmp)
+        raise
+    storage.rmtree(path)
+    storage.rename(tmp, path)
     return path
 
 

@@ -8,9 +8,9 @@ re-using features of other data. Both files are written under temporary names an
 
 import hashlib
 import json
-import os
 from collections.abc import Callable, Iterable
 
+from bert_realformer import storage
 from bert_realformer.tfrecords import AtomicRecordWriters
 
 
@@ -24,27 +24,22 @@ def digest(rows: Iterable) -> str:
 
 
 def file_digest(path: str) -> str:
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
+    return hashlib.sha256(storage.read_bytes(path)).hexdigest()
 
 
 def cached_records(path: str, key: dict, records: Callable[[], Iterable[bytes]]) -> tuple[bool, int]:
     """Writes the serialized examples `records()` yields to `path` unless `path` exists with this
     `key`. Returns (re-used, number of records)."""
     key_path = path + ".key"
-    if os.path.exists(path) and os.path.exists(key_path):
-        with open(key_path, encoding="utf-8") as f:
-            try:
-                stored = json.load(f)
-            except json.JSONDecodeError:
-                stored = None
+    if storage.exists(path) and storage.exists(key_path):
+        try:
+            stored = json.loads(storage.read_bytes(key_path))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            stored = None
         if isinstance(stored, dict) and stored.get("key") == key:
             return True, stored["count"]
     with AtomicRecordWriters([path]) as writer:
         for record in records():
             writer.write(record)
-    tmp = f"{key_path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump({"key": key, "count": writer.written}, f, sort_keys=True)
-    os.replace(tmp, key_path)
+    storage.write_atomic(key_path, json.dumps({"key": key, "count": writer.written}, sort_keys=True))
     return False, writer.written

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import tensorflow as tf
 
+from bert_realformer import storage
 from bert_realformer.errors import InputError
 from bert_realformer.text_files import read_lines
 from tasks.classifier_data import read_jsonl
@@ -51,7 +52,7 @@ def data_path(data_dir, task_name, split):
     if task_name not in FILES:
         raise InputError(f"--task_name={task_name}: unknown task; known tasks: {', '.join(sorted(FILES))}")
     path = os.path.join(data_dir, FILES[task_name][split])
-    if not os.path.isfile(path):
+    if not storage.isfile(path):
         raise InputError(f"{path}: no such file")
     return path
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
+from bert_realformer import storage
 from bert_realformer.errors import InputError
 from bert_realformer.text_files import read_text
 
@@ -60,7 +61,7 @@ def iob1_to_iob2(tags):
 def read_conll(path: str, tagged: bool = True) -> list[Sentence]:
     """Reads a CoNLL file. `tagged`: every token line must end with a tag column (a file with
     one column is then an error); else a one-column file is read as untagged tokens."""
-    if not os.path.isfile(path):
+    if not storage.isfile(path):
         raise InputError(f"{path}: no such file")
     raw = read_text(path).splitlines()
     sentences, tokens, tags, numbers = [], [], [], []
@@ -128,7 +129,7 @@ def data_path(data_dir, task_name, split):
     names = task_files(task_name)[split]
     for name in names:
         path = os.path.join(data_dir, name)
-        if os.path.isfile(path):
+        if storage.isfile(path):
             return path
     raise InputError(f"{os.path.join(data_dir, names[0])}: no such file"
                      + (f" (nor {', '.join(names[1:])})" if len(names) > 1 else ""))
@@ -170,8 +171,7 @@ def write_predictions(conll_file, predicted, path):
     tag_of_line = {}
     for sentence, tags in zip(conll_file.sentences, predicted, strict=True):
         tag_of_line.update(zip(sentence.lines, tags, strict=True))
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
+    with storage.atomic_output(path) as f:
         for number, line in enumerate(conll_file.lines, start=1):
             if not line.strip():
                 f.write("\n")
@@ -179,4 +179,3 @@ def write_predictions(conll_file, predicted, path):
                 f.write(f"{line.rstrip()} {tag_of_line[number]}\n")
             else:  # -DOCSTART-
                 f.write(f"{line.rstrip()} O\n")
-    os.replace(tmp, path)

@@ -19,6 +19,9 @@ import re
 import string
 import sys
 
+from bert_realformer import storage
+from bert_realformer.text_files import read_text
+
 logger = logging.getLogger(__name__)
 
 _PUNCTUATION = set(string.punctuation)
@@ -130,14 +133,9 @@ def main(argv=None):
     parser.add_argument("--metric", choices=("squad", "cmrc2018"), default="squad")
     args = parser.parse_args(argv)
     try:
-        with open(args.data_file, encoding="utf-8") as f:
-            dataset = json.load(f)["data"]
-        with open(args.pred_file, encoding="utf-8") as f:
-            predictions = json.load(f)
-        na_probs = None
-        if args.na_prob_file:
-            with open(args.na_prob_file, encoding="utf-8") as f:
-                na_probs = json.load(f)
+        dataset = json.loads(read_text(args.data_file))["data"]
+        predictions = json.loads(read_text(args.pred_file))
+        na_probs = json.loads(read_text(args.na_prob_file)) if args.na_prob_file else None
     except (OSError, ValueError, KeyError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -150,8 +148,7 @@ def main(argv=None):
         return 0
     result = evaluate(dataset, predictions, na_probs, args.na_prob_thresh)
     if args.out_file:
-        with open(args.out_file, "w") as f:
-            json.dump(result, f)
+        storage.write_atomic(args.out_file, json.dumps(result))
     else:
         print(json.dumps(result, indent=2))
     return 0

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import tensorflow as tf
 
+from bert_realformer import storage
 from bert_realformer.tfrecords import encode_example, int64_feature
 from tasks.feature_cache import cached_records, digest, file_digest
 from tasks.squad import RawResult, compute_predictions, convert_examples_to_features, iter_features
@@ -153,7 +154,5 @@ def write_predictions(output_dir, predictions, nbest, null_odds=None):
         outputs["null_odds.json"] = null_odds
     for name, value in outputs.items():
         path = os.path.join(output_dir, name)
-        tmp = f"{path}.tmp{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as f:
+        with storage.atomic_output(path) as f:
             json.dump(value, f, indent=2, ensure_ascii=False)
-        os.replace(tmp, path)

@@ -3,11 +3,11 @@ per line, `text_a` or `text_a ||| text_b`, `[CLS] A [SEP] (B [SEP])`, the pair t
 classifier truncates it. Used by extract_features.py and analyze_attention.py.
 """
 
-import os
 import re
 
 import numpy as np
 
+from bert_realformer import storage
 from bert_realformer.errors import InputError
 from bert_realformer.text_files import read_lines
 from tasks.classifier_features import truncate_seq_pair
@@ -17,7 +17,7 @@ _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
 
 def read_text_examples(path, flag="--input_file"):
     """[(unique_id, text_a, text_b or None)] from the lines of `path`."""
-    if not os.path.isfile(path):
+    if not storage.isfile(path):
         raise InputError(f"{flag}={path}: no such file")
     examples = []
     for _, line in read_lines(path):

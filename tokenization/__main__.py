@@ -4,11 +4,11 @@
 """
 
 import json
-import os
 import sys
 
 from absl import flags
 
+from bert_realformer import storage
 from bert_realformer.cli import run
 from bert_realformer.errors import InputError
 
@@ -35,7 +35,7 @@ def main(argv):
     del argv
     if not FLAGS.vocab_file:
         raise InputError("--vocab_file is required")
-    if not os.path.isfile(FLAGS.vocab_file):
+    if not storage.isfile(FLAGS.vocab_file):
         raise InputError(f"--vocab_file={FLAGS.vocab_file}: no such file")
     from tokenization.reference import FullTokenizer
     reference = FullTokenizer(FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)

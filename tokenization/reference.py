@@ -15,6 +15,8 @@ import collections
 import unicodedata
 from collections.abc import Iterable, Mapping
 
+from bert_realformer import storage
+
 # CJK Unified Ideograph blocks (and the compatibility ideographs), as the original.
 _CJK_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
                (0x2B740, 0x2B81F), (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
@@ -38,8 +40,7 @@ def load_vocab(vocab_file: str) -> "collections.OrderedDict[str, int]":
     """{token: id} with the original's reading: lines split on '\\n' only, each `.strip()`-ed,
     the line number as id (a later duplicate wins). A line holding only U+2028 becomes the key ''.
     """
-    with open(vocab_file, "rb") as f:
-        text = convert_to_unicode(f.read())
+    text = convert_to_unicode(storage.read_bytes(vocab_file))
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()  # the trailing newline ends the last line; it is not a line of its own

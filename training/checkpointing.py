@@ -19,6 +19,7 @@ import re
 import tensorflow as tf
 
 import modeling
+from bert_realformer import storage
 from bert_realformer.errors import InputError
 
 TRAINING_STATE = "training_state"
@@ -50,13 +51,13 @@ def step_of(prefix):
 
 def _training_states(directory):
     state_dir = os.path.join(directory, TRAINING_STATE)
-    latest = tf.train.latest_checkpoint(state_dir) if os.path.isdir(state_dir) else None
+    latest = tf.train.latest_checkpoint(state_dir) if storage.isdir(state_dir) else None
     return Checkpoint(latest, TRAINING_STATE_KIND, step_of(latest)) if latest else None
 
 
 def _tf1_exports(directory):
     steps = []
-    for name in os.listdir(directory):
+    for name in storage.listdir(directory):
         if name.startswith("model.ckpt-") and name.endswith(".index"):
             number = name[len("model.ckpt-"):-len(".index")]
             if number.isdigit():
@@ -69,7 +70,7 @@ def _tf1_exports(directory):
 
 def latest_in(directory):
     """The latest training state or `model.ckpt-N` export in a run directory, or None."""
-    if not directory or not os.path.isdir(directory):
+    if not directory or not storage.isdir(directory):
         return None
     found = [c for c in (_training_states(directory), _tf1_exports(directory)) if c]
     return max(found, key=lambda c: (c.step, c.kind == TRAINING_STATE_KIND), default=None)
@@ -78,7 +79,7 @@ def latest_in(directory):
 def resolve(path):
     """`--init_checkpoint` as a `Checkpoint`: a run directory (its latest), a training-state
     directory or prefix, or a TF1 checkpoint (prefix, or a directory with a `checkpoint` file)."""
-    if os.path.isdir(path):
+    if storage.isdir(path):
         found = latest_in(path)
         if found:
             return found
@@ -120,7 +121,7 @@ def read_training_state(path):
     """{TF1 name: array} of the model weights in our training state (a run or training-state
     directory, or a `ckpt-N` prefix)."""
     state_dir = os.path.join(path, TRAINING_STATE)
-    prefix = modeling.checkpoints.resolve_checkpoint_path(state_dir if os.path.isdir(state_dir) else path)
+    prefix = modeling.checkpoints.resolve_checkpoint_path(state_dir if storage.isdir(state_dir) else path)
     stored = modeling.checkpoints.read_checkpoint_tensors(prefix, keep=lambda key: _weight_name(key) is not None)
     values = {_weight_name(key): value for key, value in stored.items()}
     if not values:

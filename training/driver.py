@@ -28,6 +28,7 @@ import numpy as np
 import tensorflow as tf
 
 import modeling
+from bert_realformer import storage
 from training import checkpointing
 from training.optimization import create_optimizer
 from training.progress import Progress
@@ -87,7 +88,7 @@ class Driver:
         self.strategy = strategy
         self.options = options
         self.stream = stream or sys.stderr
-        os.makedirs(options.output_dir, exist_ok=True)
+        storage.makedirs(options.output_dir)
         keras.utils.set_random_seed(options.seed)
         set_mixed_precision(options.mixed_precision)
         with strategy.scope():

@@ -68,6 +68,7 @@ def check_finetuning_flags(min_seq_length, sequence, other_modes=()):
     """One-line errors for the fine-tuning flags: required ones, files, modes, ranges.
     `sequence` names what must fit in `min_seq_length` (for the message); `other_modes` are
     flags besides --do_train/--do_eval/--do_predict that give a run something to do."""
+    from bert_realformer import storage
     from bert_realformer.errors import InputError
     FLAGS = flags.FLAGS
     for name in ("data_dir", "bert_config_file", "task_name", "vocab_file", "output_dir"):
@@ -77,9 +78,9 @@ def check_finetuning_flags(min_seq_length, sequence, other_modes=()):
     if not any(getattr(FLAGS, name) for name in modes):
         raise InputError(f"at least one of {', '.join('--' + m for m in modes)} is needed")
     for name in ("vocab_file", "bert_config_file"):
-        if not os.path.isfile(getattr(FLAGS, name)):
+        if not storage.isfile(getattr(FLAGS, name)):
             raise InputError(f"--{name}={getattr(FLAGS, name)}: no such file")
-    if not os.path.isdir(FLAGS.data_dir):
+    if not storage.isdir(FLAGS.data_dir):
         raise InputError(f"--data_dir={FLAGS.data_dir}: no such directory")
     for name in ("train_batch_size", "eval_batch_size", "predict_batch_size", "max_seq_length"):
         if getattr(FLAGS, name) < 1:

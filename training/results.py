@@ -1,12 +1,8 @@
 """Writing result files the way the original scripts do."""
 
-import os
+from bert_realformer import storage
 
 
 def write_eval_results(result, path):
     """`key = value` lines sorted by key (the original's eval_results.txt), written atomically."""
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        for key in sorted(result):
-            f.write(f"{key} = {result[key]}\n")
-    os.replace(tmp, path)
+    storage.write_atomic(path, "".join(f"{key} = {result[key]}\n" for key in sorted(result)))

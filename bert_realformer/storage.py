@@ -1,0 +1,277 @@
+"""Every file a user names, local or not: the one module that touches them.
+
+Users' paths may be local or on a filesystem TensorFlow reaches through `tf.io.gfile`: Google
+Cloud Storage (`gs://bucket/...`) on TPU and cluster jobs, HDFS and S3 through TensorFlow's
+filesystem plugins, and `ram://` (TensorFlow's in-memory filesystem, which the tests use as a
+stand-in for a remote store). A path with a scheme (`scheme://...`) goes through `tf.io.gfile`;
+a local path through Python's own file calls, which is what `tf.io.gfile` does for it, without
+importing TensorFlow into the scripts that otherwise never need it (create_pretraining_data.py,
+the tokenizer). Callers never tell the two apart.
+
+Writes are atomic, in a form that works on object stores: the data goes to a temporary name in
+the same directory (`<name>.tmp-<pid>`), which is renamed over the final name only when it is
+complete; a failure removes it. No half-written file is ever left under the final name.
+
+    with storage.atomic_output("gs://b/run/eval_results.txt") as f:
+        f.write("loss = 1.5\\n")
+    text = storage.read_bytes("gs://b/run/eval_results.txt").decode("utf-8")
+
+Strict UTF-8 text reading with file:line errors is `bert_realformer.text_files`, built on this.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import io
+import os
+import shutil
+from collections.abc import Iterator
+
+from bert_realformer.errors import InputError
+
+_SCHEME = "://"
+
+
+class UnreadableFileError(InputError):
+    """A file that cannot be opened or read: "PATH: cannot be read (REASON)"."""
+
+    def __init__(self, path: str, reason: str):
+        super().__init__(f"{path}: cannot be read ({reason})")
+        self.path, self.reason = path, reason
+
+
+def is_local(path: str) -> bool:
+    """True for a path of this machine's filesystem (no `scheme://`, or `file://`)."""
+    return _SCHEME not in path or path.startswith("file://")
+
+
+def _local(path: str) -> str:
+    return path[len("file://"):] if path.startswith("file://") else path
+
+
+def _gfile():
+    import tensorflow as tf
+    return tf.io.gfile
+
+
+def _reason(error: Exception) -> str:
+    """A short reason for an OSError or a TensorFlow OpError."""
+    if isinstance(error, OSError):
+        return error.strerror or str(error)
+    message = getattr(error, "message", None) or str(error)
+    return message.strip().splitlines()[0] if message.strip() else type(error).__name__
+
+
+def _io_errors() -> tuple[type[BaseException], ...]:
+    """The exception types a file operation raises (TensorFlow's only when it is imported)."""
+    import sys
+    tf = sys.modules.get("tensorflow")
+    return (OSError, tf.errors.OpError) if tf is not None else (OSError,)
+
+
+# ------------------------------------------------------------------ queries
+def exists(path: str) -> bool:
+    return os.path.exists(_local(path)) if is_local(path) else _gfile().exists(path)
+
+
+def isdir(path: str) -> bool:
+    return os.path.isdir(_local(path)) if is_local(path) else _gfile().isdir(path)
+
+
+def isfile(path: str) -> bool:
+    """An existing path that is not a directory."""
+    return os.path.isfile(_local(path)) if is_local(path) else (_gfile().exists(path) and not _gfile().isdir(path))
+
+
+def size(path: str) -> int:
+    """Bytes in the file at `path`."""
+    return os.path.getsize(_local(path)) if is_local(path) else _gfile().stat(path).length
+
+
+def listdir(path: str) -> list[str]:
+    """The names in directory `path` (sorted; a remote directory's names without a trailing '/')."""
+    names = os.listdir(_local(path)) if is_local(path) else [n.rstrip("/") for n in _gfile().listdir(path)]
+    return sorted(names)
+
+
+def glob(pattern: str) -> list[str]:
+    """The paths matching `pattern`, sorted."""
+    if is_local(pattern):
+        import glob as _glob
+        return sorted(_glob.glob(_local(pattern)))
+    return sorted(_gfile().glob(pattern))
+
+
+def expand_file_patterns(spec: str, flag: str) -> list[str]:
+    """A flag's comma-separated file names and globs -> the files, each pattern's sorted; an
+    `InputError` naming `flag` for a pattern that matches nothing or a match that is not a file."""
+    files = []
+    for pattern in (p.strip() for p in (spec or "").split(",")):
+        if not pattern:
+            continue
+        matches = glob(pattern)
+        if not matches:
+            raise InputError(f"{flag}: {pattern} matches no file")
+        for path in matches:
+            if isdir(path):
+                raise InputError(f"{flag}: {path} is not a file")
+        files.extend(matches)
+    if not files:
+        raise InputError(f"{flag} is required")
+    return files
+
+
+# ------------------------------------------------------------------ reading
+def open_file(path: str, mode: str = "rb"):
+    """A file object on `path` ('rb', 'r', 'wb', 'w', 'ab', 'a'); text modes are UTF-8. An
+    `UnreadableFileError` naming the path when it cannot be opened for reading."""
+    try:
+        if is_local(path):
+            if "b" in mode:
+                return open(_local(path), mode, buffering=1 << 20)
+            return open(_local(path), mode, encoding="utf-8")
+        if "r" in mode and not _gfile().exists(path):  # GFile opens lazily: say it now
+            raise FileNotFoundError(errno.ENOENT, "No such file or directory")
+        return _gfile().GFile(path, mode)
+    except _io_errors() as error:
+        if "r" in mode:
+            raise UnreadableFileError(path, _reason(error)) from None
+        raise
+
+
+def read_bytes(path: str) -> bytes:
+    """All of `path`; an `UnreadableFileError` naming it when it cannot be read."""
+    with open_file(path, "rb") as f:
+        try:
+            return f.read()
+        except _io_errors() as error:
+            raise UnreadableFileError(path, _reason(error)) from None
+
+
+def copy_to_local(path: str, local_path: str) -> None:
+    """Copies `path` (any filesystem) to the local file `local_path`."""
+    if is_local(path):
+        shutil.copyfile(_local(path), local_path)
+    else:
+        _gfile().copy(path, local_path, overwrite=True)
+
+
+# ------------------------------------------------------------------ writing
+def makedirs(path: str) -> None:
+    """Creates directory `path` and its parents (nothing when it exists)."""
+    if is_local(path):
+        os.makedirs(_local(path), exist_ok=True)
+    else:
+        _gfile().makedirs(path)
+
+
+def remove(path: str) -> None:
+    """Removes the file `path` (nothing when it does not exist)."""
+    with contextlib.suppress(FileNotFoundError):
+        if is_local(path):
+            os.remove(_local(path))
+        elif _gfile().exists(path):
+            _gfile().remove(path)
+
+
+def rmtree(path: str) -> None:
+    """Removes directory `path` and everything in it (nothing when it does not exist)."""
+    if is_local(path):
+        shutil.rmtree(_local(path), ignore_errors=True)
+    elif _gfile().exists(path):
+        _gfile().rmtree(path)
+
+
+def rename(source: str, target: str) -> None:
+    """Renames file `source` over `target` (replacing it)."""
+    if is_local(source) and is_local(target):
+        os.replace(_local(source), _local(target))
+    else:
+        _gfile().rename(source, target, overwrite=True)
+
+
+def temporary_name(path: str) -> str:
+    """A name beside `path` for its content while it is written."""
+    return f"{path}.tmp-{os.getpid()}"
+
+
+@contextlib.contextmanager
+def atomic_output(path: str, mode: str = "w") -> Iterator[io.IOBase]:
+    """A file object ('w' text, UTF-8, or 'wb') whose content replaces `path` only when the
+    `with` block completes; on an error the temporary file is removed and `path` is untouched.
+    The parent directory is created."""
+    parent = os.path.dirname(path)
+    if parent:
+        makedirs(parent)
+    tmp = temporary_name(path)
+    try:
+        with open_file(tmp, mode) as f:
+            yield f
+        rename(tmp, path)
+    except BaseException:
+        remove(tmp)
+        raise
+
+
+def write_atomic(path: str, data: bytes | str) -> None:
+    """Writes `data` (bytes, or text as UTF-8) to `path` atomically (see `atomic_output`)."""
+    with atomic_output(path, "wb") as f:
+        f.write(data.encode("utf-8") if isinstance(data, str) else data)
+
+
+def local_staging_name(path: str) -> str:
+    """A local file name to write `path`'s content under before `upload(name, path)`: beside
+    `path` when it is local (its directory is created), else a new local temporary file."""
+    if is_local(path):
+        parent = os.path.dirname(os.path.abspath(_local(path)))
+        os.makedirs(parent, exist_ok=True)
+        return temporary_name(_local(path))
+    import tempfile
+    fd, name = tempfile.mkstemp(suffix="-" + os.path.basename(path))
+    os.close(fd)
+    return name
+
+
+def upload(local_path: str, path: str) -> None:
+    """Moves the local file `local_path` to `path` (any filesystem), atomically: a remote target
+    is copied under a temporary name beside it and renamed; the local file is removed."""
+    if is_local(path):
+        os.replace(local_path, _local(path))
+        return
+    makedirs(os.path.dirname(path))
+    tmp = temporary_name(path)
+    try:
+        _gfile().copy(local_path, tmp, overwrite=True)
+        rename(tmp, path)
+    except BaseException:
+        remove(tmp)
+        raise
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(local_path)
+
+
+def create_exclusive(path: str, data: str) -> bool:
+    """Writes `data` to `path` only if no file is there; True if this call created it. Atomic
+    on a local filesystem (O_EXCL); elsewhere the file is written and read back, and whoever's
+    content is there afterwards holds it (object stores have no create-if-absent through gfile)."""
+    if is_local(path):
+        try:
+            fd = os.open(_local(path), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(data)
+        return True
+    if exists(path):
+        return False
+    write_atomic(path, data)
+    return read_bytes(path).decode("utf-8") == data
+
+
+def save_figure(figure, path: str, dpi: int = 110) -> None:
+    """A matplotlib figure written to `path` atomically, in the format its extension names."""
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format=os.path.splitext(path)[1].lstrip(".") or "png", dpi=dpi)
+    write_atomic(path, buffer.getvalue())
