@@ -71,17 +71,32 @@ def _io_errors() -> tuple[type[BaseException], ...]:
 
 
 # ------------------------------------------------------------------ queries
+def _listed(path: str) -> bool:
+    """Whether `path` is an entry of its parent directory. Some filesystems answer `exists` and
+    `isdir` by name prefix (`ram://d/ckpt-4` "exists" when `ram://d/ckpt-4.index` does)."""
+    parent, name = os.path.split(path.rstrip("/"))
+    if not name or parent.endswith(":") or not _gfile().isdir(parent):
+        return True  # a bucket or filesystem root
+    return name in {entry.rstrip("/") for entry in _gfile().listdir(parent)}
+
+
 def exists(path: str) -> bool:
-    return os.path.exists(_local(path)) if is_local(path) else _gfile().exists(path)
+    if is_local(path):
+        return os.path.exists(_local(path))
+    return _gfile().exists(path) and _listed(path)
 
 
 def isdir(path: str) -> bool:
-    return os.path.isdir(_local(path)) if is_local(path) else _gfile().isdir(path)
+    if is_local(path):
+        return os.path.isdir(_local(path))
+    return _gfile().isdir(path) and _listed(path)
 
 
 def isfile(path: str) -> bool:
     """An existing path that is not a directory."""
-    return os.path.isfile(_local(path)) if is_local(path) else (_gfile().exists(path) and not _gfile().isdir(path))
+    if is_local(path):
+        return os.path.isfile(_local(path))
+    return _gfile().exists(path) and not _gfile().isdir(path)
 
 
 def size(path: str) -> int:
@@ -184,7 +199,10 @@ def rmtree(path: str) -> None:
 
 
 def rename(source: str, target: str) -> None:
-    """Renames file `source` over `target` (replacing it)."""
+    """Renames file `source` over `target` (replacing it); nothing when they are the same (some
+    filesystems would delete the file)."""
+    if source == target:
+        return
     if is_local(source) and is_local(target):
         os.replace(_local(source), _local(target))
     else:

@@ -155,18 +155,23 @@ def reading_checkpoint(prefix: str) -> Iterator[None]:
 def read_checkpoint_tensors(prefix: str, keep: Callable[[str], bool] = lambda key: True) -> dict[str, np.ndarray]:
     """{key: numpy array} of the tensors stored in checkpoint `prefix` whose key `keep`
     accepts, every one read (so a damaged file is found here, as a `CheckpointError`)."""
-    import tensorflow as tf
     with reading_checkpoint(prefix):
-        reader = tf.train.load_checkpoint(prefix)
+        reader = _reader(prefix)
         return {key: reader.get_tensor(key)
                 for key in sorted(reader.get_variable_to_shape_map()) if keep(key)}
 
 
 def checkpoint_keys(prefix: str) -> set[str]:
     """The keys stored in checkpoint `prefix` (its index), a `CheckpointError` if unreadable."""
-    import tensorflow as tf
     with reading_checkpoint(prefix):
-        return {key for key, _ in tf.train.list_variables(prefix)}
+        return set(_reader(prefix).get_variable_to_shape_map())
+
+
+def _reader(prefix):
+    """TensorFlow's reader of checkpoint `prefix`, taken as a prefix (`tf.train.load_checkpoint`
+    would first ask whether it is a directory, which some filesystems answer by name prefix)."""
+    import tensorflow as tf
+    return tf.compat.v1.train.NewCheckpointReader(prefix)
 
 
 def read_tf1_checkpoint(path: str) -> dict[str, np.ndarray]:
