@@ -6,14 +6,30 @@
         run(main)
 
 An exception class with `is_user_error = True` (`bert_realformer.errors.InputError`,
-`modeling.ConfigError`, `modeling.CheckpointError`) is such a mistake: `run` prints
-`error: <message>` and exits 2. `run` also quiets TensorFlow's start-up log (unless the user set
-`TF_CPP_MIN_LOG_LEVEL`) before `main` imports TensorFlow, and absl's INFO lines (unless
-`--verbosity` is given).
+`modeling.ConfigError`, `modeling.CheckpointError`, `bert_realformer.errors.Stopped`) is such an
+ending: `run` prints `error: <message>` and exits 2 (or the error's `exit_code`). Whatever way the
+script ends, the output directories its run claimed are released (`bert_realformer.run_claim`).
+`run` also quiets TensorFlow's start-up log (unless the user set `TF_CPP_MIN_LOG_LEVEL`) before
+`main` imports TensorFlow, and absl's INFO lines (unless `--verbosity` is given).
 """
 
 import os
 import sys
+
+
+def run_main(main, argv) -> int:
+    """`main(argv)` with the scripts' endings: 0, or the status a user error or stop ends with
+    (after printing its one line); other exceptions propagate. Claims are released."""
+    from bert_realformer import run_claim
+    try:
+        return main(argv) or 0
+    except Exception as error:
+        if getattr(type(error), "is_user_error", False):
+            print(f"error: {error}", file=sys.stderr)
+            return getattr(error, "exit_code", 2)
+        raise
+    finally:
+        run_claim.release_all()
 
 
 def run(main):
@@ -25,11 +41,7 @@ def run(main):
         from absl import flags, logging
         if not flags.FLAGS["verbosity"].present:  # TensorFlow's INFO chatter off by default
             logging.set_verbosity(logging.WARNING)
-        try:
-            return main(argv)
-        except Exception as error:
-            if getattr(type(error), "is_user_error", False):
-                print(f"error: {error}", file=sys.stderr)
-                sys.exit(2)
-            raise
+        status = run_main(main, argv)
+        if status:
+            sys.exit(status)
     app.run(guarded)

@@ -1,7 +1,19 @@
-"""The error type for user mistakes (a flag, a file, a line of data)."""
+"""The error types the scripts end on: user mistakes (a flag, a file, a line of data) and runs
+stopped on purpose (a signal)."""
 
 
 class InputError(ValueError):
     """Bad user input; the message names the flag, file or line and what was expected. The
     scripts print it as one line `error: <message>` and exit with status 2 (see `cli.run`)."""
     is_user_error = True
+
+
+class Stopped(Exception):
+    """A run stopped by a signal (SIGTERM from a scheduler or a preempted machine, SIGINT) after
+    saving where to resume from. The scripts print it as one line and exit with the status a
+    process killed by that signal has (128 + its number: 143 for SIGTERM, 130 for SIGINT)."""
+    is_user_error = True
+
+    def __init__(self, message: str, signal_number: int):
+        super().__init__(message)
+        self.exit_code = 128 + signal_number

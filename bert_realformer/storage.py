@@ -209,6 +209,26 @@ def rename(source: str, target: str) -> None:
         _gfile().rename(source, target, overwrite=True)
 
 
+def move_tree(source: str, target: str, last: tuple[str, ...] = ()) -> None:
+    """Moves directory `source` to `target` (which must not exist). A local directory is renamed
+    at once; elsewhere (object stores have no directory rename) each file is copied and the
+    source removed, the files named in `last` copied after all others, so that their presence
+    says the directory is complete (a SavedModel's `saved_model.pb`)."""
+    if is_local(source) and is_local(target):
+        os.replace(_local(source), _local(target))
+        return
+    gfile = _gfile()
+    files = []
+    for directory, _, names in gfile.walk(source):
+        files.extend(os.path.join(directory, name) for name in names)
+    files.sort(key=lambda path: os.path.basename(path) in last)
+    for path in files:
+        destination = target + path[len(source):]
+        makedirs(os.path.dirname(destination))
+        gfile.copy(path, destination, overwrite=True)
+    rmtree(source)
+
+
 def temporary_name(path: str) -> str:
     """A name beside `path` for its content while it is written."""
     return f"{path}.tmp-{os.getpid()}"

@@ -128,7 +128,7 @@ def _save(module, export_dir, names):
         storage.rmtree(tmp)
         raise
     storage.rmtree(path)
-    storage.rename(tmp, path)
+    storage.move_tree(tmp, path, last=("saved_model.pb",))
     return path
 
 

@@ -9,32 +9,23 @@ import time
 
 import numpy as np
 import pytest
+from helpers.pretraining_runs import (
+    DATA,
+    RECORDS,
+    ROOT,
+    TINY,
+    command,
+    eval_results,
+    free_ports,
+    latest_saved_step,
+    run,
+    step_losses,
+)
 
 import modeling
 
 pytestmark = pytest.mark.slow  # the scripts end to end, in subprocesses
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DATA = os.path.join(ROOT, "tests", "data")
-RECORDS = os.path.join(DATA, "pretraining_data", "plain.tfrecord")  # seq 64, 10 predictions
-TINY = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
-        "intermediate_size": 64, "max_position_embeddings": 64, "type_vocab_size": 2,
-        "residual_attention": "sum"}
-
-
-def command(tmp_path, *flags, config=None, input_file=RECORDS):
-    config_path = tmp_path / "bert_config.json"
-    if not config_path.exists():
-        config_path.write_text(json.dumps(config or TINY))
-    return [sys.executable, os.path.join(ROOT, "run_pretraining.py"),
-            f"--bert_config_file={config_path}", f"--input_file={input_file}",
-            f"--output_dir={tmp_path / 'out'}", "--max_seq_length=64",
-            "--max_predictions_per_seq=10", "--train_batch_size=8", "--learning_rate=1e-3",
-            "--num_warmup_steps=2", *flags]
-
-
-def run(cmd, timeout=600):
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 
 
 def test_train_eval_and_tf1_export(tmp_path):
@@ -82,21 +73,6 @@ def test_continue_from_tf1_checkpoint_with_new_heads_listed(tmp_path):
     assert 0 < delta.max() < 0.05
 
 
-def _eval_results(directory):
-    return dict(line.split(" = ") for line in (directory / "eval_results.txt").read_text().splitlines())
-
-
-def _latest_saved_step(state_dir):
-    """The step of the newest complete training state: the one TensorFlow's `checkpoint` file
-    names (it is rewritten atomically after a save's files are in place), 0 before any."""
-    import tensorflow as tf
-
-    from training.checkpointing import step_of
-
-    latest = tf.train.latest_checkpoint(str(state_dir)) if state_dir.exists() else None
-    return step_of(latest) if latest else 0
-
-
 def test_killed_and_resumed_run_equals_the_uninterrupted_run(tmp_path):
     """Dropout and PLD on: a run SIGKILLed after a checkpoint, with the next save half written,
     and restarted with the same flags resumes from the last complete save (no finished step
@@ -115,13 +91,13 @@ def test_killed_and_resumed_run_equals_the_uninterrupted_run(tmp_path):
     state = killed_dir / "out" / "training_state"
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 300
-    while time.time() < deadline and _latest_saved_step(state) < 10:
+    while time.time() < deadline and latest_saved_step(state) < 10:
         if proc.poll() is not None:
             pytest.fail("training ended before it could be killed: " + proc.stderr.read()[-2000:])
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    last = _latest_saved_step(state)
+    last = latest_saved_step(state)
     assert 10 <= last < 200
     # A kill inside a save leaves the next state's files without the `checkpoint` file naming
     # them; make that case certain: a truncated index of the next save, and no data file.
@@ -139,7 +115,7 @@ def test_killed_and_resumed_run_equals_the_uninterrupted_run(tmp_path):
     b = modeling.read_tf1_checkpoint(str(killed_dir / "out" / "model.ckpt-200"))
     for name in a:
         np.testing.assert_allclose(b[name], a[name], atol=1e-5, err_msg=name)
-    whole_eval, resumed_eval = _eval_results(whole_dir / "out"), _eval_results(killed_dir / "out")
+    whole_eval, resumed_eval = eval_results(whole_dir / "out"), eval_results(killed_dir / "out")
     assert whole_eval["global_step"] == resumed_eval["global_step"] == "200"
     for key in ("loss", "masked_lm_loss", "next_sentence_loss", "masked_lm_accuracy"):
         assert abs(float(whole_eval[key]) - float(resumed_eval[key])) < 1e-5, key
@@ -154,11 +130,11 @@ def test_eval_alone_in_a_later_process_uses_the_trained_weights(tmp_path):
                           "--iterations_per_loop=3", "--max_eval_steps=3", f"--init_checkpoint={init}"))
     assert trained.returncode == 0, trained.stderr[-3000:]
     out = tmp_path / "out"
-    first = _eval_results(out)
+    first = eval_results(out)
     (out / "eval_results.txt").unlink()
     again = run(command(tmp_path, "--do_eval", "--max_eval_steps=3", f"--init_checkpoint={init}"))
     assert again.returncode == 0, again.stderr[-3000:]
-    assert _eval_results(out) == first and first["global_step"] == "6"
+    assert eval_results(out) == first and first["global_step"] == "6"
     assert f"weights: training state {out}/training_state/ckpt-6 (step 6)" in again.stderr
 
 
@@ -215,22 +191,6 @@ def test_records_made_with_another_vocabulary_are_refused_at_the_start():
         check_records([RECORDS], 64, 10, vocab_size=largest)
 
 
-def _free_ports(n):
-    import socket
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
-def _step_losses(stderr):
-    return [float(line.split("loss ")[1].split(" ")[0]) for line in stderr.splitlines()
-            if line.startswith("step ")]
-
-
 def test_multi_worker_on_loopback_matches_one_device(tmp_path):
     """Two worker processes (MultiWorkerMirroredStrategy, TF_CONFIG on 127.0.0.1) and one
     device train on the same global batches: the same losses (to the 4 printed decimals) and the same
@@ -245,7 +205,7 @@ def test_multi_worker_on_loopback_matches_one_device(tmp_path):
     multi_dir = tmp_path / "multi"
     multi_dir.mkdir()
     cmd = command(multi_dir, *flags, "--distribution_strategy=multi_worker", config=config)
-    ports = _free_ports(2)
+    ports = free_ports(2)
     cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
     procs = [subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                               env={**os.environ, "TF_CONFIG": json.dumps(
@@ -254,8 +214,8 @@ def test_multi_worker_on_loopback_matches_one_device(tmp_path):
     outputs = [p.communicate(timeout=600)[1] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outputs[0][-3000:] + outputs[1][-3000:]
     # Printed to 4 decimals: a sum reduced in another order may round to the neighbouring digit.
-    assert len(_step_losses(single.stderr)) == 4
-    np.testing.assert_allclose(_step_losses(outputs[0]), _step_losses(single.stderr), rtol=0, atol=1.5e-4)
+    assert len(step_losses(single.stderr)) == 4
+    np.testing.assert_allclose(step_losses(outputs[0]), step_losses(single.stderr), rtol=0, atol=1.5e-4)
     a = modeling.read_tf1_checkpoint(str(single_dir / "out" / "model.ckpt-4"))
     b = modeling.read_tf1_checkpoint(str(multi_dir / "out" / "model.ckpt-4"))
     assert a.keys() == b.keys()

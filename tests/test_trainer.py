@@ -173,3 +173,60 @@ def test_pld_skips_layers_and_keeps_all_at_eval():
     np.testing.assert_allclose(kept["sequence_output"], full["sequence_output"], atol=1e-5)
     evaluated = model(ids, training=False, layer_keep_probs=np.full(3, 1e-9, "float32"))
     np.testing.assert_allclose(evaluated["sequence_output"], full["sequence_output"], atol=1e-6)
+
+
+def _three_compiled_steps(accumulation_steps, random_draws, jit_compile):
+    """(last loss, weights) after a tf.function of 3 attempts on one fixed batch, on the
+    pretraining loss with RealFormer and fp16 loss scaling; `random_draws`: dropout and PLD."""
+    from pretraining.task import pretraining_task
+    keras.utils.set_random_seed(7)
+    dropout = 0.1 if random_draws else 0.0
+    config = modeling.BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=3, num_attention_heads=2,
+                                 intermediate_size=32, max_position_embeddings=32, type_vocab_size=2,
+                                 residual_attention="sum", hidden_dropout_prob=dropout,
+                                 attention_probs_dropout_prob=dropout)
+    task = pretraining_task([], 8, 32, 3, 1e-3, 100, 10, pld_options=(0.5, 0.01) if random_draws else None)
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    with strategy.scope():
+        model = modeling.BertPretrainer(config)
+        model.build()
+        loop = TrainLoop(strategy, model, create_optimizer(1e-3, 100, 1), task.loss_fn, task.totals_fn,
+                         task.metric_names, accumulation_steps=accumulation_steps, loss_scaling=True)
+    rng = np.random.RandomState(0)
+    mask = (np.arange(32)[None, :] < rng.randint(4, 33, size=(8, 1))).astype("int32")
+    batch = {"input_ids": tf.constant(rng.randint(1, 50, size=(8, 32)).astype("int32") * mask),
+             "input_mask": tf.constant(mask), "segment_ids": tf.zeros((8, 32), tf.int32),
+             "masked_lm_positions": tf.constant(rng.randint(0, 4, size=(8, 3)).astype("int32")),
+             "masked_lm_ids": tf.constant(rng.randint(1, 50, size=(8, 3)).astype("int32")),
+             "masked_lm_weights": tf.ones((8, 3)), "next_sentence_labels": tf.zeros((8, 1), tf.int32)}
+
+    @tf.function(jit_compile=jit_compile)
+    def steps():
+        metrics = loop.attempt_on([batch] * accumulation_steps)
+        for _ in tf.range(2):
+            metrics = loop.attempt_on([batch] * accumulation_steps)
+        return metrics
+
+    loss = float(steps()["loss"])
+    assert int(loop.optimizer.iterations.numpy()) == 3 and np.isfinite(loss)
+    return loss, [w.numpy() for w in model.trainable_weights]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("accumulation_steps", [1, 2])
+def test_the_whole_step_loop_compiles_with_xla_as_a_tpu_needs(float32_policy, accumulation_steps):
+    """A TPU compiles the step function whole: loops of steps with dropout, PLD, RealFormer,
+    accumulated micro-batches and fp16 loss scaling must hold no host-only or string op and only
+    static shapes, i.e. compile with `jit_compile=True` (here on the CPU)."""
+    _three_compiled_steps(accumulation_steps, random_draws=True, jit_compile=True)
+
+
+@pytest.mark.slow
+def test_the_compiled_step_loop_computes_the_uncompiled_steps(float32_policy):
+    """Without random draws (XLA's stateless generator differs from the kernels' one, so dropout
+    masks differ between the two), the compiled loop gives the uncompiled loop's steps."""
+    compiled_loss, compiled = _three_compiled_steps(2, random_draws=False, jit_compile=True)
+    plain_loss, plain = _three_compiled_steps(2, random_draws=False, jit_compile=False)
+    assert abs(compiled_loss - plain_loss) < 1e-4 * plain_loss  # fused in another order
+    for a, b in zip(compiled, plain):
+        np.testing.assert_allclose(a, b, atol=1e-4)

@@ -20,6 +20,7 @@ checkpoint and restarted with the same flags ends with the weights of the uninte
 
 import dataclasses
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 
@@ -28,9 +29,11 @@ import numpy as np
 import tensorflow as tf
 
 import modeling
-from bert_realformer import storage
+from bert_realformer import run_claim, storage
+from bert_realformer.errors import Stopped
 from training import checkpointing
 from training.optimization import create_optimizer
+from training.preemption import StopAgreement, StopSignals
 from training.progress import Progress
 from training.trainer import LossFn, TotalsFn, TrainLoop, global_batch_slices
 
@@ -50,6 +53,7 @@ class RunOptions:
     iterations_per_loop: int = 1000
     keep_checkpoint_max: int = 5
     is_chief: bool = True                  # writes model.ckpt-N, summaries and results
+    claim_output_dir: bool = False         # a training run's chief: one run per output directory
     write_dir: str | None = None           # where this worker's training state goes (default output_dir)
 
 
@@ -89,6 +93,8 @@ class Driver:
         self.options = options
         self.stream = stream or sys.stderr
         storage.makedirs(options.output_dir)
+        self.claim = run_claim.claim(options.output_dir) if options.claim_output_dir else None
+        # (claimed before anything expensive: a second run on the directory stops at once)
         keras.utils.set_random_seed(options.seed)
         set_mixed_precision(options.mixed_precision)
         with strategy.scope():
@@ -129,21 +135,42 @@ class Driver:
                   if options.is_chief else None)
         examples_per_step = task.batch_size * options.gradient_accumulation_steps
         progress = Progress(task.num_train_steps, examples_per_step, step, self.stream)
-        while step < task.num_train_steps:
-            next_save = (step // options.save_checkpoints_steps + 1) * options.save_checkpoints_steps
-            attempts = min(options.iterations_per_loop, next_save - step, task.num_train_steps - step)
-            metrics = loop.run_steps(iterator, attempts)
-            step = int(optimizer.iterations.numpy())
-            progress.update(step, metrics)
-            if writer is not None:
-                self._summaries(writer, step, metrics, optimizer, progress.steps_per_second * examples_per_step)
-            if step % options.save_checkpoints_steps == 0 or step >= task.num_train_steps:
-                manager.save(checkpoint_number=step)
+        agreement = StopAgreement(strategy)
+        with StopSignals(self.stream) as signals:
+            while step < task.num_train_steps:
+                next_save = (step // options.save_checkpoints_steps + 1) * options.save_checkpoints_steps
+                attempts = min(options.iterations_per_loop, next_save - step, task.num_train_steps - step)
+                metrics = loop.run_steps(iterator, attempts)
+                step = int(optimizer.iterations.numpy())
+                progress.update(step, metrics)
+                if writer is not None:
+                    self._summaries(writer, step, metrics, optimizer, progress.steps_per_second * examples_per_step)
+                if step % options.save_checkpoints_steps == 0 or step >= task.num_train_steps:
+                    manager.save(checkpoint_number=step)
+                self._check_claim()
+                stop = agreement.agreed_stop(signals.received)
+                if stop is not None:
+                    self._stop(stop, signals.received, step, manager)
         self.step = step
         if options.is_chief:
             prefix = modeling.save_tf1_checkpoint(self.model, os.path.join(self.write_dir, f"model.ckpt-{step}"))
             self._say(f"wrote {prefix}")
         return step
+
+    def _check_claim(self):
+        if self.claim is not None and self.claim.lost_to is not None:
+            raise run_claim.DirectoryInUseError(
+                f"--output_dir={self.options.output_dir} was taken over by {run_claim.describe(self.claim.lost_to)} "
+                "(this run's claim had gone stale): stopping")
+
+    def _stop(self, signal_number, received, step, manager):
+        """Saves a training state at `step` (unless the loop just did) and ends the run."""
+        if manager.latest_checkpoint is None or checkpointing.step_of(manager.latest_checkpoint) != step:
+            manager.save(checkpoint_number=step)
+        name = signal.Signals(signal_number).name
+        sent = "" if received == signal_number else " (sent to another worker)"
+        raise Stopped(f"stopped by {name}{sent} at step {step}: training state saved to "
+                      f"{manager.latest_checkpoint}; run the same command again to resume", signal_number)
 
     def _start_training(self, state, manager):
         """Resumes from this run's training state, else loads the starting weights."""

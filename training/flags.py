@@ -151,7 +151,8 @@ def run_options(strategy, output_dir, init_checkpoint):
         mixed_precision=FLAGS.mixed_precision, use_xla=FLAGS.use_xla, optimizer=FLAGS.optimizer,
         weight_decay=FLAGS.weight_decay, gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
         save_checkpoints_steps=FLAGS.save_checkpoints_steps, iterations_per_loop=FLAGS.iterations_per_loop,
-        keep_checkpoint_max=FLAGS.keep_checkpoint_max, is_chief=chief, write_dir=write_dir)
+        keep_checkpoint_max=FLAGS.keep_checkpoint_max, is_chief=chief, write_dir=write_dir,
+        claim_output_dir=chief and FLAGS.do_train)
 
 
 def check_shared_flags():

@@ -193,12 +193,17 @@ class TrainLoop:
 
     def _attempt(self, iterator):
         """One optimizer step (or, with fp16, an attempt that an overflow may skip)."""
+        return self.attempt_on([next(iterator) for _ in range(self.accumulation_steps)])
+
+    def attempt_on(self, micro_batches):
+        """`_attempt` on `accumulation_steps` (distributed) micro-batches already read: the
+        device-side part of a step, which holds no host-only op and compiles with XLA whole
+        (what a TPU needs; `tests/test_trainer.py` compiles it with `jit_compile=True`)."""
         strategy = self.strategy
         if self.accumulation_steps == 1:
-            metrics, norm = strategy.run(self._single_step, args=(next(iterator),))
+            metrics, norm = strategy.run(self._single_step, args=(micro_batches[0],))
             metrics = self._reduce_metrics(metrics)
         else:
-            micro_batches = [next(iterator) for _ in range(self.accumulation_steps)]
             totals = strategy.run(self._totals, args=tuple(micro_batches))
             metrics = None
             for index, features in enumerate(micro_batches):  # unrolled: N is small

@@ -3,14 +3,13 @@ lines would (for journeys on TensorFlow's in-process `ram://` filesystem).
 
 Each call imports the script afresh (its flags are defined), parses the arguments, runs its
 `main` with stderr captured, and then removes the flags it defined, so the next script can
-define its own. User errors end as the scripts' runner ends them: exit status 2.
+define its own. Errors and stops end as the scripts' runner ends them (`bert_realformer.cli.run_main`).
 """
 
 import contextlib
 import importlib.util
 import io
 import os
-import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -18,11 +17,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def run_script(script, *argv):
     """(exit status, stderr text) of `python SCRIPT ARGV...` run in this process."""
     from absl import flags
+
+    from bert_realformer.cli import run_main
     FLAGS = flags.FLAGS
     path = os.path.join(ROOT, script)
     defined_before = set(FLAGS)
     stderr = io.StringIO()
-    status = 0
     try:
         spec = importlib.util.spec_from_file_location(f"_in_process_{script[:-3]}", path)
         module = importlib.util.module_from_spec(spec)
@@ -30,14 +30,9 @@ def run_script(script, *argv):
         FLAGS([path, *argv])
         with contextlib.redirect_stderr(stderr):
             try:
-                module.main([path])
+                status = run_main(module.main, [path])
             except SystemExit as exit_:
                 status = exit_.code if isinstance(exit_.code, int) else 1
-            except Exception as error:
-                if not getattr(type(error), "is_user_error", False):
-                    raise
-                print(f"error: {error}", file=sys.stderr)
-                status = getattr(error, "exit_code", 2)
     finally:
         for name in set(FLAGS) - defined_before:
             delattr(FLAGS, name)

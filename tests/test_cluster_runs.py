@@ -1,0 +1,177 @@
+"""How runs end where clusters and preemptible machines run them: SIGTERM saves a training state
+and the restart ends as the uninterrupted run (one device, and two workers that agree on the
+step); one run per output directory (a second run stops at once; a SIGKILLed run's claim is
+taken over)."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+import numpy as np
+import pytest
+from helpers.pretraining_runs import TINY, command, eval_results, free_ports, run
+
+import modeling
+
+pytestmark = pytest.mark.slow  # the scripts end to end, in subprocesses
+
+FLAGS = ["--do_train", "--do_eval", "--num_train_steps=30", "--iterations_per_loop=1", "--max_eval_steps=3",
+         "--save_checkpoints_steps=1000"]  # no periodic training state before the end
+
+
+class StderrWatcher:
+    """Reads a process's stderr in a thread; `wait_for(text)` until a line holds it."""
+
+    def __init__(self, proc):
+        self.lines, self._proc = [], proc
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self):
+        for line in self._proc.stderr:
+            self.lines.append(line)
+
+    def wait_for(self, predicate, timeout=300):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if any(predicate(line) for line in self.lines):
+                return
+            if self._proc.poll() is not None:
+                self._thread.join(5)
+                if any(predicate(line) for line in self.lines):
+                    return
+                pytest.fail("the run ended first:\n" + "".join(self.lines)[-3000:])
+            time.sleep(0.05)
+        pytest.fail("timed out:\n" + "".join(self.lines)[-3000:])
+
+    def text(self):
+        self._thread.join(30)
+        return "".join(self.lines)
+
+
+def _trained_step(line):
+    return int(line.split("/")[0].split()[1]) if line.startswith("step ") else 0
+
+
+def _assert_same_run(a_dir, b_dir, step):
+    a = modeling.read_tf1_checkpoint(str(a_dir / "out" / f"model.ckpt-{step}"))
+    b = modeling.read_tf1_checkpoint(str(b_dir / "out" / f"model.ckpt-{step}"))
+    for name in a:
+        np.testing.assert_allclose(b[name], a[name], atol=1e-5, err_msg=name)
+    a_eval, b_eval = eval_results(a_dir / "out"), eval_results(b_dir / "out")
+    assert a_eval["global_step"] == b_eval["global_step"] == str(step)
+    for key in ("loss", "masked_lm_loss", "next_sentence_loss", "masked_lm_accuracy"):
+        assert abs(float(a_eval[key]) - float(b_eval[key])) < 1e-5, key
+
+
+def test_sigterm_saves_a_training_state_and_the_restart_ends_as_the_uninterrupted_run(tmp_path):
+    whole_dir, stopped_dir = tmp_path / "whole", tmp_path / "stopped"
+    whole_dir.mkdir()
+    stopped_dir.mkdir()
+    whole = run(command(whole_dir, *FLAGS))
+    assert whole.returncode == 0, whole.stderr[-3000:]
+
+    cmd = command(stopped_dir, *FLAGS)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    watcher = StderrWatcher(proc)
+    watcher.wait_for(lambda line: _trained_step(line) >= 3)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=120) == 143
+    stderr = watcher.text()
+    last = stderr.strip().splitlines()[-1]
+    state = stopped_dir / "out" / "training_state"
+    saved = int(last.split(" at step ")[1].split(":")[0])
+    assert last == (f"error: stopped by SIGTERM at step {saved}: training state saved to {state}/ckpt-{saved}; "
+                    "run the same command again to resume"), stderr[-2000:]
+    assert 3 <= saved < 30 and (state / f"ckpt-{saved}.index").exists()
+    assert not (stopped_dir / "out" / "eval_results.txt").exists()
+    assert not (stopped_dir / "out" / "run_claim.json").exists()  # released on the way out
+
+    resumed = run(cmd)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"resuming from {state}/ckpt-{saved} at step {saved}" in resumed.stderr
+    _assert_same_run(whole_dir, stopped_dir, 30)
+
+
+def test_a_second_run_on_a_claimed_output_dir_stops_at_once_and_a_killed_runs_claim_is_taken_over(tmp_path):
+    first_cmd = command(tmp_path, "--do_train", "--num_train_steps=400", "--iterations_per_loop=1",
+                        "--save_checkpoints_steps=5")
+    first = subprocess.Popen(first_cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    watcher = StderrWatcher(first)
+    watcher.wait_for(lambda line: _trained_step(line) >= 6)
+    claim = json.loads((tmp_path / "out" / "run_claim.json").read_text())
+    assert claim["pid"] == first.pid and claim["host"] == socket.gethostname()
+
+    started = time.time()
+    second = run(command(tmp_path, "--do_train", "--num_train_steps=400"))
+    assert second.returncode == 2 and time.time() - started < 60
+    message = second.stderr.strip().splitlines()[-1]
+    assert message.startswith(f"error: --output_dir={tmp_path / 'out'} is in use by a run on host "
+                              f"{socket.gethostname()}, pid {first.pid}, started {claim['started']}")
+    assert "weights:" not in second.stderr  # stopped before building or loading anything
+    # An eval-only run reads the claimed directory's finished checkpoints without claiming it.
+    evaluated = run(command(tmp_path, "--do_eval", "--max_eval_steps=2"))
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    assert first.poll() is None  # the first run goes on, unaffected
+
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    assert (tmp_path / "out" / "run_claim.json").exists()  # left behind by the killed run
+    resumed = run(command(tmp_path, "--do_train", "--num_train_steps=12", "--save_checkpoints_steps=5"))
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"taking over {tmp_path / 'out'} from a run on host" in resumed.stderr
+    assert f"process {first.pid} is gone" in resumed.stderr
+    assert "weights: resuming from" in resumed.stderr
+    assert not (tmp_path / "out" / "run_claim.json").exists()
+
+
+def test_two_workers_save_at_the_same_step_when_one_gets_sigterm(tmp_path):
+    """Two loopback workers; SIGTERM to worker 1 only: both save a training state at one step and
+    exit 143; restarted, they end with the weights of an uninterrupted two-worker run."""
+    config = {**TINY, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+    flags = ["--do_train", "--num_train_steps=30", "--iterations_per_loop=1", "--save_checkpoints_steps=1000",
+             "--distribution_strategy=multi_worker"]
+
+    def start(directory):
+        ports = free_ports(2)
+        cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+        return [subprocess.Popen(command(directory, *flags, config=config), stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE, text=True,
+                                 env={**os.environ, "TF_CONFIG": json.dumps(
+                                     {"cluster": cluster, "task": {"type": "worker", "index": i}})})
+                for i in range(2)]
+
+    whole_dir, stopped_dir = tmp_path / "whole", tmp_path / "stopped"
+    whole_dir.mkdir()
+    stopped_dir.mkdir()
+    whole = start(whole_dir)
+    outputs = [p.communicate(timeout=600)[1] for p in whole]
+    assert [p.returncode for p in whole] == [0, 0], outputs[0][-3000:] + outputs[1][-3000:]
+
+    procs = start(stopped_dir)
+    watchers = [StderrWatcher(p) for p in procs]
+    watchers[1].wait_for(lambda line: _trained_step(line) >= 3)
+    procs[1].send_signal(signal.SIGTERM)
+    assert [p.wait(timeout=300) for p in procs] == [143, 143]
+    texts = [w.text() for w in watchers]
+    endings = [t.strip().splitlines()[-1] for t in texts]
+    steps = [int(e.split(" at step ")[1].split(":")[0]) for e in endings]
+    assert steps[0] == steps[1] and 3 <= steps[0] < 30, endings
+    out = stopped_dir / "out"
+    assert endings[0] == (f"error: stopped by SIGTERM (sent to another worker) at step {steps[0]}: training state "
+                          f"saved to {out}/training_state/ckpt-{steps[0]}; run the same command again to resume")
+    assert endings[1] == (f"error: stopped by SIGTERM at step {steps[0]}: training state saved to "
+                          f"{out}/worker_1/training_state/ckpt-{steps[0]}; run the same command again to resume")
+
+    restarted = start(stopped_dir)
+    outputs = [p.communicate(timeout=600)[1] for p in restarted]
+    assert [p.returncode for p in restarted] == [0, 0], outputs[0][-3000:] + outputs[1][-3000:]
+    assert f"resuming from {out}/training_state/ckpt-{steps[0]} at step {steps[0]}" in outputs[0]
+    a = modeling.read_tf1_checkpoint(str(whole_dir / "out" / "model.ckpt-30"))
+    b = modeling.read_tf1_checkpoint(str(out / "model.ckpt-30"))
+    for name in a:
+        np.testing.assert_allclose(b[name], a[name], atol=1e-5, err_msg=name)

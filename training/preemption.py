@@ -1,0 +1,79 @@
+"""Stopping a training run cleanly on SIGTERM or SIGINT.
+
+Preemptible machines (TPU VMs, spot GPUs, Kubernetes, Slurm) send SIGTERM some seconds before
+they kill. While `StopSignals` is active the signal is recorded instead of ending the process;
+the driver finishes the loop of steps in progress (at most `--iterations_per_loop` steps: the
+signal handler runs between loops, when control is back in Python), saves a training state at
+that step and ends the run with `bert_realformer.errors.Stopped` (exit status 143 or 130). A
+second signal of the same kind ends the process at once.
+
+On several machines the workers agree (`agreed_stop`): after every loop they sum, in one
+all-reduce, which signals each received, so all of them save at the same step, also those the
+signal did not reach.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+
+import tensorflow as tf
+
+SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class StopSignals:
+    """A context in which SIGTERM and SIGINT are recorded in `received` (the first one's number)
+    rather than acted on. Installed only from the main thread (elsewhere it records nothing)."""
+
+    def __init__(self, stream=None):
+        self.stream = stream or sys.stderr
+        self.received: int | None = None
+        self._previous = {}
+
+    def _handle(self, signal_number, frame):
+        if self.received == signal_number:  # asked twice: stop now
+            signal.signal(signal_number, signal.SIG_DFL)
+            os.kill(os.getpid(), signal_number)
+            return
+        self.received = signal_number
+        print(f"{signal.Signals(signal_number).name} received: saving a training state after the current loop "
+              "of steps (send it again to stop at once)", file=self.stream, flush=True)
+
+    def __enter__(self) -> StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            for number in SIGNALS:
+                self._previous[number] = signal.signal(number, self._handle)
+        return self
+
+    def __exit__(self, *exc_info):
+        for number, handler in self._previous.items():
+            signal.signal(number, handler)
+        self._previous.clear()
+
+
+class StopAgreement:
+    """`agreed_stop(received)`: the signal to stop for, the same on every worker of `strategy`
+    (SIGTERM before SIGINT), or None. One all-reduce per call on several workers; none on one."""
+
+    def __init__(self, strategy: tf.distribute.Strategy):
+        self.strategy = strategy
+        resolver = getattr(strategy, "cluster_resolver", None)
+        cluster = resolver.cluster_spec().as_dict() if resolver is not None else {}
+        self._several = (isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+                         and len(cluster.get("chief", [])) + len(cluster.get("worker", [])) > 1)
+        if self._several:
+            @tf.function
+            def summed(flags):  # every replica holds its worker's flags; > 0 where any worker's is 1
+                return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(tf.identity, args=(flags,)),
+                                       axis=None)
+            self._summed = summed
+
+    def agreed_stop(self, received: int | None) -> int | None:
+        if not self._several:
+            return received
+        flags = tf.constant([float(received == number) for number in SIGNALS])
+        totals = self._summed(flags).numpy()
+        return next((number for number, total in zip(SIGNALS, totals) if total > 0), None)
