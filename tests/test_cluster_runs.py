@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 import pytest
-from helpers.pretraining_runs import TINY, command, eval_results, free_ports, run
+from helpers.pretraining_runs import TINY, assert_same_run, command, free_ports, run, uninterrupted_run
 
 import modeling
 
@@ -57,24 +57,8 @@ def _trained_step(line):
     return int(line.split("/")[0].split()[1]) if line.startswith("step ") else 0
 
 
-def _assert_same_run(a_dir, b_dir, step):
-    a = modeling.read_tf1_checkpoint(str(a_dir / "out" / f"model.ckpt-{step}"))
-    b = modeling.read_tf1_checkpoint(str(b_dir / "out" / f"model.ckpt-{step}"))
-    for name in a:
-        np.testing.assert_allclose(b[name], a[name], atol=1e-5, err_msg=name)
-    a_eval, b_eval = eval_results(a_dir / "out"), eval_results(b_dir / "out")
-    assert a_eval["global_step"] == b_eval["global_step"] == str(step)
-    for key in ("loss", "masked_lm_loss", "next_sentence_loss", "masked_lm_accuracy"):
-        assert abs(float(a_eval[key]) - float(b_eval[key])) < 1e-5, key
-
-
 def test_sigterm_saves_a_training_state_and_the_restart_ends_as_the_uninterrupted_run(tmp_path):
-    whole_dir, stopped_dir = tmp_path / "whole", tmp_path / "stopped"
-    whole_dir.mkdir()
-    stopped_dir.mkdir()
-    whole = run(command(whole_dir, *FLAGS))
-    assert whole.returncode == 0, whole.stderr[-3000:]
-
+    whole_dir, stopped_dir = uninterrupted_run(tmp_path, FLAGS, "stopped")
     cmd = command(stopped_dir, *FLAGS)
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     watcher = StderrWatcher(proc)
@@ -94,16 +78,20 @@ def test_sigterm_saves_a_training_state_and_the_restart_ends_as_the_uninterrupte
     resumed = run(cmd)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"resuming from {state}/ckpt-{saved} at step {saved}" in resumed.stderr
-    _assert_same_run(whole_dir, stopped_dir, 30)
+    assert_same_run(whole_dir, stopped_dir, 30)
 
 
 def test_a_second_run_on_a_claimed_output_dir_stops_at_once_and_a_killed_runs_claim_is_taken_over(tmp_path):
-    first_cmd = command(tmp_path, "--do_train", "--num_train_steps=400", "--iterations_per_loop=1",
-                        "--save_checkpoints_steps=5")
-    first = subprocess.Popen(first_cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    watcher = StderrWatcher(first)
+    def start(steps):
+        proc = subprocess.Popen(command(tmp_path, "--do_train", f"--num_train_steps={steps}", "--iterations_per_loop=1",
+                                        "--save_checkpoints_steps=5"),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        return proc, StderrWatcher(proc)
+
+    first, watcher = start(120)
     watcher.wait_for(lambda line: _trained_step(line) >= 6)
-    claim = json.loads((tmp_path / "out" / "run_claim.json").read_text())
+    claim_file = tmp_path / "out" / "run_claim.json"
+    claim = json.loads(claim_file.read_text())
     assert claim["pid"] == first.pid and claim["host"] == socket.gethostname()
 
     started = time.time()
@@ -116,17 +104,23 @@ def test_a_second_run_on_a_claimed_output_dir_stops_at_once_and_a_killed_runs_cl
     # An eval-only run reads the claimed directory's finished checkpoints without claiming it.
     evaluated = run(command(tmp_path, "--do_eval", "--max_eval_steps=2"))
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
-    assert first.poll() is None  # the first run goes on, unaffected
+    # The first run is unaffected: it finishes, exports its last step and releases the claim.
+    assert first.wait(timeout=600) == 0, watcher.text()[-3000:]
+    assert "step 120/120" in watcher.text() and (tmp_path / "out" / "model.ckpt-120.index").exists()
+    assert not claim_file.exists()
 
-    first.send_signal(signal.SIGKILL)
-    first.wait()
-    assert (tmp_path / "out" / "run_claim.json").exists()  # left behind by the killed run
-    resumed = run(command(tmp_path, "--do_train", "--num_train_steps=12", "--save_checkpoints_steps=5"))
+    killed, watcher = start(400)
+    watcher.wait_for(lambda line: _trained_step(line) >= 126)
+    killed.send_signal(signal.SIGKILL)
+    killed.wait()
+    assert json.loads(claim_file.read_text())["pid"] == killed.pid  # left behind
+    resumed = run(command(tmp_path, "--do_train", "--num_train_steps=400", "--iterations_per_loop=50",
+                          "--save_checkpoints_steps=50"))
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"taking over {tmp_path / 'out'} from a run on host" in resumed.stderr
-    assert f"process {first.pid} is gone" in resumed.stderr
-    assert "weights: resuming from" in resumed.stderr
-    assert not (tmp_path / "out" / "run_claim.json").exists()
+    assert f"process {killed.pid} is gone" in resumed.stderr
+    assert "weights: resuming from" in resumed.stderr and "step 400/400" in resumed.stderr
+    assert not claim_file.exists()
 
 
 def test_two_workers_save_at_the_same_step_when_one_gets_sigterm(tmp_path):

@@ -14,12 +14,14 @@ from helpers.pretraining_runs import (
     RECORDS,
     ROOT,
     TINY,
+    assert_same_run,
     command,
     eval_results,
     free_ports,
     latest_saved_step,
     run,
     step_losses,
+    uninterrupted_run,
 )
 
 import modeling
@@ -81,11 +83,7 @@ def test_killed_and_resumed_run_equals_the_uninterrupted_run(tmp_path):
     flags = ["--do_train", "--do_eval", "--num_train_steps=200", "--save_checkpoints_steps=5",
              "--iterations_per_loop=5", "--keep_checkpoint_max=100", "--max_eval_steps=3", "--pld",
              "--pld_gamma=0.05"]
-    whole_dir, killed_dir = tmp_path / "whole", tmp_path / "killed"
-    whole_dir.mkdir()
-    killed_dir.mkdir()
-    whole = run(command(whole_dir, *flags))
-    assert whole.returncode == 0, whole.stderr[-3000:]
+    whole_dir, killed_dir = uninterrupted_run(tmp_path, flags, "killed")
 
     cmd = command(killed_dir, *flags)
     state = killed_dir / "out" / "training_state"
@@ -111,14 +109,7 @@ def test_killed_and_resumed_run_equals_the_uninterrupted_run(tmp_path):
     assert f"resuming from {state}/ckpt-{last} at step {last}" in resumed.stderr
     assert f"step {last}/" not in resumed.stderr  # finished steps are not redone
     assert "step 200/200" in resumed.stderr
-    a = modeling.read_tf1_checkpoint(str(whole_dir / "out" / "model.ckpt-200"))
-    b = modeling.read_tf1_checkpoint(str(killed_dir / "out" / "model.ckpt-200"))
-    for name in a:
-        np.testing.assert_allclose(b[name], a[name], atol=1e-5, err_msg=name)
-    whole_eval, resumed_eval = eval_results(whole_dir / "out"), eval_results(killed_dir / "out")
-    assert whole_eval["global_step"] == resumed_eval["global_step"] == "200"
-    for key in ("loss", "masked_lm_loss", "next_sentence_loss", "masked_lm_accuracy"):
-        assert abs(float(whole_eval[key]) - float(resumed_eval[key])) < 1e-5, key
+    assert_same_run(whole_dir, killed_dir, 200)
 
 
 def test_eval_alone_in_a_later_process_uses_the_trained_weights(tmp_path):

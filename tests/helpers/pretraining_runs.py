@@ -58,3 +58,29 @@ def free_ports(n):
 def step_losses(stderr):
     return [float(line.split("loss ")[1].split(" ")[0]) for line in stderr.splitlines()
             if line.startswith("step ")]
+
+
+def uninterrupted_run(tmp_path, flags, name):
+    """Runs `flags` to the end in tmp_path/whole; returns (that directory, an empty tmp_path/name)
+    for the run to compare with it."""
+    whole_dir, other_dir = tmp_path / "whole", tmp_path / name
+    whole_dir.mkdir()
+    other_dir.mkdir()
+    whole = run(command(whole_dir, *flags))
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    return whole_dir, other_dir
+
+
+def assert_same_run(a_dir, b_dir, step):
+    """The two runs' model.ckpt-STEP weights and eval results agree to 1e-5."""
+    import numpy as np
+
+    import modeling
+    a = modeling.read_tf1_checkpoint(str(a_dir / "out" / f"model.ckpt-{step}"))
+    b = modeling.read_tf1_checkpoint(str(b_dir / "out" / f"model.ckpt-{step}"))
+    for name in a:
+        np.testing.assert_allclose(b[name], a[name], atol=1e-5, err_msg=name)
+    a_eval, b_eval = eval_results(a_dir / "out"), eval_results(b_dir / "out")
+    assert a_eval["global_step"] == b_eval["global_step"] == str(step)
+    for key in ("loss", "masked_lm_loss", "next_sentence_loss", "masked_lm_accuracy"):
+        assert abs(float(a_eval[key]) - float(b_eval[key])) < 1e-5, key
