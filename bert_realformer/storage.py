@@ -164,14 +164,6 @@ def read_bytes(path: str) -> bytes:
             raise UnreadableFileError(path, _reason(error)) from None
 
 
-def copy_to_local(path: str, local_path: str) -> None:
-    """Copies `path` (any filesystem) to the local file `local_path`."""
-    if is_local(path):
-        shutil.copyfile(_local(path), local_path)
-    else:
-        _gfile().copy(path, local_path, overwrite=True)
-
-
 # ------------------------------------------------------------------ writing
 def makedirs(path: str) -> None:
     """Creates directory `path` and its parents (nothing when it exists)."""
