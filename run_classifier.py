@@ -8,8 +8,12 @@ original run_classifier.py, for GLUE, XNLI, CLUE, THUCNews-style and users' own 
 
 Writes OUTPUT_DIR/eval_results.txt (accuracy, loss, macro/weighted precision/recall/F1, per-class
 scores, the confusion matrix, and MCC / F1 / Pearson and Spearman where the task reports them),
-OUTPUT_DIR/test_results.tsv (class probabilities per line), `model.ckpt-STEP`, and with
---export_dir a SavedModel that takes raw text.
+OUTPUT_DIR/test_results.tsv (class probabilities per line, in the order of the labels in
+OUTPUT_DIR/label_list.txt), `model.ckpt-STEP`, and with --export_dir a SavedModel that takes raw
+text and gives the probabilities and the predicted label. --task_name=generic reads users' files
+(TSV and CSV with a header row naming the columns); its labels come from --label_file, else
+from the run's OUTPUT_DIR/label_list.txt, else from the training file (sorted, as integers
+when they all are).
 """
 
 import os
@@ -17,12 +21,15 @@ import sys
 
 from absl import flags
 
+from bert_realformer import storage
 from bert_realformer.cli import run
+from training import flags as training_flags
 from training.flags import check_finetuning_flags, define_finetuning_flags, finetuning_driver
 
 FLAGS = flags.FLAGS
 
 define_finetuning_flags("The name of the task to train (its dataset's lower-case name).")
+flags.adopt_module_key_flags(training_flags)  # the shared flags in --help, not only --helpfull
 
 # Ours: task options and users' own data.
 flags.DEFINE_string("xnli_language", "zh", "XNLI: the language to train and evaluate on.")
@@ -50,12 +57,16 @@ def main(argv):
     from tasks.classifier_features import cached_features
     from training.results import write_eval_results
     task = FLAGS.task_name.lower()
+    recorded = os.path.join(FLAGS.output_dir, classifier_task.LABEL_LIST)
+    label_file = FLAGS.label_file or (recorded if task == "generic" and storage.isfile(recorded) else None)
     processor = get_processor(task, FLAGS.data_dir, language=FLAGS.xnli_language,
                               mismatched=FLAGS.mnli_mismatched, data_format=FLAGS.data_format,
                               text_a_column=FLAGS.text_a_column, text_b_column=FLAGS.text_b_column,
-                              label_column=FLAGS.label_column, label_file=FLAGS.label_file)
+                              label_column=FLAGS.label_column, label_file=label_file)
     label_list = processor.get_labels()
     regression = label_list is None
+    if not regression:
+        label_list = classifier_task.settle_label_list(label_list, FLAGS.output_dir)
     train_examples = processor.get_train_examples(FLAGS.data_dir) if FLAGS.do_train else None
     eval_examples = processor.get_dev_examples(FLAGS.data_dir) if FLAGS.do_eval else None
     test_examples = processor.get_test_examples(FLAGS.data_dir) if FLAGS.do_predict else None

@@ -16,6 +16,7 @@ import sys
 from absl import flags
 
 from bert_realformer.cli import run
+from training import flags as training_flags
 from training.flags import check_finetuning_flags, define_finetuning_flags, finetuning_driver
 
 FLAGS = flags.FLAGS
@@ -24,6 +25,7 @@ define_finetuning_flags("swag (SWAG's CSV files) or generic (JSON lines).",
                         data_help="The input data dir with the train, dev and test files.",
                         train_batch_size=16, learning_rate=2e-5,
                         max_seq_length_help="The maximum total length of [CLS] context [SEP] ending [SEP].")
+flags.adopt_module_key_flags(training_flags)  # the shared flags in --help, not only --helpfull
 
 
 def _check_flags():

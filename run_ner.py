@@ -6,7 +6,7 @@
       --train_batch_size=32 --learning_rate=5e-5 --num_train_epochs=3.0 --output_dir=out [--crf]
 
 DATA_DIR holds train/dev/test files in CoNLL column format (see tasks/ner_data.py). Writes
-OUTPUT_DIR/eval_results.txt (entity precision/recall/F1 as conlleval counts them, token
+OUTPUT_DIR/eval_results.txt (entity precision/recall/F1 over chunks, see tasks/ner_metrics.py; token
 accuracy, per-type scores), OUTPUT_DIR/eval_predictions.txt and test_predictions.txt (each
 input line with the predicted tag appended: conlleval's input), and `model.ckpt-STEP`.
 """
@@ -17,6 +17,7 @@ import sys
 from absl import flags
 
 from bert_realformer.cli import run
+from training import flags as training_flags
 from training.flags import check_finetuning_flags, define_finetuning_flags, finetuning_driver
 
 FLAGS = flags.FLAGS
@@ -25,6 +26,7 @@ define_finetuning_flags("generic, conll2003, msra or peoples_daily (file names a
                         task_default="generic",
                         data_help="The input data dir with the train, dev and test files (CoNLL format).",
                         max_seq_length_help="WordPieces per window; longer sentences are split into windows.")
+flags.adopt_module_key_flags(training_flags)  # the shared flags in --help, not only --helpfull
 flags.DEFINE_bool("crf", False, "A linear-chain CRF over the tag scores (Viterbi decoding).")
 
 

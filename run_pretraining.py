@@ -17,8 +17,10 @@ import sys
 
 from absl import flags
 
+from bert_realformer import storage, tfrecords
 from bert_realformer.cli import run
 from bert_realformer.errors import InputError
+from training import flags as training_flags
 from training.flags import check_shared_flags, define_shared_flags, load_config, run_options, strategy_from_flags
 
 FLAGS = flags.FLAGS
@@ -40,7 +42,11 @@ flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.")
 flags.DEFINE_integer("num_train_steps", 100000, "Number of training steps.")
 flags.DEFINE_integer("num_warmup_steps", 10000, "Number of warmup steps.")
 flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.")
+# Ours.
+flags.DEFINE_bool("check_input_files", False, "Check the framing and CRCs of every record of every input file "
+                  "before training (a damaged file is also named when training meets it).")
 define_shared_flags(pld=True)
+flags.adopt_module_key_flags(training_flags)  # the shared flags in --help, not only --helpfull
 
 
 def _check_flags():
@@ -58,6 +64,7 @@ def _check_flags():
         raise InputError("--num_train_steps and --num_warmup_steps must not be negative")
     if not 0 < FLAGS.pld_theta <= 1:
         raise InputError(f"--pld_theta={FLAGS.pld_theta}: must be in (0, 1]")
+    storage.check_writable_dir(FLAGS.output_dir, "--output_dir")
 
 
 def main(argv):
@@ -72,6 +79,9 @@ def main(argv):
     files = expand_input_files(FLAGS.input_file)
     strategy = strategy_from_flags()  # multi-worker collectives: before TensorFlow runs any op
     check_records(files, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq, config.vocab_size)
+    if FLAGS.check_input_files:
+        tfrecords.check_files(files, "--input_file")
+        print(f"checked every record of {len(files)} input files", file=sys.stderr)
     if FLAGS.init_checkpoint:
         modeling.checkpoints.resolve_checkpoint_path(FLAGS.init_checkpoint)  # exists?
     if FLAGS.train_batch_size % strategy.num_replicas_in_sync:
@@ -87,8 +97,9 @@ def main(argv):
     if FLAGS.do_eval and options.is_chief:
         if not FLAGS.do_train:
             driver.restore_for_inference()
-        result = evaluate(driver, files, FLAGS.eval_batch_size, FLAGS.max_seq_length,
-                          FLAGS.max_predictions_per_seq, FLAGS.max_eval_steps)
+        with tfrecords.naming_damaged_file(files, "--input_file"):
+            result = evaluate(driver, files, FLAGS.eval_batch_size, FLAGS.max_seq_length,
+                              FLAGS.max_predictions_per_seq, FLAGS.max_eval_steps)
         write_eval_results(result, os.path.join(FLAGS.output_dir, "eval_results.txt"))
         for key in sorted(result):
             print(f"  {key} = {result[key]}", file=sys.stderr)

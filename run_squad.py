@@ -18,6 +18,7 @@ from absl import flags
 from bert_realformer import storage
 from bert_realformer.cli import run
 from bert_realformer.errors import InputError
+from training import flags as training_flags
 from training.flags import check_shared_flags, define_shared_flags, finetuning_driver
 
 FLAGS = flags.FLAGS
@@ -33,7 +34,7 @@ flags.DEFINE_integer("doc_stride", 128, "When splitting up a long document into 
                      "between chunks.")
 flags.DEFINE_integer("max_query_length", 64, "The maximum number of tokens for the question.")
 flags.DEFINE_bool("do_train", False, "Whether to run training.")
-flags.DEFINE_bool("do_predict", False, "Whether to run eval on the dev set.")
+flags.DEFINE_bool("do_predict", False, "Whether to predict the answers of --predict_file.")
 flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training.")
 flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predictions.")
 flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.")
@@ -51,6 +52,7 @@ flags.DEFINE_bool("do_eval", False, "Score the predictions of --predict_file aga
 flags.DEFINE_enum("eval_metric", "squad", ["squad", "cmrc2018"],
                   "--do_eval scoring: the official SQuAD scripts, or the CMRC 2018 script (Chinese).")
 define_shared_flags()
+flags.adopt_module_key_flags(training_flags)  # the shared flags in --help, not only --helpfull
 
 
 def main(argv):
@@ -112,7 +114,7 @@ def main(argv):
                 result = evaluate(dataset, predictions, null_odds, FLAGS.null_score_diff_threshold)
             else:
                 result = evaluate_v1(dataset, predictions)
-            write_eval_results(result, os.path.join(FLAGS.output_dir, "eval_results.txt"))
+            write_eval_results(result, os.path.join(FLAGS.output_dir, "eval_results.txt"), step=driver.step)
             print(json.dumps(result), file=sys.stderr)
 
 

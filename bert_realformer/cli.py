@@ -5,8 +5,9 @@
     if __name__ == "__main__":
         run(main)
 
-An exception class with `is_user_error = True` (`bert_realformer.errors.InputError`,
-`modeling.ConfigError`, `modeling.CheckpointError`, `bert_realformer.errors.Stopped`) is such an
+A flag that does not parse is such a mistake too. An exception class with
+`is_user_error = True` (`bert_realformer.errors.InputError`, `modeling.ConfigError`,
+`modeling.CheckpointError`, `bert_realformer.errors.Stopped` and `.Diverged`) is such an
 ending: `run` prints `error: <message>` and exits 2 (or the error's `exit_code`). Whatever way the
 script ends, the output directories its run claimed are released (`bert_realformer.run_claim`).
 `run` also quiets TensorFlow's start-up log (unless the user set `TF_CPP_MIN_LOG_LEVEL`) before
@@ -44,4 +45,15 @@ def run(main):
         status = run_main(main, argv)
         if status:
             sys.exit(status)
-    app.run(guarded)
+    app.run(guarded, flags_parser=_parse_flags)
+
+
+def _parse_flags(argv):
+    """absl's flag parsing, with a bad flag ending as every user mistake does: one `error:`
+    line and status 2."""
+    from absl import flags
+    try:
+        return flags.FLAGS(argv)
+    except flags.Error as error:
+        print(f"error: {error} (see --help)", file=sys.stderr)
+        sys.exit(2)

@@ -1,5 +1,5 @@
-"""The error types the scripts end on: user mistakes (a flag, a file, a line of data) and runs
-stopped on purpose (a signal)."""
+"""The error types the scripts end on: user mistakes (a flag, a file, a line of data), runs
+stopped on purpose (a signal) and runs that diverged."""
 
 
 class InputError(ValueError):
@@ -17,3 +17,10 @@ class Stopped(Exception):
     def __init__(self, message: str, signal_number: int):
         super().__init__(message)
         self.exit_code = 128 + signal_number
+
+
+class Diverged(Exception):
+    """A training run whose loss or gradients stopped being finite. Nothing is saved from the
+    step it happened at; the scripts print it as one line and exit with status 3."""
+    is_user_error = True
+    exit_code = 3

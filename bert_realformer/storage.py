@@ -173,6 +173,22 @@ def makedirs(path: str) -> None:
         _gfile().makedirs(path)
 
 
+def check_writable_dir(path: str, flag: str) -> None:
+    """Creates directory `path` if needed and writes and removes a small file in it: an
+    `InputError` naming `flag` when that fails (read-only filesystem, no permission, a file on
+    the way), so a run finds out before anything expensive."""
+    probe = os.path.join(path, f".write-check-{os.getpid()}")
+    try:
+        if exists(path) and not isdir(path):
+            raise InputError(f"{flag}={path} is a file, not a directory")
+        makedirs(path)
+        with open_file(probe, "wb") as f:
+            f.write(b"")
+        remove(probe)
+    except _io_errors() as error:
+        raise InputError(f"{flag}={path} cannot be written: {_reason(error)}") from None
+
+
 def remove(path: str) -> None:
     """Removes the file `path` (nothing when it does not exist)."""
     with contextlib.suppress(FileNotFoundError):

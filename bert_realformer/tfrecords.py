@@ -2,15 +2,18 @@
 
 Examples are encoded directly in the protobuf wire format (`encode_example` of features made
 by `int64_feature` / `float_feature`) and framed as TFRecord (length, masked CRC-32C, data,
-masked CRC-32C). Readers are TensorFlow's own.
+masked CRC-32C). Readers are TensorFlow's own; `find_damage` checks a file's framing and CRCs
+(what TensorFlow's `DataLossError` does not say: which file).
 """
 
+import contextlib
 import functools
 import struct
 
 import google_crc32c
 
 from bert_realformer import storage
+from bert_realformer.errors import InputError
 
 
 # ------------------------------------------------------------------ protobuf wire format
@@ -76,6 +79,79 @@ def frame_record(data):
     """One TFRecord: length, its masked CRC-32C, the data, its masked CRC-32C."""
     header = struct.pack("<Q", len(data))
     return header + struct.pack("<I", _masked_crc(header)) + data + struct.pack("<I", _masked_crc(data))
+
+
+def find_damage(path, chunk_bytes=1 << 22):
+    """The first fault in a TFRecord file's framing, as 'truncated record at offset N' or
+    'corrupted record at offset N' (a length or data CRC that does not match), or None for a
+    sound file. Reads the file once, in order."""
+    offset = 0
+    with storage.open_file(path, "rb") as f:
+        reader = _ChunkedReader(f, chunk_bytes)
+        while True:
+            header = reader.take(12)
+            if not header:
+                return None  # the end, at a record boundary
+            if len(header) < 12:
+                return f"truncated record at offset {offset}"
+            (length,), (length_crc,) = struct.unpack("<Q", header[:8]), struct.unpack("<I", header[8:])
+            if _masked_crc(header[:8]) != length_crc:
+                return f"corrupted record at offset {offset} (its length's CRC does not match)"
+            body = reader.take(length + 4)
+            if len(body) < length + 4:
+                return f"truncated record at offset {offset} (a {length}-byte record cut short)"
+            if _masked_crc(body[:length]) != struct.unpack("<I", body[length:])[0]:
+                return f"corrupted record at offset {offset} (its data's CRC does not match)"
+            offset += 12 + length + 4
+
+
+class _ChunkedReader:
+    """`take(n)`: the next n bytes of a file read in large chunks (fewer at its end)."""
+
+    def __init__(self, f, chunk_bytes):
+        self.f, self.chunk_bytes = f, chunk_bytes
+        self.buffer, self.position = b"", 0
+
+    def take(self, n):
+        if len(self.buffer) - self.position < n:
+            rest = [self.buffer[self.position:]]
+            have = len(rest[0])
+            while have < n:
+                chunk = self.f.read(max(self.chunk_bytes, n - have))
+                if not chunk:
+                    break
+                rest.append(chunk)
+                have += len(chunk)
+            self.buffer, self.position = b"".join(rest), 0
+        out = self.buffer[self.position:self.position + n]
+        self.position += len(out)
+        return out
+
+
+def check_files(paths, flag):
+    """Every record of every file checked (`find_damage`); the first damage found is an
+    `InputError` naming the file and offset."""
+    for path in paths:
+        damage = find_damage(path)
+        if damage:
+            raise InputError(f"{flag}: {path}: {damage}")
+
+
+@contextlib.contextmanager
+def naming_damaged_file(paths, flag, after=""):
+    """Turns TensorFlow's `DataLossError` (which names no file) while reading `paths` into
+    an `InputError` naming the damaged file and offset, found by checking each file;
+    `after` is appended to the message (e.g. what was kept)."""
+    import tensorflow as tf
+    try:
+        yield
+    except tf.errors.DataLossError as error:
+        reason = error.message.splitlines()[0] if error.message else "data loss"
+        for path in paths:
+            damage = find_damage(path)
+            if damage:
+                raise InputError(f"{flag}: {path}: {damage}; copy the file again or leave it out{after}") from None
+        raise InputError(f"{flag}: a damaged record in one of {len(paths)} files ({reason}){after}") from None
 
 
 class AtomicRecordWriters:

@@ -39,7 +39,7 @@ def pretraining_task(files, batch_size, max_seq_length, max_predictions_per_seq,
     return TrainingTask(loss_fn=loss_fn, totals_fn=pretraining_totals, dataset_fn=dataset_fn,
                         batch_size=batch_size, learning_rate=learning_rate,
                         num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps,
-                        metric_names=METRICS)
+                        metric_names=METRICS, input_files=files)
 
 
 def _eval_outputs(model, features):

@@ -13,6 +13,7 @@ import dataclasses
 import json
 import logging
 import os
+import re
 
 from bert_realformer import storage
 from bert_realformer.errors import InputError
@@ -295,6 +296,15 @@ class CslProcessor(_ClueTask):
         return " ".join(keywords) if isinstance(keywords, list) else str(keywords), _key(obj, "abst", path, number)
 
 
+def sort_labels(labels):
+    """Labels collected from data, sorted: as integers when they all are ("2" before "10"),
+    else as strings."""
+    labels = list(labels)
+    if labels and all(re.fullmatch(r"-?\d+", label) for label in labels):
+        return sorted(labels, key=int)
+    return sorted(labels)
+
+
 class _LabelsFromData(Processor):
     """A task whose label list comes from its data (`set_labels_from(data_dir)`)."""
     _labels = None
@@ -308,7 +318,8 @@ class _LabelsFromData(Processor):
 class GenericProcessor(_LabelsFromData):
     """Users' own data: `train`, `dev`, `test` files in TSV, CSV or JSON lines with named text
     and label columns (TSV/CSV: a header row names them). The labels come from `label_file`
-    (one per line) or are collected, sorted, from the training file."""
+    (one per line) or are collected from the training file and sorted (as integers when they
+    all are). TSV and CSV files start with a header row naming the columns."""
 
     def __init__(self, data_format="tsv", text_a_column="text", text_b_column=None,
                  label_column="label", label_file=None):
@@ -321,13 +332,22 @@ class GenericProcessor(_LabelsFromData):
     def _path(self, data_dir, split):
         return os.path.join(data_dir, f"{split}.{self.data_format}")
 
-    def _rows(self, path):
+    def _flag(self, column):
+        text_a, text_b, _ = self.columns
+        return "text_a_column" if column == text_a else "text_b_column" if column == text_b else "label_column"
+
+    def _rows(self, path, split="train"):
         if self.data_format == "jsonl":
             return read_jsonl(path)
         rows = read_tsv(path, delimiter="\t" if self.data_format == "tsv" else ",")
         if not rows:
             return []
         header = rows[0][1]
+        text_a, text_b, label = self.columns
+        for column in (text_a, text_b, None if split == "test" else label):
+            if column is not None and column not in header:
+                raise InputError(f"no column {column!r} in the header of {path} (columns: {', '.join(header)}); "
+                                 f"the first line names the columns (see --{self._flag(column)})")
         out = []
         for number, fields in rows[1:]:
             if len(fields) != len(header):
@@ -340,7 +360,7 @@ class GenericProcessor(_LabelsFromData):
         path = self._path(data_dir, split)
         text_a, text_b, label = self.columns
         examples = []
-        for number, row in self._rows(path):
+        for number, row in self._rows(path, split):
             value = row.get(label) if split == "test" else _key(row, label, path, number)
             examples.append(InputExample(
                 f"{split}-{number}", str(_key(row, text_a, path, number)),
@@ -358,7 +378,7 @@ class GenericProcessor(_LabelsFromData):
         else:
             path = self._path(data_dir, "train")
             label = self.columns[2]
-            self._labels = sorted({str(_key(row, label, path, n)) for n, row in self._rows(path)})
+            self._labels = sort_labels({str(_key(row, label, path, n)) for n, row in self._rows(path)})
             if not self._labels:
                 raise InputError(f"{path}: the train split has no examples")
         return self.get_labels()

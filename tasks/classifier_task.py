@@ -6,6 +6,8 @@ test_results.tsv the original writes.
 from __future__ import annotations
 
 import json
+import logging
+import os
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -15,6 +17,8 @@ from bert_realformer import storage
 from tasks import metrics
 from tasks.classifier_features import cached_features, make_dataset
 from training.driver import TrainingTask
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # annotations only
     from tasks.classifier_data import InputExample
@@ -104,9 +108,42 @@ def evaluation_results(task, outputs, labels, label_list, global_step):
     return result
 
 
+LABEL_LIST = "label_list.txt"  # OUTPUT_DIR/label_list.txt: the column order of test_results.tsv
+
+
+def recorded_label_list(output_dir: str) -> list[str] | None:
+    """The labels a run recorded in OUTPUT_DIR/label_list.txt (one per line), or None."""
+    from bert_realformer.text_files import read_lines
+    path = os.path.join(output_dir, LABEL_LIST)
+    if not storage.isfile(path):
+        return None
+    return [line.rstrip("\r\n") for _, line in read_lines(path) if line.strip()]
+
+
+def settle_label_list(label_list: list[str], output_dir: str) -> list[str]:
+    """The run's label list, written to OUTPUT_DIR/label_list.txt. Where the directory
+    already records one (a run that trained there), its order wins: it is the order of the
+    classifier's outputs. Other labels than the recorded ones are an `InputError`."""
+    from bert_realformer.errors import InputError
+    path = os.path.join(output_dir, LABEL_LIST)
+    recorded = recorded_label_list(output_dir)
+    if recorded is not None and recorded != label_list:
+        if sorted(recorded) != sorted(label_list):
+            def shown(labels):
+                return ", ".join(labels[:10]) + (" ..." if len(labels) > 10 else "")
+            raise InputError(f"the labels of this run ({shown(label_list)}) are not those the model in "
+                             f"{output_dir} was trained on ({shown(recorded)}, {path}): another task's "
+                             "output directory?")
+        logger.info("using the label order recorded in %s", path)
+        return recorded
+    if recorded is None:
+        storage.write_atomic(path, "".join(f"{label}\n" for label in label_list))
+    return label_list
+
+
 def write_test_results(outputs, path):
     """test_results.tsv: one line of tab-separated probabilities (or the score) per example,
-    written under a temporary name and renamed."""
+    in the order of OUTPUT_DIR/label_list.txt, written under a temporary name and renamed."""
     with storage.atomic_output(path) as f:
         for row in outputs:
             f.write("\t".join(str(float(v)) for v in row) + "\n")

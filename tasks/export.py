@@ -89,8 +89,8 @@ class TextServing(tf.Module):
 
 
 class ClassifierServing(TextServing):
-    """A `BertClassifier`: {probabilities [B, C]}, or {scores [B, 1]} for regression
-    (`label_list` None)."""
+    """A `BertClassifier`: {probabilities [B, C], label [B] (the most probable label's name)},
+    or {scores [B, 1]} for regression (`label_list` None)."""
 
     def __init__(self, model, vocab_file, do_lower_case, max_seq_length, label_list):
         super().__init__(model, vocab_file, do_lower_case, max_seq_length)
@@ -101,7 +101,8 @@ class ClassifierServing(TextServing):
         logits = tf.cast(self._model(features, training=False), tf.float32)
         if self._regression:
             return {"scores": logits}
-        return {"probabilities": tf.nn.softmax(logits, axis=-1)}
+        probabilities = tf.nn.softmax(logits, axis=-1)
+        return {"probabilities": probabilities, "label": tf.gather(self.labels, tf.argmax(probabilities, axis=-1))}
 
 
 class EncoderServing(TextServing):

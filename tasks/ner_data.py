@@ -166,16 +166,18 @@ def check_labels(conll_file, labels, role="the training file"):
 
 def write_predictions(conll_file, predicted, path):
     """Every line of `conll_file` in order, each token line with its predicted tag appended as
-    a new last column (`-DOCSTART-` lines get `O`, blank lines stay blank): conlleval's input.
+    a new last column, after the line's own delimiter (a tab where the line has tabs, else a
+    space), `-DOCSTART-` lines get `O`, blank lines stay blank: conlleval's input (with
+    `-d '\t'` for tab-separated files).
     `predicted` holds one tag list per sentence. Written under a temporary name and renamed."""
     tag_of_line = {}
     for sentence, tags in zip(conll_file.sentences, predicted, strict=True):
         tag_of_line.update(zip(sentence.lines, tags, strict=True))
     with storage.atomic_output(path) as f:
         for number, line in enumerate(conll_file.lines, start=1):
-            if not line.strip():
+            line = line.rstrip()
+            if not line:
                 f.write("\n")
-            elif number in tag_of_line:
-                f.write(f"{line.rstrip()} {tag_of_line[number]}\n")
-            else:  # -DOCSTART-
-                f.write(f"{line.rstrip()} O\n")
+                continue
+            delimiter = "\t" if "\t" in line else " "  # the line's own: conlleval needs one kind per line
+            f.write(f"{line}{delimiter}{tag_of_line.get(number, 'O')}\n")  # -DOCSTART- lines get O

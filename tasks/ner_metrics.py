@@ -1,10 +1,15 @@
-"""Entity-level precision, recall and F1 as `conlleval` counts them, and token accuracy.
+"""Entity-level precision, recall and F1, and token accuracy.
 
 A tag is `O` or `<prefix>-<type>` with prefix B, I, E or S (IOB1, IOB2/BIO and BIOES alike).
-Chunks follow conlleval's rules: a chunk starts at B- or S-, at I-/E- after O, E- or S-, and
-wherever the type changes (so an I-X that does not continue X starts a chunk); it ends before
-B-/S-/O after B-/I-, after E-/S-, and before a change of type. A predicted chunk is correct when
-a gold chunk has the same start, end and type.
+A chunk starts at B- or S-, at I-/E- after O, E- or S-, and wherever the type changes (so an
+I-X that does not continue X starts a chunk); it ends before B-/S-/O after B-/I-, after E-/S-,
+and before a change of type. A predicted chunk is correct when a gold chunk has the same start,
+end and type.
+
+For IOB1 and IOB2 these are the rules of `conlleval` (the CoNLL-2000 Perl script), and the
+counts equal its counts. For BIOES they are the scheme's own (S- is a one-token chunk, E- ends
+one), which conlleval lacks: it has no S- rule and no end at E- before B-, so it merges adjacent
+chunks (`B-X E-X B-X E-X` is one chunk to it, two here) and its BIOES scores differ from these.
 """
 
 import collections

@@ -88,6 +88,37 @@ def test_generic_and_thucnews(tmp_path):
     assert thuc.get_labels() == ["体育", "财经"]
 
 
+def test_integer_labels_sort_as_integers_and_the_order_is_recorded(tmp_path):
+    """Generic labels 0..11 from data: "2" before "10" (as strings "10" came third). The run
+    writes the order to OUTPUT_DIR/label_list.txt; a later run keeps the recorded order (the
+    classifier's output columns) and refuses another set of labels."""
+    from tasks.classifier_task import settle_label_list
+    rows = "".join(f"text {i}\t{i % 12}\n" for i in range(24))
+    write(tmp_path / "data" / "train.tsv", "text\tlabel\n" + rows)
+    labels = get_processor("generic", str(tmp_path / "data")).get_labels()
+    assert labels == [str(i) for i in range(12)]
+    assert get_processor("generic", str(tmp_path / "data"), label_column="text").get_labels()[:3] == [
+        "text 0", "text 1", "text 10"]  # not all integers: as strings
+    out = tmp_path / "out"
+    out.mkdir()
+    assert settle_label_list(labels, str(out)) == labels
+    assert (out / "label_list.txt").read_text() == "".join(f"{i}\n" for i in range(12))
+    assert settle_label_list(sorted(labels), str(out)) == labels  # string order given: recorded order kept
+    with pytest.raises(InputError, match=r"^the labels of this run \(a, b\) are not those the model in "):
+        settle_label_list(["a", "b"], str(out))
+
+
+def test_a_generic_header_without_the_column_names_it(tmp_path):
+    write(tmp_path / "train.tsv", "sentence\tlabel\nhello\t1\n")
+    with pytest.raises(InputError) as info:
+        get_processor("generic", str(tmp_path))
+    assert str(info.value) == (f"no column 'text' in the header of {tmp_path / 'train.tsv'} (columns: sentence, "
+                               "label); the first line names the columns (see --text_a_column)")
+    write(tmp_path / "test.tsv", "sentence\nhello\n")  # test files need no label column
+    processor = get_processor("generic", str(tmp_path), text_a_column="sentence")
+    assert [e.text_a for e in processor.get_test_examples(str(tmp_path))] == ["hello"]
+
+
 def test_test_labels_outside_the_label_list_are_not_an_error(tmp_path, caplog):
     """THUCNews-style test files carry labels; one the training split lacks is not used, so it
     stands in as the first label and the features convert (it was a KeyError)."""

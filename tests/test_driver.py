@@ -9,49 +9,23 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from helpers.tiny_training import TINY
+from helpers.tiny_training import pretraining_data as _pretraining_data
+from helpers.tiny_training import pretraining_loss_fn as _loss_fn
+from helpers.tiny_training import pretraining_task as _task
 
 import modeling
 from bert_realformer.errors import InputError
-from pretraining.losses import pretraining_totals, replica_pretraining_loss
+from pretraining.losses import pretraining_totals
 from tasks import squad_task
 from tasks.squad import SquadExample
 from tokenization import FullTokenizer
 from training import checkpointing, trainer
-from training.driver import Driver, RunOptions, TrainingTask
+from training.driver import Driver, RunOptions
 from training.optimization import create_optimizer
 from training.progress import Progress
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
-TINY = modeling.BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                           intermediate_size=32, max_position_embeddings=16, type_vocab_size=2)
-
-
-def _pretraining_data(n=64, seq=12, predictions=3, seed=0):
-    rng = np.random.RandomState(seed)
-    return {"input_ids": rng.randint(1, 50, size=(n, seq)).astype("int32"),
-            "input_mask": np.ones((n, seq), "int32"), "segment_ids": np.zeros((n, seq), "int32"),
-            "masked_lm_positions": rng.randint(0, seq, size=(n, predictions)).astype("int32"),
-            "masked_lm_ids": rng.randint(1, 50, size=(n, predictions)).astype("int32"),
-            "masked_lm_weights": np.ones((n, predictions), "float32"),
-            "next_sentence_labels": rng.randint(0, 2, size=(n, 1)).astype("int32")}
-
-
-def _loss_fn(keep_probs=None):
-    def loss_fn(model, features, training, step, totals):
-        outputs = model(features, training=training, layer_keep_probs=keep_probs)
-        return replica_pretraining_loss(outputs, features, totals)
-    return loss_fn
-
-
-def _task(num_train_steps, batch_size=8):
-    data = _pretraining_data()
-    return TrainingTask(
-        loss_fn=_loss_fn(), totals_fn=pretraining_totals, batch_size=batch_size,
-        dataset_fn=lambda start: tf.data.Dataset.from_tensor_slices(data).repeat()
-        .skip(start * batch_size).batch(batch_size),
-        learning_rate=1e-3, num_train_steps=num_train_steps, num_warmup_steps=0)
-
-
 def _write_empty_checkpoint(prefix):
     modeling.write_tf1_checkpoint({"x": np.zeros(1, "float32")}, prefix)
 
@@ -276,10 +250,12 @@ class _Terminal(io.StringIO):
 def test_progress_lines_and_terminal_bar():
     plain = io.StringIO()
     progress = Progress(total_steps=10, examples_per_step=32, stream=plain)
+    first = progress.update(1, {"loss": 1.75})  # mostly tracing: no rate, no ETA
+    assert first == "step 1/10: loss 1.7500"
     line = progress.update(5, {"loss": 1.5, "masked_lm_loss": 1.25, "gradient_norm": 3.0})
     assert line.startswith("step 5/10: loss 1.5000 (masked_lm_loss 1.2500), ")
     assert "examples/s" in line and "ETA" in line and "gradient_norm" not in line
-    assert plain.getvalue() == line + "\n"
+    assert plain.getvalue() == first + "\n" + line + "\n"
     terminal = _Terminal()
     bar = Progress(total_steps=10, examples_per_step=32, stream=terminal)
     bar.update(5, {"loss": 1.0})

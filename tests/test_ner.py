@@ -63,6 +63,18 @@ def test_conll_reading_iob1_conversion_and_docstart(tmp_path):
         "Seattle NNP I-NP B-LOC B-LOC"]
 
 
+def test_predictions_on_tab_separated_lines_are_appended_with_a_tab(tmp_path):
+    """conlleval splits a line on one delimiter: a tab-separated file's predictions keep tabs."""
+    path = tmp_path / "dev.tsv"
+    path.write_text("-DOCSTART-\tO\n\nYork\tB-LOC\nis\tO\n")
+    conll = ner_data.read_conll(str(path))
+    out = tmp_path / "pred.txt"
+    ner_data.write_predictions(conll, [["B-LOC", "O"]], str(out))
+    lines = out.read_text().splitlines()
+    assert lines == ["-DOCSTART-\tO\tO", "", "York\tB-LOC\tB-LOC", "is\tO\tO"]
+    assert [len(line.split("\t")) for line in lines if line] == [3, 3, 3]
+
+
 @pytest.mark.parametrize("text,message", [
     ("a B-X\nb\n", "train.txt:2: 1 columns where the file's first token line has 2"),
     ("a\n", "train.txt:1: expected a token and its tag, found one column"),

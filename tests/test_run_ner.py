@@ -103,8 +103,8 @@ def test_conll2003_sample_iob1_end_to_end_and_unknown_tags(tmp_path):
     lines = text.splitlines()
     predicted = (out / "eval_predictions.txt").read_text().splitlines()
     assert len(predicted) == len(lines) and predicted[0] == "-DOCSTART- -X- -X- O O"
-    assert predicted[2].startswith("U.N.\tNNP\tI-NP\tI-ORG ")
-    assert all(p.rsplit(" ", 1)[1] in ("O", "B-PER", "I-PER", "B-LOC", "I-LOC", "B-ORG", "I-ORG", "B-MISC", "I-MISC")
+    assert predicted[2].startswith("U.N.\tNNP\tI-NP\tI-ORG\t")  # the line's own delimiter
+    assert all(p.split()[-1] in ("O", "B-PER", "I-PER", "B-LOC", "I-LOC", "B-ORG", "I-ORG", "B-MISC", "I-MISC")
                for p in predicted if p)
 
     (data / "valid.txt").write_text(text.replace("I-LOC", "B-DATE", 1), encoding="utf-8")

@@ -26,6 +26,7 @@ TRAINING_STATE = "training_state"
 TRAINING_STATE_KIND = "training state"
 TF1_KIND = "TF1 checkpoint"
 _STEP = re.compile(r"-(\d+)$")
+_LAYER = re.compile(r"layer_\d+")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,17 +105,34 @@ def choose_weights(output_dir, init_checkpoint, training):
 
 
 def describe(checkpoint, report=None):
-    """One line for the user: which weights, and what they did not cover."""
+    """One line for the user: which weights, and what they did not cover (names of every
+    layer folded into one: `layer_*`)."""
     if checkpoint is None:
         return "weights: freshly initialised (no checkpoint in --output_dir, no --init_checkpoint)"
     text = f"weights: {checkpoint.kind} {checkpoint.prefix} (step {checkpoint.step})"
     if report is not None:
         text += f", {len(report.loaded)} loaded"
         if report.missing:
-            text += f"; freshly initialised (not in it): {', '.join(report.missing)}"
+            text += f"; freshly initialised (not in it): {fold_layer_names(report.missing)}"
         if report.unexpected:
-            text += f"; in it but unused: {', '.join(report.unexpected)}"
+            text += f"; in it but unused: {fold_layer_names(report.unexpected)}"
     return text
+
+
+def fold_layer_names(names, shown=6):
+    """'a, b' for a few names; for more, the count and the names folded: layer numbers as
+    `layer_*`, the weights of one layer as `{beta,gamma}`
+    (`bert/encoder/layer_*/attention/LayerNorm/{beta,gamma}`), at most `shown` of them."""
+    if len(names) <= shown:
+        return ", ".join(names)
+    leaves = {}
+    for name in names:
+        parent, _, leaf = _LAYER.sub("layer_*", name).rpartition("/")
+        leaves.setdefault(parent, {})[leaf] = None
+    folded = [f"{parent}/{next(iter(ends))}" if len(ends) == 1 else f"{parent}/{{{','.join(ends)}}}"
+              for parent, ends in leaves.items()]
+    more = f", ... ({len(folded) - shown} more)" if len(folded) > shown else ""
+    return f"{len(names)} weights: {', '.join(folded[:shown])}{more}"
 
 
 def read_training_state(path):

@@ -8,9 +8,11 @@ new task) hand their model and task definition to.
     outputs = driver.predict(dataset, lambda model, features: {"logits": model(features)})
 
 It owns the strategy scope, the optimizer, which weights to start from (`training.checkpointing`
-has the policy), resume, the step loop (`TrainLoop.run_steps`: `iterations_per_loop` steps per
-call), progress output, TensorBoard summaries, training-state checkpoints, the final
-`model.ckpt-N` export, and predictions under the strategy.
+has the policy), resume, the step loop (`TrainLoop.run_steps`: loops of steps sized by time, at
+most `iterations_per_loop`), progress output, TensorBoard summaries, training-state
+checkpoints, the config recorded in the output directory (`training.recorded_config`), the
+final `model.ckpt-N` export, predictions under the strategy, and the one-line endings of a run
+that diverges (`Diverged`) or meets a damaged input record.
 
 Resume is exact: the training state holds the weights, the optimizer, the loss scale and the
 input position; the input is a pure function of its position (`dataset_fn(start)`), and dropout
@@ -22,6 +24,7 @@ import dataclasses
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable, Sequence
 
 import keras
@@ -29,12 +32,12 @@ import numpy as np
 import tensorflow as tf
 
 import modeling
-from bert_realformer import run_claim, storage
-from bert_realformer.errors import Stopped
-from training import checkpointing
+from bert_realformer import run_claim, storage, tfrecords
+from bert_realformer.errors import Diverged, Stopped
+from training import checkpointing, recorded_config
 from training.optimization import create_optimizer
 from training.preemption import StopAgreement, StopSignals
-from training.progress import Progress
+from training.progress import LoopSizes, Progress
 from training.trainer import LossFn, TotalsFn, TrainLoop, global_batch_slices
 
 
@@ -74,6 +77,8 @@ class TrainingTask:
     num_train_steps: int
     num_warmup_steps: int
     metric_names: Sequence[str] = ("loss",)
+    input_files: Sequence[str] = ()     # the TFRecord files dataset_fn reads: a damaged one is named
+    input_flag: str = "--input_file"    # the flag that gave them, for that message
 
 
 class Driver:
@@ -100,6 +105,9 @@ class Driver:
         with strategy.scope():
             self.model = build_model()
             self.model.build()
+        warning = recorded_config.check_against_recorded(self.model.config, options.output_dir)
+        if warning:
+            self._say(warning)
         self.step = 0
         self.weights = None  # the Checkpoint the weights came from (None: fresh)
 
@@ -127,6 +135,8 @@ class Driver:
         manager = tf.train.CheckpointManager(state, os.path.join(self.write_dir, checkpointing.TRAINING_STATE),
                                              max_to_keep=options.keep_checkpoint_max)
         self._start_training(state, manager)
+        if options.is_chief:
+            recorded_config.record(self.model.config, options.output_dir)
         step = int(optimizer.iterations.numpy())
         position = int(loop.input_position.numpy())
         iterator = iter(strategy.distribute_datasets_from_function(
@@ -135,20 +145,28 @@ class Driver:
                   if options.is_chief else None)
         examples_per_step = task.batch_size * options.gradient_accumulation_steps
         progress = Progress(task.num_train_steps, examples_per_step, step, self.stream)
-        agreement = StopAgreement(strategy)
+        sizes, agreement = LoopSizes(options.iterations_per_loop), StopAgreement(strategy)
+        attempts = sizes.next()
         with StopSignals(self.stream) as signals:
             while step < task.num_train_steps:
                 next_save = (step // options.save_checkpoints_steps + 1) * options.save_checkpoints_steps
-                attempts = min(options.iterations_per_loop, next_save - step, task.num_train_steps - step)
-                metrics = loop.run_steps(iterator, attempts)
-                step = int(optimizer.iterations.numpy())
+                attempts = min(attempts, next_save - step, task.num_train_steps - step)
+                started = time.time()
+                with tfrecords.naming_damaged_file(task.input_files, task.input_flag,
+                                                   self._kept(manager)):
+                    metrics = loop.run_steps(iterator, attempts)
+                diverged = bool(metrics.pop("diverged"))
+                previous, step = step, int(optimizer.iterations.numpy())
+                if diverged:
+                    raise self._diverged(step, metrics, manager, task)
+                sizes.record(step - previous, time.time() - started)
                 progress.update(step, metrics)
                 if writer is not None:
-                    self._summaries(writer, step, metrics, optimizer, progress.steps_per_second * examples_per_step)
+                    self._summaries(writer, step, metrics, optimizer, progress.steps_per_second, examples_per_step)
                 if step % options.save_checkpoints_steps == 0 or step >= task.num_train_steps:
                     manager.save(checkpoint_number=step)
                 self._check_claim()
-                stop = agreement.agreed_stop(signals.received)
+                stop, attempts = agreement.agreed(signals.received, sizes.next())
                 if stop is not None:
                     self._stop(stop, signals.received, step, manager)
         self.step = step
@@ -156,6 +174,22 @@ class Driver:
             prefix = modeling.save_tf1_checkpoint(self.model, os.path.join(self.write_dir, f"model.ckpt-{step}"))
             self._say(f"wrote {prefix}")
         return step
+
+    def _kept(self, manager):
+        """What a run that fails now keeps, for its last line."""
+        if manager.latest_checkpoint:
+            return f"; the training state {manager.latest_checkpoint} is intact"
+        return "; no training state was saved yet"
+
+    @staticmethod
+    def _diverged(step, metrics, manager, task):
+        """The error that ends a run whose step `step + 1` had a loss or gradient norm that is
+        not finite; nothing from that step on is saved."""
+        last = manager.latest_checkpoint or "none (no training state saved yet)"
+        return Diverged(
+            f"training diverged at step {step + 1}: loss {float(metrics['loss']):g}, gradient norm "
+            f"{float(metrics['gradient_norm']):g}; stopped without saving it (last good training state: {last}); "
+            f"try a lower --learning_rate (now {task.learning_rate:g}) or more warmup")
 
     def _check_claim(self):
         if self.claim is not None and self.claim.lost_to is not None:
@@ -187,19 +221,35 @@ class Driver:
                                              training=True)
         report = checkpointing.load_weights(self.model, found) if found else None
         self.weights = found
+        self._describe_weights(found, report)
+
+    def _describe_weights(self, found, report):
+        """The `weights:` line, and one naming a change of variant from the checkpoint's
+        recorded config (one in another directory than this run's)."""
         self._say(checkpointing.describe(found, report))
+        if found is not None and not self._in_output_dir(found.prefix):
+            change = recorded_config.variant_change(self.model.config, found.prefix)
+            if change:
+                self._say(change)
+
+    def _in_output_dir(self, prefix):
+        parent = os.path.dirname(prefix)
+        if os.path.basename(parent) == checkpointing.TRAINING_STATE:
+            parent = os.path.dirname(parent)
+        return os.path.normpath(parent) == os.path.normpath(self.options.output_dir)
 
     @staticmethod
     def _holds_optimizer(prefix):
         return any(name.startswith("optimizer/") for name in modeling.checkpoints.checkpoint_keys(prefix))
 
     @staticmethod
-    def _summaries(writer, step, metrics, optimizer, examples_per_second):
+    def _summaries(writer, step, metrics, optimizer, steps_per_second, examples_per_step):
         with writer.as_default(step=step):
             for name, value in metrics.items():
                 tf.summary.scalar(name, value)
             tf.summary.scalar("learning_rate", optimizer.learning_rate)
-            tf.summary.scalar("examples_per_second", examples_per_second)
+            if steps_per_second is not None:  # (none for the first loop: tracing)
+                tf.summary.scalar("examples_per_second", steps_per_second * examples_per_step)
         writer.flush()
 
     # ------------------------------------------------------------------ eval / predict
@@ -210,7 +260,7 @@ class Driver:
                                              training=False)
         report = checkpointing.load_weights(self.model, found, strict=True)
         self.weights, self.step = found, found.step
-        self._say(checkpointing.describe(found, report))
+        self._describe_weights(found, report)
         return found.step
 
     def predict(self, dataset: tf.data.Dataset, fn: Callable) -> dict:

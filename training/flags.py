@@ -15,7 +15,9 @@ def define_shared_flags(pld=False):
     flags.DEFINE_string("master", None, "TensorFlow master URL.")
     flags.DEFINE_integer("num_tpu_cores", 8, "Only used if use_tpu is True. Total number of TPU cores to use.")
     flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save the model checkpoint.")
-    flags.DEFINE_integer("iterations_per_loop", 1000, "How many steps to make in each estimator call.")
+    flags.DEFINE_integer("iterations_per_loop", 1000, "The most steps to make on the device between two "
+                         "returns to the host (progress line, summaries, stop check); loops are sized to "
+                         "take about 10 s (growing to a minute), the first is one step.")
     # Ours.
     flags.DEFINE_enum("distribution_strategy", "one_device", ["one_device", "mirrored", "multi_worker", "tpu"],
                       "one_device, mirrored (all local GPUs), multi_worker (machines from TF_CONFIG), tpu.")
@@ -82,6 +84,7 @@ def check_finetuning_flags(min_seq_length, sequence, other_modes=()):
             raise InputError(f"--{name}={getattr(FLAGS, name)}: no such file")
     if not storage.isdir(FLAGS.data_dir):
         raise InputError(f"--data_dir={FLAGS.data_dir}: no such directory")
+    storage.check_writable_dir(FLAGS.output_dir, "--output_dir")
     for name in ("train_batch_size", "eval_batch_size", "predict_batch_size", "max_seq_length"):
         if getattr(FLAGS, name) < 1:
             raise InputError(f"--{name}={getattr(FLAGS, name)}: must be at least 1")

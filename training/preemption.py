@@ -2,14 +2,14 @@
 
 Preemptible machines (TPU VMs, spot GPUs, Kubernetes, Slurm) send SIGTERM some seconds before
 they kill. While `StopSignals` is active the signal is recorded instead of ending the process;
-the driver finishes the loop of steps in progress (at most `--iterations_per_loop` steps: the
+the driver finishes the loop of steps in progress (about 10 s, at most `--iterations_per_loop`: the
 signal handler runs between loops, when control is back in Python), saves a training state at
 that step and ends the run with `bert_realformer.errors.Stopped` (exit status 143 or 130). A
 second signal of the same kind ends the process at once.
 
-On several machines the workers agree (`agreed_stop`): after every loop they sum, in one
-all-reduce, which signals each received, so all of them save at the same step, also those the
-signal did not reach.
+On several machines the workers agree (`StopAgreement`): after every loop they combine, in one
+all-reduce, which signals each received (and the size of the next loop), so all of them save at
+the same step, also those the signal did not reach.
 """
 
 from __future__ import annotations
@@ -55,8 +55,10 @@ class StopSignals:
 
 
 class StopAgreement:
-    """`agreed_stop(received)`: the signal to stop for, the same on every worker of `strategy`
-    (SIGTERM before SIGINT), or None. One all-reduce per call on several workers; none on one."""
+    """`agreed(received, next_steps)`: the signal to stop for (SIGTERM before SIGINT, or None)
+    and the size of the next loop of steps, the same on every worker of `strategy` (the
+    workers' sizes, measured each on its own clock, averaged and rounded down). One
+    all-reduce per call on several workers; none on one."""
 
     def __init__(self, strategy: tf.distribute.Strategy):
         self.strategy = strategy
@@ -66,14 +68,15 @@ class StopAgreement:
                          and len(cluster.get("chief", [])) + len(cluster.get("worker", [])) > 1)
         if self._several:
             @tf.function
-            def summed(flags):  # every replica holds its worker's flags; > 0 where any worker's is 1
-                return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(tf.identity, args=(flags,)),
+            def averaged(values):  # every replica holds its worker's values
+                return strategy.reduce(tf.distribute.ReduceOp.MEAN, strategy.run(tf.identity, args=(values,)),
                                        axis=None)
-            self._summed = summed
+            self._averaged = averaged
 
-    def agreed_stop(self, received: int | None) -> int | None:
+    def agreed(self, received: int | None, next_steps: int) -> tuple[int | None, int]:
         if not self._several:
-            return received
-        flags = tf.constant([float(received == number) for number in SIGNALS])
-        totals = self._summed(flags).numpy()
-        return next((number for number, total in zip(SIGNALS, totals) if total > 0), None)
+            return received, next_steps
+        values = tf.constant([float(received == number) for number in SIGNALS] + [float(next_steps)])
+        averaged = self._averaged(values).numpy()  # a flag is > 0 where any worker's is 1
+        stop = next((number for number, value in zip(SIGNALS, averaged) if value > 0), None)
+        return stop, max(1, int(averaged[-1]))

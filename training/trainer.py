@@ -8,6 +8,11 @@ one batch of N*B, under every strategy. With fp16, dynamic loss scaling: an atte
 gradients are not finite changes no weight, slot or step counter and halves the scale (the
 run still makes its number of real steps); 2000 finite steps in a row double it.
 
+Divergence: an attempt whose loss or gradient norm is not finite (without loss scaling, or with
+the scale at its floor of 1) changes nothing and ends the loop of steps at once, with
+`diverged` set in its metrics; the driver stops the run there (no per-step host sync: the flag
+is carried in the loop).
+
 Randomness: each replica's micro-batch runs in `modeling.random_stream(step, stream)` with
 `stream = micro-batch index * replicas + replica id`, so replicas, machines and micro-batches
 draw their own dropout and PLD values, and the draws are a function of the step alone (a
@@ -143,7 +148,8 @@ class TrainLoop:
         return metrics
 
     def _apply(self, grads):
-        """All-reduce, unscale, clip, apply (replica context). Returns the global norm."""
+        """All-reduce, unscale, clip, apply (replica context). Returns the global norm. A
+        gradient that is not finite changes nothing (no weight, slot or step counter)."""
         context = tf.distribute.get_replica_context()
         if context.num_replicas_in_sync > 1:  # (one replica: a copy of every gradient saved)
             present = [i for i, g in enumerate(grads) if g is not None]
@@ -152,13 +158,14 @@ class TrainLoop:
             for i, g in zip(present, reduced):
                 grads[i] = g
         squares = squared_norms(grads)
-        finite = None
         if self.loss_scaling:  # the squares of the scaled gradients are finite iff they are
             squares = [None if s is None else s / tf.square(self.loss_scale) for s in squares]
             finite = tf.reduce_all([tf.math.is_finite(s) for s in squares if s is not None])
         scale, norm = global_norm_scale(squares, self.clip_norm)
         if self.loss_scaling:
             scale = scale / self.loss_scale
+        else:
+            finite = tf.math.is_finite(norm)
         # An all-zero gradient (a layer Progressive Layer Dropping skipped) updates nothing.
         has_gradient = [None if s is None else s > 0 for s in squares]
         self.optimizer.apply_reduced(grads, self._variables, scale=scale, has_gradient=has_gradient,
@@ -200,6 +207,7 @@ class TrainLoop:
         device-side part of a step, which holds no host-only op and compiles with XLA whole
         (what a TPU needs; `tests/test_trainer.py` compiles it with `jit_compile=True`)."""
         strategy = self.strategy
+        scale_before = tf.identity(self.loss_scale)
         if self.accumulation_steps == 1:
             metrics, norm = strategy.run(self._single_step, args=(micro_batches[0],))
             metrics = self._reduce_metrics(metrics)
@@ -213,8 +221,20 @@ class TrainLoop:
             norm = strategy.run(self._apply_accumulated)
         self.input_position.assign_add(self.accumulation_steps)
         metrics["gradient_norm"] = strategy.reduce(tf.distribute.ReduceOp.MEAN, norm, axis=None)
+        metrics["diverged"] = self._diverged(metrics, scale_before)
         metrics["loss_scale"] = tf.identity(self.loss_scale)
         return metrics
+
+    def _diverged(self, metrics, loss_scale):
+        """Whether this attempt's loss or gradient norm is not finite in a way training cannot
+        recover from: always without loss scaling; with it, only once the scale (`loss_scale`,
+        before the attempt) is at its floor of 1 (above it, the attempt is a skipped step)."""
+        finite = tf.math.is_finite(metrics["gradient_norm"])
+        if "loss" in metrics:
+            finite = tf.logical_and(finite, tf.math.is_finite(metrics["loss"]))
+        if self.loss_scaling:
+            return tf.logical_and(tf.logical_not(finite), loss_scale <= 1.0)
+        return tf.logical_not(finite)
 
     def _build_run_steps(self):
         names = (*self.metric_names, "gradient_norm", "loss_scale")
@@ -222,8 +242,11 @@ class TrainLoop:
         @tf.function
         def run_steps(iterator, attempts):
             metrics = {name: tf.zeros((), tf.float32) for name in names}
+            metrics["diverged"] = tf.constant(False)
             for _ in tf.range(attempts):
                 metrics = self._attempt(iterator)
+                if metrics["diverged"]:
+                    break
             return metrics
 
         return run_steps
@@ -231,7 +254,9 @@ class TrainLoop:
     def run_steps(self, iterator, attempts):
         """`attempts` optimizer steps in one `tf.function` call, with no host round trip
         between them (the original's `iterations_per_loop`). Returns {name: scalar tensor}:
-        the loss metrics of the last step's whole batch, `gradient_norm`, `loss_scale`."""
+        the loss metrics of the last step's whole batch, `gradient_norm`, `loss_scale`, and
+        `diverged`: True when the loop stopped early at an attempt whose loss or gradient is
+        not finite (see `_diverged`); that attempt changed no weight and no step counter."""
         if self._run_steps is None:
             self._run_steps = self._build_run_steps()
         return self._run_steps(iterator, tf.constant(attempts, tf.int64))

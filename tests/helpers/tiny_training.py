@@ -1,0 +1,39 @@
+"""A tiny pretraining model and task for driving `training.driver.Driver` in-process."""
+
+import numpy as np
+import tensorflow as tf
+
+import modeling
+from pretraining.losses import pretraining_totals, replica_pretraining_loss
+from training.driver import TrainingTask
+
+TINY = modeling.BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                           intermediate_size=32, max_position_embeddings=16, type_vocab_size=2)
+
+
+def pretraining_data(n=64, seq=12, predictions=3, seed=0):
+    """Random pretraining features {name: [n, ...] array} for the TINY vocabulary."""
+    rng = np.random.RandomState(seed)
+    return {"input_ids": rng.randint(1, 50, size=(n, seq)).astype("int32"),
+            "input_mask": np.ones((n, seq), "int32"), "segment_ids": np.zeros((n, seq), "int32"),
+            "masked_lm_positions": rng.randint(0, seq, size=(n, predictions)).astype("int32"),
+            "masked_lm_ids": rng.randint(1, 50, size=(n, predictions)).astype("int32"),
+            "masked_lm_weights": np.ones((n, predictions), "float32"),
+            "next_sentence_labels": rng.randint(0, 2, size=(n, 1)).astype("int32")}
+
+
+def pretraining_loss_fn(keep_probs=None):
+    def loss_fn(model, features, training, step, totals):
+        outputs = model(features, training=training, layer_keep_probs=keep_probs)
+        return replica_pretraining_loss(outputs, features, totals)
+    return loss_fn
+
+
+def pretraining_task(num_train_steps, batch_size=8, learning_rate=1e-3, loss_fn=None):
+    """A `TrainingTask` over `pretraining_data()`, repeated."""
+    data = pretraining_data()
+    return TrainingTask(
+        loss_fn=loss_fn or pretraining_loss_fn(), totals_fn=pretraining_totals, batch_size=batch_size,
+        dataset_fn=lambda start: tf.data.Dataset.from_tensor_slices(data).repeat()
+        .skip(start * batch_size).batch(batch_size),
+        learning_rate=learning_rate, num_train_steps=num_train_steps, num_warmup_steps=0)

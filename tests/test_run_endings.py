@@ -1,0 +1,164 @@
+"""The scripts end to end when something goes wrong: a diverging run, a damaged input file, an
+output directory that cannot be written, a bad flag; each ends in one `error:` line, a
+non-zero status, and nothing lost or half-written. And the label order a classifier run
+records, used by a predict run in a later process and by the SavedModel."""
+
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from helpers.pretraining_runs import RECORDS, ROOT, command, latest_saved_step, run
+
+pytestmark = pytest.mark.slow  # the scripts in subprocesses
+
+DATA = os.path.join(ROOT, "tests", "data")
+SCRIPTS = ("run_pretraining.py", "run_classifier.py", "run_squad.py", "run_ner.py", "run_multiple_choice.py",
+           "create_pretraining_data.py", "extract_features.py", "convert_checkpoint.py", "analyze_attention.py")
+
+
+def last_line(result):
+    return result.stderr.strip().splitlines()[-1]
+
+
+# ---------------------------------------------------------------------- divergence
+def test_a_diverging_pretraining_run_exits_non_zero_and_writes_no_weights_after_it(tmp_path):
+    result = run(command(tmp_path, "--do_train", "--do_eval", "--num_train_steps=60", "--save_checkpoints_steps=2",
+                         "--learning_rate=1e4", "--max_eval_steps=2"))
+    assert result.returncode == 3, result.stderr[-3000:]
+    line = last_line(result)
+    assert line.startswith("error: training diverged at step ") and "--learning_rate (now 10000)" in line
+    out = tmp_path / "out"
+    assert not list(out.glob("model.ckpt-*")) and not (out / "eval_results.txt").exists()
+    step = int(line.split("at step ")[1].split(":")[0])
+    saved = latest_saved_step(out / "training_state")
+    assert saved == (step - 1) // 2 * 2 and f"last good training state: {out}/training_state/ckpt-{saved}" in line
+
+
+# ---------------------------------------------------------------------- damaged input
+def test_a_truncated_input_file_is_named_up_front_or_when_training_meets_it(tmp_path):
+    data = open(RECORDS, "rb").read()
+    truncated = tmp_path / "part-2.tfrecord"
+    truncated.write_bytes(data[:len(data) * 2 // 3 + 100])  # cut inside a record; those before it read well
+    files = f"{RECORDS},{truncated}"
+    checked = run(command(tmp_path, "--do_train", "--num_train_steps=400", "--check_input_files",
+                          input_file=files))
+    assert checked.returncode == 2
+    assert last_line(checked).startswith(f"error: --input_file: {truncated}: truncated record at offset ")
+    assert not (tmp_path / "out" / "training_state").exists()
+
+    met = run(command(tmp_path, "--do_train", "--num_train_steps=400", "--save_checkpoints_steps=10",
+                      input_file=files))
+    assert met.returncode == 2, met.stderr[-3000:]
+    line = last_line(met)
+    assert line.startswith(f"error: --input_file: {truncated}: truncated record at offset "), line
+    step = latest_saved_step(tmp_path / "out" / "training_state")
+    assert step >= 10 and line.endswith(f"the training state {tmp_path}/out/training_state/ckpt-{step} is intact")
+    assert "Traceback" not in met.stderr
+
+
+# ---------------------------------------------------------------------- unwritable output directories
+def _read_only(directory, cmd):
+    """`cmd` run where `directory` is read-only: a read-only tmpfs mounted over it in a private
+    mount namespace (which denies root too), or, for other users, a directory without write
+    permission."""
+    directory.mkdir()
+    if os.geteuid() == 0 and shutil.which("unshare"):
+        if subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode == 0:
+            return ["unshare", "-m", "sh", "-c", 'mount -t tmpfs -o ro none "$0" && exec "$@"', str(directory), *cmd]
+    if os.geteuid() == 0:
+        pytest.skip("a read-only directory for root needs unshare -m")
+    directory.chmod(0o555)
+    return cmd
+
+
+@pytest.mark.parametrize("script", ["run_pretraining.py", "run_classifier.py"])
+def test_an_unwritable_output_dir_is_one_line_before_anything_is_built(tmp_path, script):
+    read_only = tmp_path / "read_only"
+    if script == "run_pretraining.py":
+        cmd = command(tmp_path, "--do_train", "--num_train_steps=2")
+        cmd = [c for c in cmd if not c.startswith("--output_dir")] + [f"--output_dir={read_only}/out"]
+    else:
+        data = tmp_path / "data"
+        data.mkdir()
+        (data / "train.tsv").write_text("text\tlabel\nhello\t1\n")
+        cmd = [sys.executable, os.path.join(ROOT, script), "--task_name=generic", f"--data_dir={data}",
+               f"--vocab_file={DATA}/bert_postln_tiny/vocab.txt",
+               f"--bert_config_file={DATA}/bert_postln_tiny/bert_config.json", "--do_train",
+               f"--output_dir={read_only}/out"]
+    result = run(_read_only(read_only, cmd))
+    assert result.returncode == 2, result.stderr[-3000:]
+    reason = last_line(result).split(" cannot be written: ")
+    assert reason[0] == f"error: --output_dir={read_only}/out" and reason[1] in (
+        "Read-only file system", "Permission denied")
+    assert "weights:" not in result.stderr and "Traceback" not in result.stderr
+
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    cmd = [c if not c.startswith("--output_dir") else f"--output_dir={blocker}/out" for c in cmd]
+    result = run(cmd)
+    assert result.returncode == 2 and last_line(result) == (
+        f"error: --output_dir={blocker}/out cannot be written: Not a directory")
+
+
+# ---------------------------------------------------------------------- flags
+def test_the_shared_flags_are_in_help_and_every_bad_flag_is_an_error_line():
+    help_text = run([sys.executable, os.path.join(ROOT, "run_classifier.py"), "--help"]).stdout
+    for flag in ("task_name", "data_dir", "[no]do_train", "init_checkpoint", "learning_rate",
+                 "iterations_per_loop", "distribution_strategy", "seed"):
+        assert f"  --{flag}:" in help_text, flag
+    assert "estimator" not in help_text
+    for script in SCRIPTS:
+        result = run([sys.executable, os.path.join(ROOT, script), "--no_such_flag=1"])
+        assert result.returncode == 2, script
+        assert result.stderr.strip().splitlines() == [
+            "error: Unknown command line flag 'no_such_flag' (see --help)"], (script, result.stderr)
+
+
+# ---------------------------------------------------------------------- the label order
+def test_integer_labels_in_order_recorded_for_a_later_predict_run_and_the_savedmodel(tmp_path):
+    """A generic task with labels 0..11: label_list.txt lists them as integers sort, the columns
+    of test_results.tsv follow it; a predict run in a later process, without the training file,
+    takes the order from label_list.txt and writes the same file; the SavedModel's `label`
+    output is the label of the most probable column."""
+    rng = random.Random(0)
+    words = "the cat sat on a mat dog played in snow old man reads it rained".split()
+    data, out, export = tmp_path / "data", tmp_path / "out", tmp_path / "export"
+    data.mkdir()
+    rows = {split: [(" ".join(rng.choices(words, k=5)), i % 12) for i in range(n)]
+            for split, n in (("train", 48), ("test", 12))}
+    for split, part in rows.items():
+        (data / f"{split}.tsv").write_text("text\tlabel\n" + "".join(f"{t}\t{label}\n" for t, label in part))
+    common = ["--task_name=generic", f"--vocab_file={DATA}/bert_postln_tiny/vocab.txt",
+              f"--bert_config_file={DATA}/bert_postln_tiny/bert_config.json",
+              f"--init_checkpoint={DATA}/bert_postln_tiny/bert_model.ckpt", "--max_seq_length=16",
+              f"--output_dir={out}"]
+    script = os.path.join(ROOT, "run_classifier.py")
+    trained = run([sys.executable, script, *common, f"--data_dir={data}", "--do_train", "--do_predict",
+                   "--train_batch_size=8", "--num_train_epochs=1", "--learning_rate=1e-3", f"--export_dir={export}"])
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    labels = (out / "label_list.txt").read_text().splitlines()
+    assert labels == [str(i) for i in range(12)]
+    first = np.loadtxt(out / "test_results.tsv", delimiter="\t")
+    assert first.shape == (12, 12)
+
+    (data / "train.tsv").unlink()
+    (out / "test_results.tsv").unlink()
+    again = run([sys.executable, script, *common, f"--data_dir={data}", "--do_predict"])
+    assert again.returncode == 0, again.stderr[-3000:]
+    np.testing.assert_array_equal(np.loadtxt(out / "test_results.tsv", delimiter="\t"), first)
+
+    (version,) = os.listdir(export)
+    texts = [text for text, _ in rows["test"]]
+    code = ("import json, sys, tensorflow as tf, tensorflow_text  # registers the tokenizer ops\n"
+            f"m = tf.saved_model.load({str(export / version)!r})\n"
+            "out = m.signatures['serving_default'](text_a=tf.constant(json.loads(sys.stdin.read())))\n"
+            "print(json.dumps([x.decode() for x in out['label'].numpy().tolist()]))\n")
+    served = subprocess.run([sys.executable, "-c", code], input=json.dumps(texts), capture_output=True, text=True,
+                            timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert served.returncode == 0, served.stderr[-3000:]
+    assert json.loads(served.stdout.strip().splitlines()[-1]) == [labels[i] for i in first.argmax(1)]
