@@ -237,9 +237,13 @@ def test_eval_results_go_to_tensorboard_too(tmp_path):
     assert scalars == {"eval_accuracy": (12, 0.75), "eval_loss": (12, 0.5)}
 
 
-def test_recorded_config_reads_what_it_wrote(tmp_path):
+def test_recorded_config_reads_what_it_wrote_and_keeps_a_file_that_says_the_same(tmp_path):
     config = TINY.replace(layer_norm_type="pre", residual_attention="mean")
     recorded_config.record(config, str(tmp_path))
     assert recorded_config.read(str(tmp_path)).to_dict() == config.to_dict()
+    users_own = json.dumps(config.to_dict())  # on one line: the same config, not our formatting
+    (tmp_path / "bert_config.json").write_text(users_own)
+    recorded_config.record(config, str(tmp_path))
+    assert (tmp_path / "bert_config.json").read_text() == users_own
     assert recorded_config.variant_name(config) == "pre-LN RealFormer (running mean)"
     assert recorded_config.check_against_recorded(config, str(tmp_path)) is None

@@ -40,11 +40,15 @@ def read(directory: str) -> modeling.BertConfig | None:
 
 
 def record(config: modeling.BertConfig, directory: str) -> None:
-    """Writes `config` to DIRECTORY/bert_config.json (atomically; unchanged files stay)."""
+    """Writes `config` to DIRECTORY/bert_config.json (atomically). A file there that already
+    says the same (the user's own config file, say) is left as it is."""
     path = os.path.join(directory, FILE_NAME)
-    text = config.to_json_string()
-    if not storage.isfile(path) or storage.read_bytes(path).decode("utf-8", "replace") != text:
-        storage.write_atomic(path, text)
+    try:
+        recorded = read(directory)
+    except (InputError, modeling.ConfigError):
+        recorded = None  # not a config: replaced
+    if recorded is None or recorded.to_dict() != config.to_dict():
+        storage.write_atomic(path, config.to_json_string())
 
 
 def check_against_recorded(config: modeling.BertConfig, directory: str) -> str | None:
