@@ -10,6 +10,7 @@ Writes OUTPUT_DIR/predictions.json, nbest_predictions.json, null_odds.json (v2.0
 """
 
 import json
+import logging
 import os
 import sys
 
@@ -43,7 +44,8 @@ flags.DEFINE_float("warmup_proportion", 0.1, "Proportion of training to perform 
 flags.DEFINE_integer("n_best_size", 20, "The total number of n-best predictions to generate in the "
                      "nbest_predictions.json output file.")
 flags.DEFINE_integer("max_answer_length", 30, "The maximum length of an answer that can be generated.")
-flags.DEFINE_bool("verbose_logging", False, "If true, all of the warnings related to data processing will be printed.")
+flags.DEFINE_bool("verbose_logging", False, "If true, all of the warnings related to data processing will be "
+                  "printed (answers that cannot be mapped back onto the original text).")
 flags.DEFINE_bool("version_2_with_negative", False, "If true, the SQuAD examples contain some that do not have an "
                   "answer.")
 flags.DEFINE_float("null_score_diff_threshold", 0.0, "If null_score - best_non_null is greater than the threshold "
@@ -57,6 +59,8 @@ flags.adopt_module_key_flags(training_flags)  # the shared flags in --help, not 
 
 def main(argv):
     del argv
+    if FLAGS.verbose_logging:
+        logging.getLogger("tasks.squad").setLevel(logging.INFO)
     for name in ("bert_config_file", "vocab_file", "output_dir"):
         if not getattr(FLAGS, name):
             raise InputError(f"--{name} is required")

@@ -1,3 +1,4 @@
-"""What the packages and scripts of this project share: the error type for user mistakes
-(`errors`), the scripts' runner (`cli`) and TFRecord writing without TensorFlow (`tfrecords`).
-Importing any of them changes nothing global."""
+"""What every package and script of this project may import, and nothing here imports them:
+the error types scripts end on, the scripts' runner, the one file I/O module and what is built
+on it (text files, TFRecords without TensorFlow, run claims). Importing any of them changes
+nothing global."""

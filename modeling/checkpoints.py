@@ -183,7 +183,7 @@ def load_tf1_checkpoint(model: keras.Model, path: str) -> LoadReport:
     """Loads `bert/*` and any heads of `model` present in a TF1 checkpoint.
 
     Args:
-      model: a `BertModel`, `BertPretrainer`, `BertClassifier` or `BertSpanLabeler`.
+      model: a `BertModel`, or any model of `modeling` that keeps one as `.bert`, with its head.
       path: checkpoint prefix (`.../bert_model.ckpt`) or a directory.
     Returns:
       `LoadReport` with the names loaded, missing from the checkpoint (left as initialised)

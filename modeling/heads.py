@@ -1,11 +1,10 @@
 """Output heads on top of `BertModel` and their losses, with the original formulas.
 
-Heads (TF1 names in parentheses, see `checkpoints.py`):
-* `MaskedLMHead` (`cls/predictions/...`): dense + activation + LayerNorm, then the tied
-  word-embedding matmul plus `output_bias`.
-* `NextSentenceHead` (`cls/seq_relationship/...`): `output_weights` [2, H], `output_bias` [2].
-* `ClassifierHead` (`output_weights` [num_labels, H], `output_bias`), as `run_classifier.py`.
-* `SpanHead` (`cls/squad/output_weights` [2, H], `cls/squad/output_bias`), as `run_squad.py`.
+Each head keeps its weights under the TF1 names of the original script it comes from (see
+`checkpoints.py`); each class's docstring gives them with their shapes. The masked-LM head is
+a dense + activation + LayerNorm transform, then the tied word-embedding matmul plus a bias;
+every other head is the original's `output_weights` [C, H] / `output_bias` [C] projection of
+the pooled output or of each position's vector.
 """
 
 import keras

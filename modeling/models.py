@@ -1,4 +1,5 @@
-"""`BertModel` with heads: pretraining (MLM + NSP), sequence classification, span labeling.
+"""`BertModel` with heads: one Keras model per task script (pretraining and each fine-tuning
+task), its head from `heads.py`.
 
 Each model keeps the encoder as `.bert`, so `model.bert` is a plain `BertModel`.
 """

@@ -112,13 +112,13 @@ class Processor:
 
 
 class _TsvTask(Processor):
-    """A GLUE TSV task: `columns(split)` -> (text_a index, text_b index or None, label index or
+    """A GLUE TSV task: `split_layout(split)` -> (text_a index, text_b index or None, label index or
     None, number of columns, header?)."""
     file_names = {"train": "train.tsv", "dev": "dev.tsv", "test": "test.tsv"}
 
     def _examples(self, data_dir, split):
         path = os.path.join(data_dir, self.file_names[split])
-        a, b, label, width, header = self.columns(split)
+        a, b, label, width, header = self.split_layout(split)
         examples = []
         for number, fields in read_tsv(path, skip_header=header):
             where = f"{path}:{number}"
@@ -136,35 +136,35 @@ class _TsvTask(Processor):
 class ColaProcessor(_TsvTask):
     labels = ("0", "1")
 
-    def columns(self, split):
+    def split_layout(self, split):
         return (1, None, None, 2, True) if split == "test" else (3, None, 1, 4, False)
 
 
 class Sst2Processor(_TsvTask):
     labels = ("0", "1")
 
-    def columns(self, split):
+    def split_layout(self, split):
         return (1, None, None, 2, True) if split == "test" else (0, None, 1, 2, True)
 
 
 class MrpcProcessor(_TsvTask):
     labels = ("0", "1")
 
-    def columns(self, split):
+    def split_layout(self, split):
         return (3, 4, None if split == "test" else 0, 5, True)
 
 
 class QqpProcessor(_TsvTask):
     labels = ("0", "1")
 
-    def columns(self, split):
+    def split_layout(self, split):
         return (1, 2, None, 3, True) if split == "test" else (3, 4, 5, 6, True)
 
 
 class StsbProcessor(_TsvTask):
     labels = None  # regression: the label is the similarity score
 
-    def columns(self, split):
+    def split_layout(self, split):
         return (7, 8, None, 9, True) if split == "test" else (7, 8, 9, 10, True)
 
     def test_label(self):
@@ -184,7 +184,7 @@ class StsbProcessor(_TsvTask):
 class _LastColumnPairTask(_TsvTask):
     """index, sentence1, sentence2, label (QNLI, RTE, WNLI)."""
 
-    def columns(self, split):
+    def split_layout(self, split):
         return (1, 2, None, 3, True) if split == "test" else (1, 2, 3, 4, True)
 
 
@@ -208,7 +208,7 @@ class MnliProcessor(_TsvTask):
         suffix = "mismatched" if mismatched else "matched"
         self.file_names = {"train": "train.tsv", "dev": f"dev_{suffix}.tsv", "test": f"test_{suffix}.tsv"}
 
-    def columns(self, split):
+    def split_layout(self, split):
         return (8, 9, None, 10, True) if split == "test" else (8, 9, -1, 11, True)
 
 

@@ -3,8 +3,9 @@
 `[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]`, truncated as the original (tokens dropped from the
 end of the longer text), zero padded. Record features: `input_ids`, `input_mask`,
 `segment_ids` (int64 x max_seq_length), `label_ids` (int64, or float for regression),
-`is_real_example` (int64). A cache file is re-used only when its key (data file, vocabulary,
-casing, length, labels) matches; otherwise it is rebuilt.
+`is_real_example` (int64). A cache file is re-used only when its key (a digest of the examples
+as read, the vocabulary's contents, casing, length, labels: `_cache_key`) matches; otherwise
+it is rebuilt.
 """
 
 from __future__ import annotations

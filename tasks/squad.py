@@ -259,20 +259,23 @@ def _strip_spaces(text):
 def get_final_text(pred_text, orig_text, do_lower_case):
     """Projects the normalised WordPiece text `pred_text` back onto `orig_text` (the original
     words it came from), keeping the original's casing and punctuation; `orig_text` when the
-    alignment fails."""
+    alignment fails (logged at INFO, which run_squad.py's --verbose_logging shows)."""
     tok_text = " ".join(BasicTokenizer(do_lower_case=do_lower_case).tokenize(orig_text))
     start = tok_text.find(pred_text)
     if start == -1:
+        logger.info("unable to find %r in %r: the answer is the whole original span", pred_text, orig_text)
         return orig_text
     end = start + len(pred_text) - 1
     orig_ns, orig_ns_to_s = _strip_spaces(orig_text)
     tok_ns, tok_ns_to_s = _strip_spaces(tok_text)
     if len(orig_ns) != len(tok_ns):
+        logger.info("lengths differ after stripping spaces: %r vs %r", orig_ns, tok_ns)
         return orig_text
     tok_s_to_ns = {s: ns for ns, s in tok_ns_to_s.items()}
     orig_start = orig_ns_to_s.get(tok_s_to_ns[start]) if start in tok_s_to_ns else None
     orig_end = orig_ns_to_s.get(tok_s_to_ns[end]) if end in tok_s_to_ns else None
     if orig_start is None or orig_end is None:
+        logger.info("could not map %r back onto %r", pred_text, orig_text)
         return orig_text
     return orig_text[orig_start:orig_end + 1]
 

@@ -222,3 +222,10 @@ def test_extract_features_outputs_the_models_own_layers(tmp_path):
             np.testing.assert_allclose(feature["layers"][slot]["values"], out["all_encoder_layers"][layer][0, position],
                                        atol=1e-5)
     assert [f["token"] for f in lines[1]["features"]] == ["[CLS]", "hi", "[SEP]"]
+
+
+def test_answers_that_cannot_be_mapped_back_are_logged(caplog):
+    """What run_squad.py's --verbose_logging shows (the loggers' INFO level)."""
+    with caplog.at_level("INFO", logger="tasks.squad"):
+        assert squad.get_final_text("xyz", "Steve", True) == "Steve"
+    assert "unable to find 'xyz' in 'Steve'" in caplog.text

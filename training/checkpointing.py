@@ -162,12 +162,6 @@ def load_weights(model, checkpoint, strict=False):
     return report
 
 
-def initialise(model, path):
-    """Loads `path` (see `resolve`) into `model`; returns the one-line description."""
-    checkpoint = resolve(path)
-    return describe(checkpoint, load_weights(model, checkpoint))
-
-
 def check_training_state_matches(model, prefix):
     """A training state must hold exactly the model's weights (resuming a Post-LN run as
     Pre-LN would otherwise leave LayerNorms random)."""

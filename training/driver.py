@@ -1,5 +1,5 @@
-"""The one training driver: what run_pretraining.py, run_classifier.py and run_squad.py (and any
-new task) hand their model and task definition to.
+"""The one training driver: what every training script (and any new task) hands its model and
+task definition to.
 
     driver = Driver(strategy, lambda: modeling.BertClassifier(config, 2), RunOptions(output_dir=...))
     driver.train(TrainingTask(loss_fn, totals_fn, ("loss",), batch_size=32, dataset_fn=...,
@@ -268,7 +268,7 @@ class Driver:
         the strategy (batches split across replicas); returns {name: numpy array} with the
         examples in the dataset's order. Multi-worker runs predict on this worker alone."""
         strategy = self.strategy
-        local = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+        this_worker_only = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
 
         @tf.function
         def distributed_step(features):
@@ -276,11 +276,11 @@ class Driver:
             return {k: strategy.gather(v, axis=0) for k, v in outputs.items()}
 
         @tf.function
-        def local_step(features):
+        def this_worker_step(features):
             return fn(self.model, features)
 
-        batches = dataset if local else strategy.experimental_distribute_dataset(dataset)
-        step = local_step if local else distributed_step
+        batches = dataset if this_worker_only else strategy.experimental_distribute_dataset(dataset)
+        step = this_worker_step if this_worker_only else distributed_step
         parts = {}
         for features in batches:
             for name, value in step(features).items():
