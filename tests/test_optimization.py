@@ -92,3 +92,27 @@ def test_create_optimizer_is_the_originals():
     assert isinstance(optimizer, AdamWeightDecay) and optimizer.weight_decay_rate == 0.01
     assert optimizer.epsilon == 1e-6
     assert isinstance(create_optimizer(5e-5, 100, 10, optimizer="lamb"), Lamb)
+
+
+def test_on_two_replicas_the_gradient_is_not_reduced_again():
+    """The training loop hands `apply` gradients it has summed across replicas already; a
+    second all-reduce would double them (epsilon 1: the update grows with the gradient)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    helper = os.path.join(os.path.dirname(os.path.abspath(__file__)), "helpers", "optimizer_replicas.py")
+    result = subprocess.run([sys.executable, helper], capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    values = json.loads(result.stdout.strip().splitlines()[-1])
+    assert len(values) == 2
+
+    def updated(g):
+        m, v = 0.1 * g, 0.001 * g * g  # one step from zero slots, no bias correction
+        return np.array([1.0, -2.0]) - 0.1 * m / (np.sqrt(v) + 1.0)
+
+    once, twice = updated(np.array([0.3, -0.6])), updated(np.array([0.6, -1.2]))
+    assert np.abs(once - twice).max() > 1e-3  # the test can tell them apart
+    for value in values.values():
+        np.testing.assert_allclose(value, once, rtol=1e-6)

@@ -1,4 +1,5 @@
-"""The original BERT optimizer and learning-rate schedule, as Keras 3 optimizers.
+"""The original BERT optimizer and learning-rate schedule, as Keras 3 optimizers that own
+their update (`AdamWeightDecay.apply`).
 
 `AdamWeightDecay` is the original `AdamWeightDecayOptimizer`:
     m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
@@ -14,6 +15,7 @@ The schedule: linear warmup from 0 over `num_warmup_steps`, then linear decay to
 import re
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
@@ -50,7 +52,16 @@ def _excluded(variable, patterns):
 
 
 class AdamWeightDecay(keras.optimizers.Optimizer):
-    """The original BERT AdamW (no bias correction, epsilon 1e-6)."""
+    """The original BERT AdamW (no bias correction, epsilon 1e-6).
+
+    The update is this class's own: `apply(gradients, variables, scale, has_gradient,
+    apply_mask)` takes gradients the caller has already summed across replicas (the training
+    loop all-reduces once, clips and unscales), and updates each variable and its two slots
+    where the variable lives (`tf.distribute`'s `merge_call` and `extended.update`). Keras
+    provides only what is public: the slot and step variables (`build`,
+    `add_optimizer_variables`, `iterations`), the learning rate from the schedule, `assign`.
+    Slots are found by position: `apply` takes the variables in the order `build` got them.
+    """
 
     def __init__(self, learning_rate=0.001, weight_decay_rate=0.0, beta_1=0.9, beta_2=0.999,
                  epsilon=1e-6, exclude_from_weight_decay=EXCLUDE_FROM_WEIGHT_DECAY,
@@ -62,78 +73,83 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         self.epsilon = epsilon
         self.exclude_from_weight_decay_patterns = tuple(exclude_from_weight_decay or ())
 
-    # Set only for the duration of `apply_reduced` (see there).
-    _reduced = None
-
     def build(self, var_list):
         if self.built:
             return
         super().build(var_list)
         self._m, self._v = self.add_optimizer_variables(var_list, ["adam_m", "adam_v"])
+        self._decays = [bool(self.weight_decay_rate) and not _excluded(v, self.exclude_from_weight_decay_patterns)
+                        for v in var_list]
+        self._excluded = [_excluded(v, self.exclude_from_weight_decay_patterns) for v in var_list]
 
-    def apply_reduced(self, grads, variables, scale=None, has_gradient=None, apply_mask=None):
-        """One update from gradients the caller already summed across replicas, so they are
-        not all-reduced again.
+    def apply(self, gradients, variables, scale=None, has_gradient=None, apply_mask=None):
+        """One update, in a replica context or outside any strategy.
 
         Args:
-          grads: one gradient or None per variable.
-          variables: the variables.
+          gradients: one gradient or None per variable, already summed across replicas (they
+            are not all-reduced here).
+          variables: the variables, in the order `build` got them.
           scale: a float32 scalar every gradient is multiplied by (the clipping factor: the
             original clips the global gradient), or None.
           has_gradient: None, or one boolean scalar per variable: False leaves the variable
             and its slots as they are, weight decay included (a layer that Progressive Layer
             Dropping skipped gets an all-zero gradient); None gradients are skipped always,
             as the original skips variables without a gradient.
-          apply_mask: None, or a boolean scalar (dynamic loss scaling): False changes nothing,
-            no variable, no slot, not the step counter, so the learning-rate schedule and
-            everything keyed on the step stay where they were.
+          apply_mask: None, or a boolean scalar (a skipped step: an fp16 overflow, a
+            non-finite gradient): False changes nothing, no variable, no slot, not the step
+            counter, so the learning-rate schedule and everything keyed on the step stay.
         """
-        keep = [i for i, g in enumerate(grads) if g is not None]
-        masks = {}
-        for i in keep:
+        if not self.built:
+            self.build(list(variables))
+        variables = [v.value if isinstance(v, keras.Variable) else v for v in variables]
+        if len(variables) != len(self._m):
+            raise ValueError(f"{len(variables)} variables, but the optimizer was built for {len(self._m)}")
+        present = [i for i, g in enumerate(gradients) if g is not None]
+        masks = []
+        for i in present:
             mask = has_gradient[i] if has_gradient is not None else None
             if apply_mask is not None:
                 mask = apply_mask if mask is None else ops.logical_and(mask, apply_mask)
-            masks[self._var_key(variables[i])] = mask
-        self._reduced = {"scale": scale, "masks": masks}
-        try:
-            self.apply([grads[i] for i in keep], [variables[i] for i in keep])
-        finally:
-            self._reduced = None
-        if apply_mask is not None:  # `apply` counted the step; take it back if it was skipped
-            self.iterations.assign_sub(ops.cast(ops.logical_not(apply_mask), self.iterations.dtype))
+            masks.append(ops.convert_to_tensor(True) if mask is None else mask)
+        scale = ops.convert_to_tensor(1.0 if scale is None else scale, "float32")
+        learning_rate = ops.convert_to_tensor(self.learning_rate, "float32")
+        grads = [gradients[i] for i in present]
 
-    def _all_reduce_sum_gradients(self, grads_and_vars):
-        if self._reduced is not None:
-            return list(grads_and_vars)
-        return super()._all_reduce_sum_gradients(grads_and_vars)
+        def update_all(strategy, grads, masks, scale, learning_rate):  # cross-replica context
+            for i, gradient, mask in zip(present, grads, masks):
+                strategy.extended.update(variables[i], self._update_one, group=False,
+                                         args=(i, gradient, mask, scale, learning_rate))
 
-    def _decays(self, variable):
-        return self.weight_decay_rate and not _excluded(variable, self.exclude_from_weight_decay_patterns)
+        context = tf.distribute.get_replica_context()
+        if context is None:  # cross-replica context already
+            update_all(tf.distribute.get_strategy(), grads, masks, scale, learning_rate)
+        else:
+            context.merge_call(update_all, args=(grads, masks, scale, learning_rate))
+        step = 1 if apply_mask is None else ops.cast(apply_mask, self.iterations.dtype)
+        self.iterations.assign_add(step)
 
-    def _scale_and_mask(self, variable):
-        """(gradient scale, update mask) for `variable` inside `apply_reduced`, else (1, None)."""
-        if self._reduced is None:
-            return 1.0, None
-        scale = self._reduced["scale"]
-        return (1.0 if scale is None else scale), self._reduced["masks"].get(self._var_key(variable))
+    def apply_gradients(self, grads_and_vars):
+        """Keras's entry point, for code outside the training loop (no replicas to reduce)."""
+        grads, variables = zip(*grads_and_vars)
+        self.apply(list(grads), list(variables))
 
-    def _slots(self, variable):
-        index = self._get_variable_index(variable)
-        return self._m[index], self._v[index]
-
-    def update_step(self, gradient, variable, learning_rate):
-        scale, mask = self._scale_and_mask(variable)
-        m, v = self._slots(variable)
-        decay = self.weight_decay_rate if self._decays(variable) else 0.0
+    def _update_one(self, variable, index, gradient, mask, scale, learning_rate):
+        """The update of the variable at `index` (on one device of a distributed variable)."""
         dtype = variable.dtype
+        m, v = self._m[index], self._v[index]
+        decay = self.weight_decay_rate if self._decays[index] else 0.0
         # As tensors (a cast reads a variable's value): the compiled function takes values.
         new_m, new_v, new_w = _fused_adamw(
             *(ops.cast(x, dtype) for x in (gradient, m, v, variable, learning_rate, scale)),
-            _as_mask(mask), self.beta_1, self.beta_2, self.epsilon, decay)
-        self.assign(m, new_m)
-        self.assign(v, new_v)
-        self.assign(variable, new_w)
+            mask, self.beta_1, self.beta_2, self.epsilon, decay)
+        self._assign_all((m, v, variable), (new_m, new_v, new_w))
+
+    def _assign_all(self, targets, values):
+        for target, value in zip(targets, values):
+            self.assign(target, value)
+
+    def update_step(self, gradient, variable, learning_rate):
+        raise NotImplementedError("this optimizer updates through `apply` (see the class docstring)")
 
     def get_config(self):
         return {**super().get_config(), "weight_decay_rate": self.weight_decay_rate,
@@ -142,33 +158,33 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
 
 
 class Lamb(AdamWeightDecay):
-    """LAMB: bias-corrected Adam direction plus weight decay, scaled per variable by the trust
-    ratio ||w|| / ||update|| (1 where either norm is 0, and for excluded variables)."""
+    """LAMB: the same moments as AdamW, bias-corrected, plus weight decay, the step scaled per
+    variable by the trust ratio ||w|| / ||update|| (1 where either norm is 0, and for excluded
+    variables)."""
 
     def __init__(self, learning_rate=0.001, weight_decay_rate=0.0, name="Lamb", **kwargs):
         super().__init__(learning_rate=learning_rate, weight_decay_rate=weight_decay_rate,
                          name=name, **kwargs)
 
-    def update_step(self, gradient, variable, learning_rate):
-        scale, mask = self._scale_and_mask(variable)
-        m, v = self._slots(variable)
-        g = ops.cast(gradient, variable.dtype) * ops.cast(scale, variable.dtype)
-        new_m = self.beta_1 * m + (1.0 - self.beta_1) * g
-        new_v = self.beta_2 * v + (1.0 - self.beta_2) * ops.square(g)
-        step = ops.cast(self.iterations + 1, variable.dtype)
+    def _update_one(self, variable, index, gradient, mask, scale, learning_rate):
+        dtype = variable.dtype
+        m, v = self._m[index], self._v[index]
+        new_m, new_v = _adam_moments(ops.cast(gradient, dtype) * ops.cast(scale, dtype), m, v,
+                                     self.beta_1, self.beta_2)
+        step = ops.cast(self.iterations + 1, dtype)
         m_hat = new_m / (1.0 - ops.power(self.beta_1, step))
         v_hat = new_v / (1.0 - ops.power(self.beta_2, step))
         update = m_hat / (ops.sqrt(v_hat) + self.epsilon)
         ratio = 1.0
-        if self._decays(variable):
+        if self._decays[index]:
             update = update + self.weight_decay_rate * variable
-        if not _excluded(variable, self.exclude_from_weight_decay_patterns):
+        if not self._excluded[index]:
             w_norm = ops.sqrt(ops.sum(ops.square(variable)))
             u_norm = ops.sqrt(ops.sum(ops.square(update)))
             ratio = ops.where((w_norm > 0) & (u_norm > 0), w_norm / ops.maximum(u_norm, 1e-30), 1.0)
-        new_w = variable - ops.cast(learning_rate, variable.dtype) * ratio * update
-        for target, value in ((m, new_m), (v, new_v), (variable, new_w)):
-            self.assign(target, value if mask is None else ops.where(mask, value, target))
+        new_w = variable - ops.cast(learning_rate, dtype) * ratio * update
+        self._assign_all((m, v, variable), (ops.where(mask, value, target) for target, value in
+                                            ((m, new_m), (v, new_v), (variable, new_w))))
 
 
 def squared_norms(gradients):
@@ -192,17 +208,15 @@ def clip_by_global_norm(gradients, clip_norm=1.0):
     return [None if g is None else g * ops.cast(scale, g.dtype) for g in gradients], global_norm
 
 
-def _as_mask(mask):
-    """A boolean scalar tensor (True when there is no mask)."""
-    return ops.convert_to_tensor(True) if mask is None else mask
+def _adam_moments(g, m, v, beta_1, beta_2):
+    """Adam's moving averages of the gradient and its square: (new m, new v)."""
+    return beta_1 * m + (1.0 - beta_1) * g, beta_2 * v + (1.0 - beta_2) * ops.square(g)
 
 
 def _adamw_math(g, m, v, w, learning_rate, scale, mask, beta_1, beta_2, epsilon, decay):
     """The original AdamW on one variable: (new m, new v, new w), all unchanged where not
     `mask`. The gradient is multiplied by `scale` first."""
-    g = g * scale
-    new_m = beta_1 * m + (1.0 - beta_1) * g
-    new_v = beta_2 * v + (1.0 - beta_2) * ops.square(g)
+    new_m, new_v = _adam_moments(g * scale, m, v, beta_1, beta_2)
     update = new_m / (ops.sqrt(new_v) + epsilon)
     if decay:
         update = update + decay * w

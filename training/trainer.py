@@ -168,8 +168,7 @@ class TrainLoop:
             finite = tf.math.is_finite(norm)
         # An all-zero gradient (a layer Progressive Layer Dropping skipped) updates nothing.
         has_gradient = [None if s is None else s > 0 for s in squares]
-        self.optimizer.apply_reduced(grads, self._variables, scale=scale, has_gradient=has_gradient,
-                                     apply_mask=finite)
+        self.optimizer.apply(grads, self._variables, scale=scale, has_gradient=has_gradient, apply_mask=finite)
         if self.loss_scaling:
             self._update_loss_scale(finite)
         return norm
