@@ -55,6 +55,7 @@ def main(argv):
     from tasks import classifier_task
     from tasks.classifier_data import get_processor
     from tasks.classifier_features import cached_features
+    from training.per_example import num_train_steps
     from training.results import write_eval_results
     task = FLAGS.task_name.lower()
     recorded = os.path.join(FLAGS.output_dir, classifier_task.LABEL_LIST)
@@ -76,8 +77,8 @@ def main(argv):
         path = os.path.join(FLAGS.output_dir, "train.tf_record")
         reused = cached_features(train_examples, label_list, FLAGS.max_seq_length, tokenizer, path)
         print(f"{'re-used' if reused else 'wrote'} {path} ({len(train_examples)} examples)", file=sys.stderr)
-        steps = classifier_task.num_train_steps(len(train_examples), FLAGS.train_batch_size,
-                                                FLAGS.num_train_epochs, FLAGS.gradient_accumulation_steps)
+        steps = num_train_steps(len(train_examples), FLAGS.train_batch_size, FLAGS.num_train_epochs,
+                                FLAGS.gradient_accumulation_steps)
         driver.train(classifier_task.classifier_task(
             path, FLAGS.train_batch_size, FLAGS.max_seq_length, regression, FLAGS.learning_rate,
             steps, FLAGS.warmup_proportion, FLAGS.seed))

@@ -50,8 +50,8 @@ def bare_adamw_case(case):
         model, features = build_case(case)
         optimizer = create_optimizer(1e-4, 100000, 1000)
         loop = TrainLoop(strategy, model, optimizer,
-                         lambda m, f, training, step, totals: replica_pretraining_loss(
-                             m(f, training=training), f, totals),
+                         lambda m, f, step, totals: replica_pretraining_loss(
+                             m(f, training=True), f, totals),
                          pretraining_totals)
     iterator = iter(strategy.experimental_distribute_dataset(
         tf.data.Dataset.from_tensors(features).repeat()))

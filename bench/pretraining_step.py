@@ -60,10 +60,10 @@ def run_case(case):
         model.build()
         optimizer = create_optimizer(1e-4, 100000, 1000)
 
-        def loss_fn(model, features, training, step, totals):
+        def loss_fn(model, features, step, totals):
             keep = (pld.keep_probabilities(step, config.num_hidden_layers, 0.5, 0.001)
                     if variant["pld"] else None)
-            return replica_pretraining_loss(model(features, training=training, layer_keep_probs=keep),
+            return replica_pretraining_loss(model(features, training=True, layer_keep_probs=keep),
                                             features, totals)
 
         loop = TrainLoop(strategy, model, optimizer, loss_fn, pretraining_totals, use_xla=case["xla"])

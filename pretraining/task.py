@@ -24,12 +24,12 @@ def pretraining_task(files, batch_size, max_seq_length, max_predictions_per_seq,
     """The `TrainingTask`. `pld_options`: None, or (theta_bar, gamma) for Progressive Layer
     Dropping on the optimizer step."""
 
-    def loss_fn(model, features, training, step, totals):
+    def loss_fn(model, features, step, totals):
         keep = None
-        if pld_options is not None and training:
+        if pld_options is not None:
             theta_bar, gamma = pld_options
             keep = pld.keep_probabilities(step, model.config.num_hidden_layers, theta_bar, gamma)
-        outputs = model(features, training=training, layer_keep_probs=keep)
+        outputs = model(features, training=True, layer_keep_probs=keep)
         return replica_pretraining_loss(outputs, features, totals)
 
     def dataset_fn(start):

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from bert_realformer.tfrecords import encode_example, float_feature, int64_feature
 from tasks.feature_cache import cached_records, digest, file_digest
+from tasks.sequences import pack
 
 if TYPE_CHECKING:  # annotations only
     import tensorflow as tf
@@ -22,26 +23,11 @@ if TYPE_CHECKING:  # annotations only
     from tokenization import FullTokenizer
 
 
-def truncate_seq_pair(tokens_a, tokens_b, max_length):
-    """Pops from the end of the longer list until the pair fits (the original's rule)."""
-    while len(tokens_a) + len(tokens_b) > max_length:
-        (tokens_a if len(tokens_a) > len(tokens_b) else tokens_b).pop()
-
-
 def convert_example(example, label_map, max_seq_length, tokenizer):
     """-> {input_ids, input_mask, segment_ids, label_id} (lists; label_id int or float)."""
-    ids_a = tokenizer.tokenize_to_ids(example.text_a)
     ids_b = tokenizer.tokenize_to_ids(example.text_b) if example.text_b else None
-    if ids_b is not None:
-        truncate_seq_pair(ids_a, ids_b, max_seq_length - 3)
-    else:
-        del ids_a[max_seq_length - 2:]
-    cls, sep = tokenizer.vocab["[CLS]"], tokenizer.vocab["[SEP]"]
-    input_ids = [cls, *ids_a, sep]
-    segment_ids = [0] * len(input_ids)
-    if ids_b is not None:
-        input_ids += [*ids_b, sep]
-        segment_ids += [1] * (len(ids_b) + 1)
+    input_ids, segment_ids = pack(tokenizer.tokenize_to_ids(example.text_a), ids_b, max_seq_length,
+                                  tokenizer.vocab["[CLS]"], tokenizer.vocab["[SEP]"])
     n = len(input_ids)
     pad = [0] * (max_seq_length - n)
     label = float(example.label) if label_map is None else label_map[example.label]
@@ -92,12 +78,9 @@ def make_dataset(path: str, batch_size: int, max_seq_length: int, is_training: b
     batch `start_batch` of the seed's sequence on. Eval/predict: in order, the last batch kept."""
     import tensorflow as tf
     spec = feature_spec(max_seq_length, regression)
+    from training.per_example import training_batches
     d = tf.data.TFRecordDataset(path)
-    if is_training:
-        d = d.repeat().shuffle(buffer_size=100, seed=seed)
-        if start_batch:
-            d = d.skip(start_batch * batch_size)
-    d = d.batch(batch_size, drop_remainder=is_training)
+    d = training_batches(d, batch_size, seed, start_batch) if is_training else d.batch(batch_size)
 
     def decode(records):
         example = tf.io.parse_example(records, spec)

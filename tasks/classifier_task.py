@@ -17,6 +17,7 @@ from bert_realformer import storage
 from tasks import metrics
 from tasks.classifier_features import cached_features, make_dataset
 from training.driver import TrainingTask
+from training.per_example import example_totals, loss_share
 
 logger = logging.getLogger(__name__)
 
@@ -29,28 +30,16 @@ if TYPE_CHECKING:  # annotations only
 def classifier_loss_fn(regression):
     """This replica's share of the batch's mean cross-entropy (squared error for regression)."""
 
-    def loss_fn(model, features, training, step, totals):
-        logits = model(features, training=training)
+    def loss_fn(model, features, step, totals):
+        logits = model(features, training=True)
         if regression:
             per_example = tf.square(tf.squeeze(logits, -1) - tf.cast(features["label_ids"], tf.float32))
         else:
             log_probs = tf.nn.log_softmax(logits, axis=-1)
             per_example = -tf.gather(log_probs, features["label_ids"], batch_dims=1)
-        share = tf.reduce_sum(per_example) / totals["examples"]
-        return share, {"loss": share}
+        return loss_share(tf.reduce_sum(per_example), totals["examples"])
 
     return loss_fn
-
-
-def example_totals(features):
-    """The step-wide total the shares are normalised by: the number of examples."""
-    return {"examples": tf.cast(tf.shape(features["input_ids"])[0], tf.float32)}
-
-
-def num_train_steps(num_examples, batch_size, num_train_epochs, accumulation_steps=1):
-    """The original's `int(examples / batch size * epochs)`, the batch counting every
-    accumulated micro-batch."""
-    return int(num_examples / batch_size / accumulation_steps * num_train_epochs)
 
 
 def classifier_task(features_path: str, batch_size: int, max_seq_length: int, regression: bool,

@@ -27,8 +27,9 @@ from bert_realformer import storage
 from bert_realformer.errors import InputError
 from bert_realformer.text_files import read_lines
 from tasks.classifier_data import read_jsonl
-from tasks.classifier_features import truncate_seq_pair
+from tasks.sequences import pack
 from training.driver import TrainingTask
+from training.per_example import example_totals, loss_share, num_train_steps, training_batches
 
 if TYPE_CHECKING:  # annotations only
     from tokenization import FullTokenizer
@@ -122,27 +123,20 @@ def choice_arrays(examples, tokenizer, max_seq_length):
     for n, example in enumerate(examples):
         context = tokenizer.tokenize_to_ids(example.context)
         for c, choice in enumerate(example.choices):
-            a = list(context)
-            b = tokenizer.tokenize_to_ids(f"{example.start} {choice}".strip())
-            truncate_seq_pair(a, b, max_seq_length - 3)
-            ids = [cls, *a, sep, *b, sep]
+            ending = tokenizer.tokenize_to_ids(f"{example.start} {choice}".strip())
+            ids, segments = pack(context, ending, max_seq_length, cls, sep)
             arrays["input_ids"][n, c, :len(ids)] = ids
             arrays["input_mask"][n, c, :len(ids)] = 1
-            arrays["segment_ids"][n, c, len(a) + 2:len(ids)] = 1
+            arrays["segment_ids"][n, c, :len(ids)] = segments
             arrays["choice_mask"][n, c] = 1
     return arrays
 
 
-def choice_loss_fn(model, features, training, step, totals):
+def choice_loss_fn(model, features, step, totals):
     """This replica's share of the batch's mean cross-entropy over the choices."""
-    scores = model(features, training=training)
+    scores = model(features, training=True)
     nll = -tf.gather(tf.nn.log_softmax(scores, axis=-1), features["label_ids"], batch_dims=1)
-    share = tf.reduce_sum(nll) / totals["examples"]
-    return share, {"loss": share}
-
-
-def _totals(features):
-    return {"examples": tf.cast(tf.shape(features["input_ids"])[0], tf.float32)}
+    return loss_share(tf.reduce_sum(nll), totals["examples"])
 
 
 def choice_training(examples: list[ChoiceExample], tokenizer: FullTokenizer, max_seq_length: int, batch_size: int,
@@ -151,13 +145,12 @@ def choice_training(examples: list[ChoiceExample], tokenizer: FullTokenizer, max
     """The `TrainingTask`: `int(examples / batch size * epochs)` steps, examples repeated and
     shuffled with a buffer of 100."""
     arrays = choice_arrays(examples, tokenizer, max_seq_length)
-    steps = max(1, int(len(examples) / batch_size / accumulation_steps * num_train_epochs))
+    steps = num_train_steps(len(examples), batch_size, num_train_epochs, accumulation_steps)
 
     def dataset_fn(start):
-        data = tf.data.Dataset.from_tensor_slices(arrays).repeat().shuffle(100, seed=seed)
-        return data.skip(start * batch_size).batch(batch_size, drop_remainder=True)
+        return training_batches(tf.data.Dataset.from_tensor_slices(arrays), batch_size, seed, start)
 
-    return TrainingTask(loss_fn=choice_loss_fn, totals_fn=_totals, dataset_fn=dataset_fn,
+    return TrainingTask(loss_fn=choice_loss_fn, totals_fn=example_totals, dataset_fn=dataset_fn,
                         batch_size=batch_size, learning_rate=learning_rate, num_train_steps=steps,
                         num_warmup_steps=int(steps * warmup_proportion))
 

@@ -13,6 +13,7 @@ from modeling import crf
 from tasks.ner_features import sentence_tags, sentence_windows
 from tasks.ner_metrics import entity_metrics
 from training.driver import TrainingTask
+from training.per_example import example_totals, loss_share, num_train_steps, training_batches
 
 if TYPE_CHECKING:  # annotations only
     from tasks.ner_data import Sentence
@@ -26,24 +27,22 @@ def ner_loss_fn(use_crf):
     """This replica's share of the step's loss: softmax cross-entropy averaged over the step's
     tokens, or the CRF negative log-likelihood averaged over its windows."""
 
-    def loss_fn(model, features, training, step, totals):
-        logits = model(features, training=training)                               # [B, W, C]
+    def loss_fn(model, features, step, totals):
+        logits = model(features, training=True)                                   # [B, W, C]
         mask = tf.cast(features["word_mask"], tf.float32)
         if use_crf:
             nll = -crf.log_likelihood(logits, features["label_ids"], mask, model.head.transitions)
-            share = tf.reduce_sum(nll) / totals["examples"]
-        else:
-            log_probs = tf.nn.log_softmax(logits, axis=-1)
-            nll = -tf.gather(log_probs, features["label_ids"], batch_dims=2)        # [B, W]
-            share = tf.reduce_sum(nll * mask) / totals["words"]
-        return share, {"loss": share}
+            return loss_share(tf.reduce_sum(nll), totals["examples"])
+        log_probs = tf.nn.log_softmax(logits, axis=-1)
+        nll = -tf.gather(log_probs, features["label_ids"], batch_dims=2)            # [B, W]
+        return loss_share(tf.reduce_sum(nll * mask), totals["words"])
 
     return loss_fn
 
 
 def ner_totals(features):
-    return {"examples": tf.cast(tf.shape(features["input_ids"])[0], tf.float32),
-            "words": tf.reduce_sum(tf.cast(features["word_mask"], tf.float32))}
+    """The examples (windows) and the words of the step: the CRF and the token losses' counts."""
+    return {**example_totals(features), "words": tf.reduce_sum(tf.cast(features["word_mask"], tf.float32))}
 
 
 def ner_training(sentences: list[Sentence], tokenizer: FullTokenizer, labels: list[str], max_seq_length: int,
@@ -53,11 +52,10 @@ def ner_training(sentences: list[Sentence], tokenizer: FullTokenizer, labels: li
     the training windows, repeated and shuffled with a buffer of 100."""
     label_map = {label: i for i, label in enumerate(labels)}
     arrays, windows = sentence_windows(sentences, tokenizer, max_seq_length, label_map)
-    steps = max(1, int(len(windows) / batch_size / accumulation_steps * num_train_epochs))
+    steps = num_train_steps(len(windows), batch_size, num_train_epochs, accumulation_steps)
 
     def dataset_fn(start):
-        data = tf.data.Dataset.from_tensor_slices(arrays).repeat().shuffle(100, seed=seed)
-        return data.skip(start * batch_size).batch(batch_size, drop_remainder=True)
+        return training_batches(tf.data.Dataset.from_tensor_slices(arrays), batch_size, seed, start)
 
     task = TrainingTask(loss_fn=ner_loss_fn(use_crf), totals_fn=ner_totals, dataset_fn=dataset_fn,
                         batch_size=batch_size, learning_rate=learning_rate, num_train_steps=steps,

@@ -18,6 +18,7 @@ from bert_realformer.tfrecords import encode_example, int64_feature
 from tasks.feature_cache import cached_records, digest, file_digest
 from tasks.squad import RawResult, compute_predictions, convert_examples_to_features, iter_features
 from training.driver import TrainingTask
+from training.per_example import example_totals, loss_share, num_train_steps, training_batches
 
 if TYPE_CHECKING:  # annotations only
     from tasks.squad import SquadExample
@@ -27,21 +28,16 @@ if TYPE_CHECKING:  # annotations only
 EXAMPLE_SHUFFLE_SEED = 12345  # the original pre-shuffles the training examples with this seed
 
 
-def span_loss_fn(model, features, training, step, totals):
+def span_loss_fn(model, features, step, totals):
     """This replica's share of the batch's mean of (start NLL + end NLL) / 2."""
-    start_logits, end_logits = model(features, training=training)
+    start_logits, end_logits = model(features, training=True)
 
     def nll(logits, positions):
         return -tf.gather(tf.nn.log_softmax(logits, -1), positions, batch_dims=1)
 
     per_example = (nll(start_logits, features["start_positions"])
                    + nll(end_logits, features["end_positions"])) / 2.0
-    share = tf.reduce_sum(per_example) / totals["examples"]
-    return share, {"loss": share}
-
-
-def _totals(features):
-    return {"examples": tf.cast(tf.shape(features["input_ids"])[0], tf.float32)}
+    return loss_share(tf.reduce_sum(per_example), totals["examples"])
 
 
 def feature_arrays(features, is_training):
@@ -101,8 +97,7 @@ def training_dataset(path: str, max_seq_length: int, batch_size: int, seed: int,
         out["end_positions"] = out["end_positions"][:, 0]
         return out
 
-    data = tf.data.TFRecordDataset(path).repeat().shuffle(100, seed=seed)
-    data = data.skip(start_batch * batch_size).batch(batch_size, drop_remainder=True)
+    data = training_batches(tf.data.TFRecordDataset(path), batch_size, seed, start_batch)
     return data.map(decode, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
 
@@ -116,8 +111,8 @@ def squad_training(examples: list[SquadExample], tokenizer: FullTokenizer, max_s
     repeated and shuffled with a buffer of 100."""
     reused, count = write_training_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length,
                                             features_path)
-    steps = max(1, int(len(examples) / batch_size / accumulation_steps * num_train_epochs))
-    task = TrainingTask(loss_fn=span_loss_fn, totals_fn=_totals,
+    steps = num_train_steps(len(examples), batch_size, num_train_epochs, accumulation_steps)
+    task = TrainingTask(loss_fn=span_loss_fn, totals_fn=example_totals,
                         dataset_fn=lambda start: training_dataset(features_path, max_seq_length, batch_size,
                                                                   seed, start),
                         batch_size=batch_size, learning_rate=learning_rate, num_train_steps=steps,

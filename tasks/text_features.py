@@ -10,7 +10,7 @@ import numpy as np
 from bert_realformer import storage
 from bert_realformer.errors import InputError
 from bert_realformer.text_files import read_lines
-from tasks.classifier_features import truncate_seq_pair
+from tasks.sequences import pack
 
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
 
@@ -34,15 +34,10 @@ def text_features(examples, tokenizer, max_seq_length):
     arrays = {name: np.zeros((len(examples), max_seq_length), "int32")
               for name in ("input_ids", "input_mask", "token_type_ids")}
     for row, (_, text_a, text_b) in enumerate(examples):
-        a = tokenizer.tokenize(text_a)
         b = tokenizer.tokenize(text_b) if text_b is not None else None
-        if b is not None:
-            truncate_seq_pair(a, b, max_seq_length - 3)
-        else:
-            a = a[:max_seq_length - 2]
-        tokens = ["[CLS]", *a, "[SEP]"] + ([*b, "[SEP]"] if b is not None else [])
+        tokens, segments = pack(tokenizer.tokenize(text_a), b, max_seq_length, "[CLS]", "[SEP]")
         all_tokens.append(tokens)
         arrays["input_ids"][row, :len(tokens)] = tokenizer.convert_tokens_to_ids(tokens)
         arrays["input_mask"][row, :len(tokens)] = 1
-        arrays["token_type_ids"][row, len(a) + 2:len(tokens)] = 1
+        arrays["token_type_ids"][row, :len(tokens)] = segments
     return all_tokens, arrays

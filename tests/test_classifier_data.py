@@ -9,8 +9,9 @@ import tensorflow as tf
 
 from bert_realformer.errors import InputError
 from tasks.classifier_data import InputExample, get_processor
-from tasks.classifier_features import cached_features, convert_example, truncate_seq_pair
+from tasks.classifier_features import cached_features, convert_example
 from tasks.export import pack_inputs
+from tasks.sequences import truncate_seq_pair
 from tokenization import FullTokenizer
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")

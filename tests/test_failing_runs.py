@@ -37,8 +37,8 @@ def _nan_from_step(step_number):
     `step_number` (0-based) on."""
     loss_fn = pretraining_loss_fn()
 
-    def poisoned(model, features, training, step, totals):
-        loss, metrics = loss_fn(model, features, training, step, totals)
+    def poisoned(model, features, step, totals):
+        loss, metrics = loss_fn(model, features, step, totals)
         factor = tf.where(step >= step_number, np.nan, 1.0)
         return loss * factor, {name: value * factor for name, value in metrics.items()}
     return poisoned

@@ -89,8 +89,8 @@ def _tiny_realformer_loop(policy):
         model.build()
         optimizer = create_optimizer(1e-3, 200, 20)
 
-        def loss_fn(model, features, training, step, totals):
-            return replica_pretraining_loss(model(features, training=training), features, totals)
+        def loss_fn(model, features, step, totals):
+            return replica_pretraining_loss(model(features, training=True), features, totals)
 
         loop = TrainLoop(strategy, model, optimizer, loss_fn, pretraining_totals,
                          loss_scaling=policy == "mixed_float16")

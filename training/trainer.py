@@ -21,7 +21,8 @@ micro-batches consumed, so that a resumed run can continue the input where it st
 """
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 import tensorflow as tf
 
@@ -31,8 +32,20 @@ from training.optimization import global_norm_scale, squared_norms
 INITIAL_LOSS_SCALE = 2.0 ** 15
 LOSS_SCALE_GROWTH_INTERVAL = 2000
 
-LossFn = Callable[..., tuple]  # (model, features, training, step, totals) -> (share, {name: share})
-TotalsFn = Callable[[dict], dict]  # features -> {name: scalar}
+class LossFn(Protocol):
+    """This replica's and micro-batch's share of the step's loss, and metrics as shares too
+    (the shares add up to the step's values; see `pretraining.losses`), from a forward pass in
+    training mode. `step` is the optimizer step (for PLD); `totals` the step-wide sums of the
+    `TotalsFn`."""
+
+    def __call__(self, model, features: dict, step, totals: dict) -> tuple[Any, dict]: ...
+
+
+class TotalsFn(Protocol):
+    """{name: scalar} of one micro-batch's features, summed over every replica and
+    micro-batch of a step before the loss is computed (e.g. the MLM weight sum)."""
+
+    def __call__(self, features: dict) -> dict: ...
 
 
 def global_batch_slices(dataset, global_batch_size, context):
@@ -69,12 +82,8 @@ class TrainLoop:
       strategy: the tf.distribute strategy the model was built under.
       model: a Keras model (built).
       optimizer: an `AdamWeightDecay`/`Lamb` from `training.optimization`.
-      loss_fn: `loss_fn(model, features, training, step, totals) -> (loss, {name: scalar})`:
-        this replica's and micro-batch's share of the step's loss, and metrics as shares too
-        (the shares add up to the step's values; see `pretraining.losses`). `step` is the
-        optimizer step (for PLD); `totals` the step-wide sums of `totals_fn`.
-      totals_fn: `totals_fn(features) -> {name: scalar}`, summed over every replica and
-        micro-batch of a step before the loss is computed (e.g. the MLM weight sum).
+      loss_fn: `loss_fn(model, features, step, totals) -> (loss, {name: scalar})` (`LossFn`).
+      totals_fn: `totals_fn(features) -> {name: scalar}` (`TotalsFn`).
       metric_names: the keys of `loss_fn`'s metrics.
       accumulation_steps: micro-batches per optimizer step.
       loss_scaling: dynamic loss scaling (fp16).
@@ -132,7 +141,7 @@ class TrainLoop:
         """(gradients, None where a variable got none; this share's metrics)."""
         step = self.optimizer.iterations
         with random_stream(step, stream), tf.GradientTape() as tape:
-            loss, metrics = self.loss_fn(self.model, features, True, step, totals)
+            loss, metrics = self.loss_fn(self.model, features, step, totals)
             scaled = tf.cast(loss, tf.float32)
             if self.loss_scaling:
                 scaled = scaled * self.loss_scale

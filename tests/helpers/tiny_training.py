@@ -23,8 +23,8 @@ def pretraining_data(n=64, seq=12, predictions=3, seed=0):
 
 
 def pretraining_loss_fn(keep_probs=None):
-    def loss_fn(model, features, training, step, totals):
-        outputs = model(features, training=training, layer_keep_probs=keep_probs)
+    def loss_fn(model, features, step, totals):
+        outputs = model(features, training=True, layer_keep_probs=keep_probs)
         return replica_pretraining_loss(outputs, features, totals)
     return loss_fn
 

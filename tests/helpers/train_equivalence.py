@@ -51,8 +51,8 @@ def batches(n, batch, seed=0):
     return out
 
 
-def loss_fn(model, features, training, step, totals):
-    return replica_pretraining_loss(model(features, training=training), features, totals)
+def loss_fn(model, features, step, totals):
+    return replica_pretraining_loss(model(features, training=True), features, totals)
 
 
 def run(strategy, micro_batch, accumulation, global_batches, initial, config=CONFIG):
