@@ -10,11 +10,7 @@ instances are the original's, in the same order. Beyond the original: parallel t
       --max_predictions_per_seq=20 --masked_lm_prob=0.15 --random_seed=12345 --dupe_factor=5
 """
 
-import gc
-import os
-import random
 import sys
-import time
 
 from absl import flags
 
@@ -22,7 +18,7 @@ from bert_realformer import storage
 from bert_realformer.cli import run
 from bert_realformer.cpus import usable_cpu_count
 from bert_realformer.errors import InputError
-from bert_realformer.text_files import check_text_file
+from pretraining.creation import CreationOptions, check_options, create_pretraining_files
 
 FLAGS = flags.FLAGS
 
@@ -60,201 +56,32 @@ flags.DEFINE_bool("use_native", True, "Make the instances and records with the c
 flags.DEFINE_bool("progress", None, "Show a progress line (default: when stderr is a terminal).")
 
 
-def _check_flags(input_files):
-    if not FLAGS.output_file:
-        raise InputError("--output_file is required")
-    if not FLAGS.vocab_file:
-        raise InputError("--vocab_file is required")
-    if not storage.isfile(FLAGS.vocab_file):
-        raise InputError(f"--vocab_file={FLAGS.vocab_file}: no such file")
-    if storage.size(FLAGS.vocab_file) == 0:
-        raise InputError(f"--vocab_file={FLAGS.vocab_file}: the file is empty")
-    # Short targets are drawn from [2, max_num_tokens]: room for two tokens besides [CLS] and [SEP]s.
-    minimum = 4 if FLAGS.no_nsp else 5
-    if FLAGS.max_seq_length < minimum:
-        layout = "[CLS] A [SEP]" if FLAGS.no_nsp else "[CLS] A [SEP] B [SEP]"
-        raise InputError(f"--max_seq_length={FLAGS.max_seq_length} is too small for {layout}: "
-                         f"at least {minimum} is needed")
-    if FLAGS.max_predictions_per_seq < 1:
-        raise InputError(f"--max_predictions_per_seq={FLAGS.max_predictions_per_seq}: must be at least 1")
-    if not 0 < FLAGS.masked_lm_prob <= 1:
-        raise InputError(f"--masked_lm_prob={FLAGS.masked_lm_prob}: must be in (0, 1]")
-    if not 0 <= FLAGS.short_seq_prob <= 1:
-        raise InputError(f"--short_seq_prob={FLAGS.short_seq_prob}: must be in [0, 1]")
-    if FLAGS.dupe_factor < 1:
-        raise InputError(f"--dupe_factor={FLAGS.dupe_factor}: must be at least 1")
-    chinese = FLAGS.chinese_word_segmentation != "none" or FLAGS.chinese_ref_file
-    if FLAGS.chinese_word_segmentation != "none" and FLAGS.chinese_ref_file:
-        raise InputError("--chinese_word_segmentation and --chinese_ref_file are alternatives; give one")
-    if chinese and not FLAGS.do_whole_word_mask:
-        raise InputError("Chinese word segmentation only changes whole-word masking: "
-                         "add --do_whole_word_mask=True")
-    if FLAGS.chinese_ref_file:
-        refs = FLAGS.chinese_ref_file.split(",")
-        if len(refs) != len(input_files):
-            raise InputError(f"--chinese_ref_file names {len(refs)} files for {len(input_files)} input files")
-        for ref in refs:
-            if not storage.isfile(ref):
-                raise InputError(f"--chinese_ref_file: {ref}: no such file")
-    if FLAGS.shard_mode:
-        names = [os.path.splitext(os.path.basename(p))[0] for p in input_files]
-        if len(set(names)) != len(names):
-            raise InputError("--shard_mode: input files must have distinct base names")
-    elif any(not p.strip() for p in FLAGS.output_file.split(",")):
-        raise InputError(f"--output_file={FLAGS.output_file}: empty file name in the list")
-
-
-class Progress:
-    """A progress line on stderr (lines, tokens, rate) and the final summary's counters."""
-
-    def __init__(self, enabled):
-        self.enabled = enabled
-        self.start = time.time()
-        self.lines = self.tokens = 0
-        self._shown = 0.0
-
-    def sentence(self, n_tokens):
-        self.lines += 1
-        self.tokens += n_tokens
-        if self.enabled and time.time() - self._shown > 0.5:
-            self._shown = time.time()
-            rate = self.lines / max(self._shown - self.start, 1e-9)
-            sys.stderr.write(f"\rtokenizing: {self.lines:,} lines, {self.tokens:,} tokens, {rate:,.0f} lines/s")
-            sys.stderr.flush()
-
-    def done(self):
-        if self.enabled:
-            sys.stderr.write("\n")
-
-
-def _create(input_files, output_files, seed, vocab_ids, progress, ref_files):
-    """One corpus -> its output files. Returns (documents, instances, masked positions, tokens)."""
-    from pretraining import documents as docs
-    from pretraining import native
-    from pretraining.instances import MaskingOptions
-
-    segmentation = None if FLAGS.chinese_word_segmentation == "none" else FLAGS.chinese_word_segmentation
-    pool = docs.worker_pool((FLAGS.vocab_file, FLAGS.do_lower_case, segmentation), FLAGS.num_workers)
-    try:
-        try:
-            documents = docs.read_documents(docs.tokenized_lines(input_files, pool, ref_files),
-                                            on_sentence=progress.sentence)
-        except ValueError as error:  # a reference file that does not fit the input
-            raise InputError(str(error)) from None
-        progress.done()
-        if not documents:
-            raise InputError(f"--input_file: {', '.join(input_files)} holds no text "
-                             "(every line is blank or tokenizes to nothing)")
-        masking = MaskingOptions(FLAGS.masked_lm_prob, FLAGS.max_predictions_per_seq,
-                                 FLAGS.do_whole_word_mask)
-        if FLAGS.use_native and native.available():
-            if pool is not None:  # tokenization is done: free the workers' memory
-                pool.terminate()
-                pool = None
-            counts = _write_native(documents, output_files, seed, masking, vocab_ids)
-        else:
-            counts = _write_python(documents, output_files, seed, masking, vocab_ids, pool)
-    finally:
-        if pool is not None:
-            pool.terminate()
-    return (len(documents), *counts)
-
-
-def _write_native(documents, output_files, seed, masking, vocab_ids):
-    """Instances and records made in C (`pretraining.native`). Returns (instances, masked, tokens)."""
-    from bert_realformer.tfrecords import AtomicRecordWriters
-    from pretraining import native
-
-    instances = native.create_training_instances(
-        documents, FLAGS.max_seq_length, FLAGS.dupe_factor, FLAGS.short_seq_prob, masking,
-        vocab_ids, random.Random(seed), no_nsp=FLAGS.no_nsp)
-    with AtomicRecordWriters(output_files) as writers:
-        for records, ends in native.encoded_chunks(instances, FLAGS.max_seq_length,
-                                                   FLAGS.max_predictions_per_seq,
-                                                   threads=FLAGS.num_workers):
-            writers.write_framed(records, ends)
-    return len(instances), len(instances.masked_ids), len(instances.ids)
-
-
-def _write_python(documents, output_files, seed, masking, vocab_ids, pool):
-    """The pure-Python path (no C module): `pool` serializes while this process makes the
-    instances. Returns (instances, masked, tokens)."""
-    from bert_realformer.tfrecords import AtomicRecordWriters
-    from pretraining.instances import create_training_instances
-    from pretraining.records import ParallelEncoder
-
-    encoder = ParallelEncoder(pool, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq)
-    counts = {"masked": 0, "tokens": 0}
-
-    def encode(instance):
-        counts["masked"] += len(instance.masked_lm_positions)
-        counts["tokens"] += len(instance.input_ids)
-        return encoder.add(instance)
-
-    # Millions of small lists are made and kept: the cyclic garbage collector would rescan
-    # them again and again (nothing here makes cycles).
-    gc.disable()
-    try:
-        order = create_training_instances(documents, FLAGS.max_seq_length, FLAGS.dupe_factor,
-                                          FLAGS.short_seq_prob, masking, vocab_ids,
-                                          random.Random(seed), no_nsp=FLAGS.no_nsp, encode=encode)
-        records = encoder.records()
-    finally:
-        gc.enable()
-    with AtomicRecordWriters(output_files) as writers:
-        for index in order:
-            writers.write(records[index])
-    return len(order), counts["masked"], counts["tokens"]
+def _options():
+    return CreationOptions(
+        vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case, do_whole_word_mask=FLAGS.do_whole_word_mask,
+        max_seq_length=FLAGS.max_seq_length, max_predictions_per_seq=FLAGS.max_predictions_per_seq,
+        random_seed=FLAGS.random_seed, dupe_factor=FLAGS.dupe_factor, masked_lm_prob=FLAGS.masked_lm_prob,
+        short_seq_prob=FLAGS.short_seq_prob, num_workers=FLAGS.num_workers, shard_mode=FLAGS.shard_mode,
+        chinese_word_segmentation=FLAGS.chinese_word_segmentation,
+        chinese_ref_files=tuple(FLAGS.chinese_ref_file.split(",")) if FLAGS.chinese_ref_file else None,
+        no_nsp=FLAGS.no_nsp, use_native=FLAGS.use_native,
+        show_progress=sys.stderr.isatty() if FLAGS.progress is None else FLAGS.progress)
 
 
 def main(argv):
     del argv
     input_files = storage.expand_file_patterns(FLAGS.input_file, "--input_file")
-    _check_flags(input_files)
-    from pretraining.instances import VocabIds
-    from tokenization.reference import load_vocab
-    try:
-        vocab_ids = VocabIds(load_vocab(FLAGS.vocab_file))
-    except ValueError as error:
-        raise InputError(f"--vocab_file={FLAGS.vocab_file}: {error}") from None
-
-    show = sys.stderr.isatty() if FLAGS.progress is None else FLAGS.progress
-    progress = Progress(show)
-    ref_files = FLAGS.chinese_ref_file.split(",") if FLAGS.chinese_ref_file else None
-    if FLAGS.shard_mode:
-        jobs = []
-        for index, path in enumerate(input_files):
-            name = os.path.splitext(os.path.basename(path))[0] + ".tfrecord"
-            jobs.append(([path], [os.path.join(FLAGS.output_file, name)], FLAGS.random_seed + index,
-                         [ref_files[index]] if ref_files else None))
-    else:
-        jobs = [(input_files, FLAGS.output_file.split(","), FLAGS.random_seed, ref_files)]
-
-    # Every input is read through once before anything is written: a later file that cannot be
-    # read, is not UTF-8 or is blank stops the run here, not after earlier shards were written.
-    for path in input_files:
-        check_text_file(path)
-    totals = [0, 0, 0, 0]
-    staged = []  # shard mode: (finished shard under a temporary name, its final name)
-    try:
-        for inputs, outputs, seed, refs in jobs:
-            temporaries = [f"{o}.shard-{os.getpid()}" for o in outputs] if FLAGS.shard_mode else outputs
-            counts = _create(inputs, temporaries, seed, vocab_ids, progress, refs)
-            staged.extend(zip(temporaries, outputs))
-            totals = [a + b for a, b in zip(totals, counts)]
-    except BaseException:
-        for temporary, output in staged:
-            if temporary != output:
-                storage.remove(temporary)
-        raise
-    for temporary, output in staged:
-        storage.rename(temporary, output)
+    for name in ("output_file", "vocab_file"):
+        if not getattr(FLAGS, name):
+            raise InputError(f"--{name} is required")
+    options = _options()
+    check_options(options, input_files, FLAGS.output_file)
+    summary = create_pretraining_files(input_files, FLAGS.output_file, options)
+    for output in summary.outputs:
         print(f"wrote {output}", file=sys.stderr)
-    n_documents, n_instances, masked, tokens = totals
-    seconds = time.time() - progress.start
-    print(f"{len(input_files)} input files, {progress.lines:,} lines, {n_documents:,} documents -> "
-          f"{n_instances:,} instances, {tokens:,} tokens, {masked:,} masked "
-          f"({masked / max(tokens, 1):.1%}), {seconds:.1f} s", file=sys.stderr)
+    print(f"{len(input_files)} input files, {summary.lines:,} lines, {summary.documents:,} documents -> "
+          f"{summary.instances:,} instances, {summary.tokens:,} tokens, {summary.masked:,} masked "
+          f"({summary.masked / max(summary.tokens, 1):.1%}), {summary.seconds:.1f} s", file=sys.stderr)
 
 
 if __name__ == "__main__":

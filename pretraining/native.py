@@ -15,6 +15,7 @@ import array
 import concurrent.futures
 import dataclasses
 import functools
+import logging
 import random
 
 import numpy as np
@@ -26,6 +27,8 @@ try:
     from pretraining import _native
 except ImportError:  # not compiled: the pure-Python path is used
     _native = None
+
+logger = logging.getLogger(__name__)
 
 RECORDS_PER_CHUNK = 4096
 
@@ -79,16 +82,27 @@ def _set_state(rng, words, index, version_gauss):
 def available():
     """True when the C module is built and draws exactly as this Python's `random.Random`
     (and as `pretraining.instances`) on a small corpus with every option."""
-    if _native is None or array.array("I").itemsize != 4:
+    if _native is None:  # not compiled: the pure-Python path, as documented
         return False
+    if array.array("I").itemsize != 4:
+        return _fallback("this platform's 32-bit arrays are not 4 bytes")
     rng = random.Random(7)
     kinds = [0, 1, 2, 3, 5, 7, 100, 1000, 2**31 - 1, 2**31, 2**32 - 1] * 70
     words, index, _ = _state_words(rng)
     values, _ = _native.random_draws(words, index, kinds)
     expected = [rng.random() if kind == 0 else rng._randbelow(kind) for kind in kinds]
     if values != expected:
-        return False
-    return _agrees_on_sample_corpus()
+        return _fallback("its random draws differ from this Python's random.Random")
+    if not _agrees_on_sample_corpus():
+        return _fallback("its instances differ from the Python path's on a sample corpus")
+    return True
+
+
+def _fallback(reason):
+    """False, said once (`available` is cached): the output stays the same, only slower."""
+    logger.warning("the compiled module pretraining/_native is built but not used: %s; making the "
+                   "instances in pure Python (the same records, about 8x slower)", reason)
+    return False
 
 
 def _agrees_on_sample_corpus():

@@ -136,3 +136,19 @@ def test_bad_corpus_buffers_are_refused():
         native.create_training_instances([[]], 32, 1, 0.1, masking, VOCAB, random.Random(0))
     with pytest.raises(ValueError, match="between 1 and"):
         native.create_training_instances([], 32, 1, 0.1, masking, VOCAB, random.Random(0))
+
+
+def test_a_built_module_that_disagrees_is_not_used_and_says_so_once(caplog):
+    """The pure-Python path makes the same records, 8x slower: the fallback is worth a line."""
+    import pytest
+
+    from pretraining import native
+    native.available.cache_clear()
+    try:
+        with pytest.MonkeyPatch.context() as patch, caplog.at_level("WARNING", logger="pretraining.native"):
+            patch.setattr(native._native, "random_draws", lambda words, index, kinds: ([0] * len(kinds), None))
+            assert native.available() is False and native.available() is False
+    finally:
+        native.available.cache_clear()
+    assert caplog.text.count("built but not used: its random draws differ") == 1
+    assert native.available() is True
