@@ -19,8 +19,8 @@ import sys
 from absl import flags
 
 from bert_realformer import storage
-from bert_realformer.cli import run
 from bert_realformer.errors import InputError
+from commandline.runner import run
 
 FLAGS = flags.FLAGS
 SOURCES = ("tf1", "ours", "hf")

@@ -15,9 +15,9 @@ import sys
 from absl import flags
 
 from bert_realformer import storage
-from bert_realformer.cli import run
 from bert_realformer.cpus import usable_cpu_count
 from bert_realformer.errors import InputError
+from commandline.runner import run
 from pretraining.creation import CreationOptions, check_options, create_pretraining_files
 
 FLAGS = flags.FLAGS

@@ -16,8 +16,8 @@ import sys
 from absl import flags
 
 from bert_realformer import storage
-from bert_realformer.cli import run
 from bert_realformer.errors import InputError
+from commandline.runner import run
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input_file", None, "Input text, one example per line ('text_a' or 'text_a ||| text_b').")

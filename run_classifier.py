@@ -22,9 +22,9 @@ import sys
 from absl import flags
 
 from bert_realformer import storage
-from bert_realformer.cli import run
-from training import flags as training_flags
-from training.flags import check_finetuning_flags, define_finetuning_flags, finetuning_driver
+from commandline import training_flags
+from commandline.runner import run
+from commandline.training_flags import check_finetuning_flags, define_finetuning_flags, finetuning_driver
 
 FLAGS = flags.FLAGS
 

@@ -18,10 +18,16 @@ import sys
 from absl import flags
 
 from bert_realformer import storage, tfrecords
-from bert_realformer.cli import run
 from bert_realformer.errors import InputError
-from training import flags as training_flags
-from training.flags import check_shared_flags, define_shared_flags, load_config, run_options, strategy_from_flags
+from commandline import training_flags
+from commandline.runner import run
+from commandline.training_flags import (
+    check_shared_flags,
+    define_shared_flags,
+    load_config,
+    run_options,
+    strategy_from_flags,
+)
 
 FLAGS = flags.FLAGS
 

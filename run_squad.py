@@ -17,10 +17,10 @@ import sys
 from absl import flags
 
 from bert_realformer import storage
-from bert_realformer.cli import run
 from bert_realformer.errors import InputError
-from training import flags as training_flags
-from training.flags import check_shared_flags, define_shared_flags, finetuning_driver
+from commandline import training_flags
+from commandline.runner import run
+from commandline.training_flags import check_shared_flags, define_shared_flags, finetuning_driver
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("bert_config_file", None, "The config json file corresponding to the pre-trained BERT model.")

@@ -1,5 +1,6 @@
-"""Layering: library modules change nothing global on import and never use the scripts'
-runner; no script imports another script."""
+"""Layering: library modules change nothing global on import; each package imports only the
+packages below it (the order is `LAYERS`); only scripts use the command-line package; no script
+imports another script."""
 
 import ast
 import os
@@ -10,8 +11,17 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PACKAGES = ("bert_realformer", "modeling", "tokenization", "pretraining", "tasks", "training", "analysis",
-            "realdata")
+# Bottom to top; a package may import its own modules and those of lower layers only. Packages
+# in one layer are independent of each other. Scripts (the repository's top-level .py files and
+# `python -m` entry points) sit above all of them.
+LAYERS = (
+    ("bert_realformer",),                          # errors, file I/O, TFRecords, run claims
+    ("modeling", "tokenization", "analysis", "realdata"),
+    ("training",),                                 # the step loop, driver, optimizer, checkpoints
+    ("pretraining", "tasks"),                      # what is trained: the MLM/NSP task, fine-tuning tasks
+    ("commandline",),                              # the scripts' runner and training flags
+)
+PACKAGES = tuple(package for layer in LAYERS for package in layer)
 SCRIPTS = sorted(f[:-3] for f in os.listdir(ROOT) if f.endswith(".py"))
 
 
@@ -51,15 +61,43 @@ def _imports(path):
             yield node.module
 
 
-def test_library_code_does_not_use_the_scripts_runner_and_scripts_do_not_import_scripts():
+def _module_path(module):
+    path = os.path.join(ROOT, *module.split(".")) + ".py"
+    path = path if os.path.exists(path) else os.path.join(ROOT, *module.split("."), "__init__.py")
+    return path if os.path.exists(path) else None  # None: a compiled extension
+
+
+def _upward_imports(module, names):
+    """The imports among `names` that `module` may not make under `LAYERS`."""
+    layer_of = {package: level for level, layer in enumerate(LAYERS) for package in layer}
+    package = module.split(".")[0]
+    return [name for name in names if name.split(".")[0] in layer_of and name.split(".")[0] != package
+            and layer_of[name.split(".")[0]] >= layer_of[package]]
+
+
+def test_each_package_imports_only_the_layers_below_it():
+    wrong = {}
     for module in _library_modules():
-        if module.startswith("bert_realformer"):
+        path = _module_path(module)
+        if path is not None and _upward_imports(module, _imports(path)):
+            wrong[module] = _upward_imports(module, _imports(path))
+    assert not wrong, wrong
+
+
+def test_the_layer_rule_finds_upward_and_sideways_imports():
+    assert _upward_imports("training.driver", ["tasks.squad", "modeling", "training.trainer", "numpy"]) == [
+        "tasks.squad"]
+    assert _upward_imports("modeling.bert", ["tokenization", "bert_realformer.storage"]) == ["tokenization"]
+    assert _upward_imports("pretraining.task", ["tasks.classifier_task", "training.driver"]) == [
+        "tasks.classifier_task"]
+
+
+def test_library_code_does_not_use_the_command_line_package_and_scripts_do_not_import_scripts():
+    for module in _library_modules():
+        path = _module_path(module)
+        if path is None or module.startswith("commandline"):
             continue
-        path = os.path.join(ROOT, *module.split(".")) + ".py"
-        path = path if os.path.exists(path) else os.path.join(ROOT, *module.split("."), "__init__.py")
-        if not os.path.exists(path):  # a compiled extension
-            continue
-        assert "bert_realformer.cli" not in set(_imports(path)), module
+        assert not any(name.startswith("commandline") for name in _imports(path)), module
     for script in SCRIPTS:
         imported = {name.split(".")[0] for name in _imports(os.path.join(ROOT, f"{script}.py"))}
         assert not imported & (set(SCRIPTS) - {script}), (script, imported & set(SCRIPTS))

@@ -9,8 +9,8 @@ import sys
 from absl import flags
 
 from bert_realformer import storage
-from bert_realformer.cli import run
 from bert_realformer.errors import InputError
+from commandline.runner import run
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")

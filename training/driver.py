@@ -43,7 +43,7 @@ from training.trainer import LossFn, TotalsFn, TrainLoop, global_batch_slices
 
 @dataclasses.dataclass
 class RunOptions:
-    """What the shared flags of the scripts configure (see `training.flags`)."""
+    """What the shared flags of the scripts configure (see `commandline.training_flags`)."""
     output_dir: str
     init_checkpoint: str | None = None
     seed: int = 12345

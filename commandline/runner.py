@@ -1,6 +1,6 @@
 """How every command-line script runs: user mistakes end in one line, not a traceback.
 
-    from bert_realformer.cli import run
+    from commandline.runner import run
     ...
     if __name__ == "__main__":
         run(main)
