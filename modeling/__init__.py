@@ -26,7 +26,7 @@ from modeling.heads import (
     masked_lm_loss,
     next_sentence_loss,
 )
-from modeling.layers import LayerNorm
+from modeling.layers import LayerNorm, create_initializer
 from modeling.models import (
     BertClassifier,
     BertMultipleChoice,
@@ -35,6 +35,13 @@ from modeling.models import (
     BertTokenClassifier,
     encoder_inputs,
     pretraining_losses,
+)
+from modeling.original_helpers import (
+    assert_rank,
+    get_assignment_map_from_checkpoint,
+    get_shape_list,
+    reshape_from_matrix,
+    reshape_to_matrix,
 )
 from modeling.randomness import Dropout, random_stream
 
@@ -49,7 +56,9 @@ __all__ = [
     "TransformerBlock", "TransformerEncoder",
     "ChoiceHead", "ClassifierHead", "MaskedLMHead", "NextSentenceHead", "SpanHead", "TokenClassifierHead",
     "gather_indexes", "masked_lm_loss", "next_sentence_loss",
-    "LayerNorm",
+    "LayerNorm", "create_initializer",
+    "assert_rank", "get_assignment_map_from_checkpoint", "get_shape_list", "reshape_from_matrix",
+    "reshape_to_matrix",
     "BertClassifier", "BertMultipleChoice", "BertPretrainer", "BertSpanLabeler", "BertTokenClassifier",
     "encoder_inputs", "pretraining_losses",
     "Dropout", "random_stream",

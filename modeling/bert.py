@@ -17,6 +17,7 @@ from keras import ops
 from modeling.config import BertConfig
 from modeling.encoder import TransformerEncoder
 from modeling.layers import LayerNorm, create_initializer, dense
+from modeling.original_helpers import assert_rank
 from modeling.randomness import Dropout
 
 
@@ -68,6 +69,7 @@ class BertModel(keras.Model):
         super().__init__(name=name, **kwargs)
         if isinstance(config, dict):
             config = BertConfig.from_dict(config)
+        config.check_buildable()
         self.config = config
         self.embeddings = BertEmbeddings(config, name="embeddings")
         self.encoder = TransformerEncoder(config, name="encoder")
@@ -96,6 +98,9 @@ class BertModel(keras.Model):
             if token_type_ids is not None:
                 raise ValueError("inputs name both token_type_ids and segment_ids (the same input); give one")
             token_type_ids = inputs["segment_ids"]
+        for name, value in (("input_ids", input_ids), ("input_mask", input_mask), ("token_type_ids", token_type_ids)):
+            if value is not None:
+                assert_rank(value, 2, f"{name} [batch_size, seq_length]")
         if input_mask is None:
             input_mask = ops.ones_like(input_ids)
         if token_type_ids is None:

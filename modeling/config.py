@@ -54,7 +54,7 @@ class ConfigError(ValueError):
 class BertConfig:
     """Configuration of a `BertModel` (original keys + `layer_norm_type`, `residual_attention`)."""
 
-    def __init__(self, vocab_size: int, hidden_size: int = 768, num_hidden_layers: int = 12,
+    def __init__(self, vocab_size: int | None, hidden_size: int = 768, num_hidden_layers: int = 12,
                  num_attention_heads: int = 12, intermediate_size: int = 3072, hidden_act: str = "gelu",
                  hidden_dropout_prob: float = 0.1, attention_probs_dropout_prob: float = 0.1,
                  max_position_embeddings: int = 512, type_vocab_size: int = 16, initializer_range: float = 0.02,
@@ -74,6 +74,7 @@ class BertConfig:
         self.layer_norm_type = layer_norm_type
         self.residual_attention = residual_attention
         self.extra_keys = dict(extra_keys or {})
+        self.source = source
         self.validate(source)
 
     @property
@@ -81,9 +82,13 @@ class BertConfig:
         return self.hidden_size // self.num_attention_heads
 
     def validate(self, source: str = "BertConfig") -> None:
-        """Raises `ConfigError` naming `source` and the first offending key."""
+        """Raises `ConfigError` naming `source` and the first offending key. Like the original,
+        a config may lack `vocab_size` and have a `hidden_size` that the heads do not divide
+        until a model is built from it (`check_buildable`)."""
         for key in _POSITIVE_INTS:
             value = getattr(self, key)
+            if key == "vocab_size" and value is None:
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ConfigError(f"{source}: {key} must be a positive integer, got {value!r}")
         for key in _PROBABILITIES:
@@ -95,9 +100,6 @@ class BertConfig:
                 or self.initializer_range <= 0):
             raise ConfigError(f"{source}: initializer_range must be a positive number, "
                               f"got {self.initializer_range!r}")
-        if self.hidden_size % self.num_attention_heads:
-            raise ConfigError(f"{source}: hidden_size ({self.hidden_size}) must be divisible by "
-                              f"num_attention_heads ({self.num_attention_heads})")
         if not isinstance(self.hidden_act, str) or self.hidden_act.lower() not in ACTIVATIONS:
             raise ConfigError(f"{source}: unknown hidden_act {self.hidden_act!r}; "
                               f"expected one of {', '.join(sorted(ACTIVATIONS))}")
@@ -108,6 +110,16 @@ class BertConfig:
             raise ConfigError(f"{source}: unknown residual_attention {self.residual_attention!r}; "
                               f"expected one of {', '.join(RESIDUAL_ATTENTION_MODES)}")
 
+    def check_buildable(self, source: str | None = None) -> None:
+        """What a model needs of the sizes, checked when one is built (as the original does):
+        a `vocab_size`, and a `hidden_size` divisible by `num_attention_heads`."""
+        source = source or self.source
+        if self.vocab_size is None:
+            raise ConfigError(f"{source}: vocab_size is required")
+        if self.hidden_size % self.num_attention_heads:
+            raise ConfigError(f"{source}: hidden_size ({self.hidden_size}) must be divisible by "
+                              f"num_attention_heads ({self.num_attention_heads})")
+
     # ------------------------------------------------------------------ reading
     @classmethod
     def from_dict(cls, json_object: dict[str, Any], source: str = "BertConfig") -> "BertConfig":
@@ -115,8 +127,7 @@ class BertConfig:
         if not isinstance(json_object, dict):
             raise ConfigError(f"{source}: expected a JSON object, got {type(json_object).__name__}")
         values = dict(json_object)
-        if values.get("vocab_size") is None:
-            raise ConfigError(f"{source}: vocab_size is required")
+        values.setdefault("vocab_size", None)  # the original's from_dict starts from vocab_size=None
         use_running_mean = values.pop("use_running_mean", None)
         if use_running_mean is not None:
             if not isinstance(use_running_mean, bool):
@@ -145,7 +156,9 @@ class BertConfig:
         except json.JSONDecodeError as error:
             raise ConfigError(f"{json_file}: invalid JSON at line {error.lineno} column "
                               f"{error.colno}: {error.msg}") from None
-        return cls.from_dict(json_object, source=str(json_file))
+        config = cls.from_dict(json_object, source=str(json_file))
+        config.check_buildable()  # a script's config file: every size checked at once, naming the file
+        return config
 
     # ------------------------------------------------------------------ writing
     def to_dict(self) -> dict[str, Any]:

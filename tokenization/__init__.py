@@ -9,11 +9,21 @@ from tokenization.reference import (
     BasicTokenizer,
     FullTokenizer,
     WordpieceTokenizer,
+    _is_control,
+    _is_punctuation,
+    _is_whitespace,
+    convert_by_vocab,
+    convert_ids_to_tokens,
     convert_to_unicode,
+    convert_tokens_to_ids,
     load_vocab,
+    printable_text,
     validate_case_matches_checkpoint,
     whitespace_tokenize,
 )
 
-__all__ = ["BasicTokenizer", "FullTokenizer", "WordpieceTokenizer", "convert_to_unicode", "load_vocab",
-           "validate_case_matches_checkpoint", "whitespace_tokenize"]
+# Every public and test-used name of the original `tokenization` module.
+__all__ = ["BasicTokenizer", "FullTokenizer", "WordpieceTokenizer", "_is_control", "_is_punctuation",
+           "_is_whitespace", "convert_by_vocab", "convert_ids_to_tokens", "convert_to_unicode",
+           "convert_tokens_to_ids", "load_vocab", "printable_text", "validate_case_matches_checkpoint",
+           "whitespace_tokenize"]

@@ -54,6 +54,25 @@ def whitespace_tokenize(text: str) -> list[str]:
     return text.split()
 
 
+def printable_text(text: str | bytes) -> str:
+    """Text for printing or logging: `str` as is, `bytes` decoded as UTF-8 (invalid bytes
+    dropped), as the original's Python 3 branch."""
+    return convert_to_unicode(text)
+
+
+def convert_by_vocab(vocab: Mapping, items: Iterable) -> list:
+    """`[vocab[item] for item in items]` (tokens to ids, or ids to tokens with the inverse)."""
+    return [vocab[item] for item in items]
+
+
+def convert_tokens_to_ids(vocab: Mapping[str, int], tokens: Iterable[str]) -> list[int]:
+    return convert_by_vocab(vocab, tokens)
+
+
+def convert_ids_to_tokens(inv_vocab: Mapping[int, str], ids: Iterable[int]) -> list[str]:
+    return convert_by_vocab(inv_vocab, ids)
+
+
 def is_whitespace(char):
     return char in " \t\n\r" or unicodedata.category(char) == "Zs"
 
@@ -73,6 +92,10 @@ def is_punctuation(char):
 
 def is_chinese_char(cp: int) -> bool:
     return any(lo <= cp <= hi for lo, hi in _CJK_RANGES)
+
+
+# The original module's private names, which its tests and some users' code call.
+_is_whitespace, _is_control, _is_punctuation = is_whitespace, is_control, is_punctuation
 
 
 class BasicTokenizer:
@@ -238,10 +261,10 @@ class FullTokenizer:
         return output
 
     def convert_tokens_to_ids(self, tokens: Iterable[str]) -> list[int]:
-        return [self.vocab[token] for token in tokens]
+        return convert_by_vocab(self.vocab, tokens)
 
     def convert_ids_to_tokens(self, ids: Iterable[int]) -> list[str]:
-        return [self.inv_vocab[i] for i in ids]
+        return convert_by_vocab(self.inv_vocab, ids)
 
 
 def validate_case_matches_checkpoint(do_lower_case: bool, init_checkpoint: str | None) -> None:
