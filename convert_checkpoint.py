@@ -9,8 +9,11 @@ model.ckpt-N), our training state, and Hugging Face (safetensors), or exports a 
 --input for tf1 is a checkpoint prefix or a directory (with bert_config.json and vocab.txt, as
 released); for hf a directory with config.json, model.safetensors (and vocab.txt); for ours a
 run directory or its training_state. --to=tf1 writes DIR/bert_model.ckpt.*, DIR/bert_config.json,
-DIR/vocab.txt; --to=hf writes config.json, model.safetensors, vocab.txt; --to=ours writes
-DIR/training_state; --to=savedmodel writes DIR/<version> taking raw text.
+DIR/vocab.txt; --to=hf writes config.json, model.safetensors, vocab.txt and the tokenizer's
+files, as the Hugging Face class of the checkpoint's head (pretraining, sequence
+classification with the run's labels, question answering, token classification, multiple
+choice); --to=ours writes DIR/training_state; --to=savedmodel writes DIR/<version> taking raw
+text. A classifier's label_list.txt travels with it.
 """
 
 import os
@@ -31,7 +34,8 @@ flags.DEFINE_string("input", None, "Checkpoint prefix or directory to read.")
 flags.DEFINE_string("output", None, "Directory to write.")
 flags.DEFINE_string("bert_config_file", None, "Config of the input (default: the one beside it).")
 flags.DEFINE_string("vocab_file", None, "Vocabulary of the input (default: vocab.txt beside it).")
-flags.DEFINE_bool("do_lower_case", True, "--to=savedmodel: lower-case the input text.")
+flags.DEFINE_bool("do_lower_case", True, "--to=savedmodel and --to=hf (tokenizer_config.json): lower-case the input "
+                  "text (False for cased vocabularies).")
 flags.DEFINE_integer("max_seq_length", 128, "--to=savedmodel: sequence length of the exported model.")
 flags.DEFINE_bool("force", False, "Write even when the target cannot express the model (e.g. a RealFormer "
                   "or Pre-LN model as Hugging Face's BertModel, which would compute plain BERT) or weights "
@@ -46,14 +50,14 @@ def _beside(path, name):
 
 
 def read_source():
-    """(BertConfig, {TF1 name: array}, vocab file or None)."""
+    """(BertConfig, {TF1 name: array}, vocab file or None, a classifier's labels or None)."""
     import modeling
     names = modeling.huggingface.name_list
     kind, path = FLAGS["from"].value, FLAGS.input
     if not storage.exists(path) and not storage.exists(path + ".index"):
         raise InputError(f"--input={path}: no such file or directory")
     if kind == "hf":
-        config, values, vocab, unused = modeling.huggingface.read_hf_dir(path)
+        config, values, vocab, unused, labels = modeling.huggingface.read_hf_dir(path)
         if unused:
             _refuse_unless_forced(f"{len(unused)} weights of --input have no BERT equivalent and would be dropped: "
                                   f"{names(unused)}", "not converted (no BERT equivalent)", unused)
@@ -63,7 +67,7 @@ def read_source():
             if FLAGS.to not in ("tf1", "hf"):  # the model would keep random weights in their place
                 raise InputError(message)
             _refuse_unless_forced(message, "missing from the input and so from the output", missing)
-        return config, values, FLAGS.vocab_file or vocab
+        return config, values, FLAGS.vocab_file or vocab, labels
     config_file = FLAGS.bert_config_file or _beside(path, "bert_config.json")
     if config_file is None:
         raise InputError(f"--bert_config_file is needed: no bert_config.json beside {path}")
@@ -76,7 +80,12 @@ def read_source():
     missing = _check_against_config(values, config)
     if missing:
         raise InputError(f"--input: {len(missing)} weights of this config are missing: {names(missing)}")
-    return config, values, FLAGS.vocab_file or _beside(path, "vocab.txt")
+    labels_file = _beside(path, "label_list.txt")  # a classifier run's label order
+    labels = None
+    if labels_file:
+        from bert_realformer.text_files import read_lines
+        labels = [line.rstrip("\r\n") for _, line in read_lines(labels_file) if line.strip()]
+    return config, values, FLAGS.vocab_file or _beside(path, "vocab.txt"), labels
 
 
 def _refuse_unless_forced(message, forced_note, names):
@@ -113,7 +122,7 @@ def _model_for(config, values):
     return model
 
 
-def write_target(config, values, vocab):
+def write_target(config, values, vocab, labels=None):
     import modeling
     kind, out = FLAGS.to, FLAGS.output
     written = []
@@ -123,12 +132,15 @@ def write_target(config, values, vocab):
         written = ["bert_model.ckpt.index", "bert_model.ckpt.data-00000-of-00001", "bert_config.json"]
     elif kind == "hf":
         try:
-            architecture, left_out = modeling.huggingface.write_hf_dir(out, config, values, None, FLAGS.force)
+            architecture, left_out = modeling.huggingface.write_hf_dir(out, config, values, vocab, FLAGS.force,
+                                                                       labels, FLAGS.do_lower_case)
         except modeling.ConfigError as error:
             raise InputError(str(error)) from None
         if left_out:
             print(f"not converted (no place in {architecture}): {', '.join(left_out)}", file=sys.stderr)
         written = [f"config.json ({architecture})", "model.safetensors"]
+        if vocab:
+            written.append("vocab.txt and the tokenizer's files")
     elif kind == "ours":
         from training.checkpointing import write_training_state
         written = [os.path.relpath(write_training_state(values, out), out)]
@@ -147,9 +159,12 @@ def write_target(config, values, vocab):
             encoder = model if isinstance(model, modeling.BertModel) else model.bert
             path = export_encoder(encoder, vocab, FLAGS.do_lower_case, FLAGS.max_seq_length, out)
         written = [os.path.relpath(path, out)]
-    if vocab and kind in ("tf1", "hf", "ours"):
+    if vocab and kind in ("tf1", "ours"):
         storage.write_atomic(os.path.join(out, "vocab.txt"), storage.read_bytes(vocab))
         written.append("vocab.txt")
+    if labels and kind in ("tf1", "ours"):
+        storage.write_atomic(os.path.join(out, "label_list.txt"), "".join(f"{label}\n" for label in labels))
+        written.append("label_list.txt")
     return written
 
 
@@ -161,8 +176,8 @@ def main(argv):
     for name, known in (("from", SOURCES), ("to", TARGETS)):
         if FLAGS[name].value not in known:
             raise InputError(f"--{name}={FLAGS[name].value}: unknown format; expected one of {', '.join(known)}")
-    config, values, vocab = read_source()
-    written = write_target(config, values, vocab)
+    config, values, vocab, labels = read_source()
+    written = write_target(config, values, vocab, labels)
     variant = f"{config.layer_norm_type}-LN, residual_attention={config.residual_attention}"
     print(f"{FLAGS['from'].value} -> {FLAGS.to}: {len(values)} weights ({config.num_hidden_layers} layers, "
           f"hidden {config.hidden_size}, {variant}); wrote {', '.join(written)} in {FLAGS.output}")

@@ -3,7 +3,9 @@
 Hugging Face keeps PyTorch's [out, in] dense weights, so kernels are transposed; names differ
 (`encoder.layer.3.attention.self.query.weight` is `bert/encoder/layer_3/attention/self/query/
 kernel`, transposed); `BertForPreTraining` prefixes the encoder with `bert.` and names its heads
-`cls.predictions.*` (the decoder weight is the tied word embeddings) and `cls.seq_relationship.*`.
+`cls.predictions.*` (the decoder weight is the tied word embeddings) and `cls.seq_relationship.*`;
+the fine-tuning heads of the original scripts map to Hugging Face's task classes (`TASK_HEADS`),
+which `architectures` in config.json names.
 Hugging Face's `"gelu"` is the exact erf GELU (our `"gelu_exact"`); its `"gelu_new"` is the
 original BERT's tanh GELU (our `"gelu"`). Pure NumPy: no TensorFlow, no PyTorch.
 """
@@ -60,13 +62,41 @@ _HEADS = [  # full Hugging Face names (BertForPreTraining)
 ]
 
 
-def _name_map(num_layers, prefix):
-    """[(Hugging Face name, TF1 name, transpose)] for an encoder (+ heads when prefix='bert.')."""
+# The fine-tuning heads: Hugging Face's task classes and the original scripts' TF1 names. Both
+# keep these weights as [outputs, H], so nothing is transposed.
+TASK_HEADS = {
+    "BertForSequenceClassification": (("classifier.weight", "output_weights"), ("classifier.bias", "output_bias")),
+    "BertForQuestionAnswering": (("qa_outputs.weight", "cls/squad/output_weights"),
+                                 ("qa_outputs.bias", "cls/squad/output_bias")),
+    "BertForTokenClassification": (("classifier.weight", "cls/ner/output_weights"),
+                                   ("classifier.bias", "cls/ner/output_bias")),
+    "BertForMultipleChoice": (("classifier.weight", "cls/multiple_choice/output_weights"),
+                              ("classifier.bias", "cls/multiple_choice/output_bias")),
+}
+NO_HF_PLACE = ("cls/ner/transitions",)  # a CRF's transition matrix: Hugging Face has no CRF
+
+
+def _name_map(num_layers, prefix, architecture="BertForPreTraining"):
+    """[(Hugging Face name, TF1 name, transpose)] for an encoder, with the heads of
+    `architecture` when prefix='bert.' (Hugging Face's task classes)."""
     rows = [(prefix + hf, tf1, t) for hf, tf1, t in _FIXED]
     for i in range(num_layers):
         rows += [(f"{prefix}encoder.layer.{i}.{hf}", f"bert/encoder/layer_{i}/{tf1}", t)
                  for hf, tf1, t in _LAYER_PARTS]
-    return rows + (_HEADS if prefix else [])
+    if not prefix:
+        return rows
+    if architecture in TASK_HEADS:
+        return rows + [(hf, tf1, False) for hf, tf1 in TASK_HEADS[architecture]]
+    return rows + _HEADS
+
+
+def architecture_of(values):
+    """The Hugging Face class for TF1 `values`: the fine-tuning head's when there is one, else
+    `BertForPreTraining` with the MLM/NSP heads, else `BertModel`."""
+    for architecture, heads in TASK_HEADS.items():
+        if heads[0][1] in values:
+            return architecture
+    return "BertForPreTraining" if "cls/predictions/output_bias" in values else "BertModel"
 
 
 def _normalise(name):
@@ -74,12 +104,13 @@ def _normalise(name):
     return re.sub(r"LayerNorm\.gamma$", "LayerNorm.weight", re.sub(r"LayerNorm\.beta$", "LayerNorm.bias", name))
 
 
-def hf_to_tf1(tensors, num_layers):
-    """{Hugging Face name: array} -> ({TF1 name: array}, [Hugging Face names not used])."""
+def hf_to_tf1(tensors, num_layers, architecture="BertForPreTraining"):
+    """{Hugging Face name: array} -> ({TF1 name: array}, [Hugging Face names not used]), the
+    heads read as `architecture`'s (its config's `architectures`)."""
     tensors = {_normalise(k): v for k, v in tensors.items()}
     prefix = "bert." if any(k.startswith("bert.") for k in tensors) else ""
     out, used = {}, set()
-    for hf, tf1, transpose in _name_map(num_layers, prefix):
+    for hf, tf1, transpose in _name_map(num_layers, prefix, architecture):
         if hf in tensors:
             out[tf1] = np.ascontiguousarray(tensors[hf].T if transpose else tensors[hf])
             used.add(hf)
@@ -92,19 +123,21 @@ def hf_to_tf1(tensors, num_layers):
 
 def tf1_to_hf(values, num_layers):
     """{TF1 name: array} -> ({Hugging Face name: array}, architecture, [TF1 names left out]):
-    `BertForPreTraining` names when the MLM/NSP heads are there, else `BertModel` names. Left out:
-    what those classes have no place for (fine-tuning heads, Pre-LN's extra LayerNorms)."""
-    heads = "cls/predictions/output_bias" in values
+    the names of `architecture_of(values)`. Left out: what that class has no place for (the
+    MLM/NSP heads beside a fine-tuning head, a CRF's transitions, Pre-LN's extra LayerNorms).
+    The pooler is kept for every class, also where Hugging Face's question answering and token
+    classification models have none (they ignore it), so that a round trip is exact."""
+    architecture = architecture_of(values)
     out, used = {}, set()
-    for hf, tf1, transpose in _name_map(num_layers, "bert." if heads else ""):
+    for hf, tf1, transpose in _name_map(num_layers, "" if architecture == "BertModel" else "bert.", architecture):
         if tf1 in values:
             out[hf] = np.ascontiguousarray(values[tf1].T if transpose else values[tf1])
             used.add(tf1)
-    if heads:
+    if architecture == "BertForPreTraining":
         out["cls.predictions.decoder.weight"] = out["bert.embeddings.word_embeddings.weight"]
         out["cls.predictions.decoder.bias"] = out["cls.predictions.bias"]
     left_out = sorted(name for name in values if name not in used)
-    return out, ("BertForPreTraining" if heads else "BertModel"), left_out
+    return out, architecture, left_out
 
 
 def config_from_hf(hf_config, source="config.json"):
@@ -127,9 +160,11 @@ def config_from_hf(hf_config, source="config.json"):
     return BertConfig.from_dict({**values, "hidden_act": _HF_ACT_TO_OURS[act]}, source=source)
 
 
-def config_to_hf(config, architecture, force=False):
+def config_to_hf(config, architecture, force=False, labels=None, num_labels=None):
     """BertConfig -> Hugging Face config.json object. Pre-LN and RealFormer cannot be expressed
-    by Hugging Face's BertModel: an error unless `force` (then the variant is dropped)."""
+    by Hugging Face's BertModel: an error unless `force` (then the variant is dropped). A
+    classifier's `num_labels` outputs get `id2label`/`label2id` from `labels` (the run's
+    label_list.txt; LABEL_i without one) and `problem_type` (one output: regression)."""
     if (config.layer_norm_type != "post" or config.residual_attention != "none") and not force:
         raise ConfigError(f"a {config.layer_norm_type}-LN model with residual_attention="
                           f"{config.residual_attention!r} cannot be expressed by Hugging Face's BertModel "
@@ -144,7 +179,44 @@ def config_to_hf(config, architecture, force=False):
             "attention_probs_dropout_prob": config.attention_probs_dropout_prob,
             "max_position_embeddings": config.max_position_embeddings,
             "type_vocab_size": config.type_vocab_size, "initializer_range": config.initializer_range,
-            "layer_norm_eps": 1e-12, "pad_token_id": 0, "position_embedding_type": "absolute"}
+            "layer_norm_eps": 1e-12, "pad_token_id": 0, "position_embedding_type": "absolute",
+            **_label_fields(architecture, labels, num_labels)}
+
+
+def _label_fields(architecture, labels, num_labels):
+    if architecture not in ("BertForSequenceClassification", "BertForTokenClassification") or not num_labels:
+        return {}
+    if labels is None or len(labels) != num_labels:
+        labels = [f"LABEL_{i}" for i in range(num_labels)]
+    fields = {"id2label": {str(i): label for i, label in enumerate(labels)},
+              "label2id": {label: i for i, label in enumerate(labels)}}
+    if architecture == "BertForSequenceClassification":
+        fields["problem_type"] = "regression" if num_labels == 1 else "single_label_classification"
+    return fields
+
+
+def labels_from_hf(hf_config):
+    """The labels of a Hugging Face classifier config in output order, or None (none, or the
+    LABEL_i placeholders)."""
+    id2label = hf_config.get("id2label")
+    if not id2label or hf_config.get("problem_type") == "regression":
+        return None
+    labels = [id2label[key] for key in sorted(id2label, key=int)]
+    return None if labels == [f"LABEL_{i}" for i in range(len(labels))] else labels
+
+
+def tokenizer_files(do_lower_case, max_length):
+    """{file name: text} beside vocab.txt so that `AutoTokenizer.from_pretrained(DIR)` is the
+    original's tokenizer: BertTokenizer with the same casing (accents stripped when lower-casing,
+    CJK characters split, as the original)."""
+    config = {"tokenizer_class": "BertTokenizer", "do_lower_case": bool(do_lower_case),
+              "tokenize_chinese_chars": True, "strip_accents": None, "model_max_length": max_length,
+              "unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
+              "mask_token": "[MASK]"}
+    special = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
+               "mask_token": "[MASK]"}
+    return {"tokenizer_config.json": json.dumps(config, indent=2),
+            "special_tokens_map.json": json.dumps(special, indent=2)}
 
 
 def read_hf_dir(path):
@@ -162,21 +234,26 @@ def read_hf_dir(path):
         raise ConfigError(f"{config_path}: invalid JSON at line {error.lineno} column {error.colno}: "
                           f"{error.msg}") from None
     config = config_from_hf(hf_config, source=config_path)
-    values, unused = hf_to_tf1(load(storage.read_bytes(weights_path)), config.num_hidden_layers)
+    architecture = (hf_config.get("architectures") or ["BertForPreTraining"])[0]
+    values, unused = hf_to_tf1(load(storage.read_bytes(weights_path)), config.num_hidden_layers, architecture)
     vocab = os.path.join(path, "vocab.txt")
-    return config, values, (vocab if storage.isfile(vocab) else None), unused
+    return config, values, (vocab if storage.isfile(vocab) else None), unused, labels_from_hf(hf_config)
 
 
-def write_hf_dir(path, config, values, vocab_file=None, force=False):
-    """Writes config.json, model.safetensors (and vocab.txt) into `path`. Returns (the
-    architecture, [TF1 names left out]). Weights with no Hugging Face place are an error unless
-    `force`."""
+def write_hf_dir(path, config, values, vocab_file=None, force=False, labels=None, do_lower_case=True):
+    """Writes config.json, model.safetensors (and vocab.txt with the tokenizer's files) into
+    `path`. Returns (the architecture, [TF1 names left out]). Weights with no Hugging Face place
+    are an error unless `force`."""
     from safetensors.numpy import save
     tensors, architecture, left_out = tf1_to_hf(values, config.num_hidden_layers)
-    hf_config = config_to_hf(config, architecture, force)
+    heads = TASK_HEADS.get(architecture)
+    num_labels = values[heads[0][1]].shape[0] if heads else None
+    hf_config = config_to_hf(config, architecture, force, labels, num_labels)
     if left_out and not force:
-        raise ConfigError(f"{len(left_out)} weights have no place in Hugging Face's {architecture} and would be "
-                          f"dropped: {name_list(left_out)}; pass --force to write without them")
+        crf = [name for name in left_out if name in NO_HF_PLACE]
+        why = " (Hugging Face's token classification has no CRF)" if crf else ""
+        raise ConfigError(f"{len(left_out)} weights have no place in Hugging Face's {architecture}{why} and would "
+                          f"be dropped: {name_list(left_out)}; pass --force to write without them")
     # Tied tensors must not share memory in a safetensors file; transformers 4.x needs the
     # "format" metadata to load it.
     weights = save({k: np.array(v, copy=True) for k, v in tensors.items()}, metadata={"format": "pt"})
@@ -184,6 +261,8 @@ def write_hf_dir(path, config, values, vocab_file=None, force=False):
     storage.write_atomic(os.path.join(path, "config.json"), json.dumps(hf_config, indent=2))
     if vocab_file:
         storage.write_atomic(os.path.join(path, "vocab.txt"), storage.read_bytes(vocab_file))
+        for name, text in tokenizer_files(do_lower_case, config.max_position_embeddings).items():
+            storage.write_atomic(os.path.join(path, name), text)
     return architecture, left_out
 
 

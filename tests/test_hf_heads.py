@@ -1,0 +1,170 @@
+"""Every task head to Hugging Face and back: each of our models (the tiny original-BERT encoder
+with its head's weights drawn at random, biases too) converted with `--to=hf`, loaded by
+transformers on PyTorch in a fresh process, gives our outputs to 1e-4; `--from=hf` gives back
+the same weights bit for bit (and a classifier's labels); the tokenizer files make
+`AutoTokenizer` give our ids, cased and uncased."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import modeling
+
+pytestmark = pytest.mark.slow  # scripts and transformers in subprocesses
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+POSTLN = os.path.join(ROOT, "tests", "data", "bert_postln_tiny")
+ORACLE = os.path.join(ROOT, "tests", "helpers", "hf_heads_oracle.py")
+LABELS = ["negative", "neutral", "positive"]
+
+
+def convert(*flags):
+    return subprocess.run([sys.executable, os.path.join(ROOT, "convert_checkpoint.py"), *flags],
+                          capture_output=True, text=True, timeout=600)
+
+
+def _models(config):
+    return {"pretraining": modeling.BertPretrainer(config), "classifier": modeling.BertClassifier(config, 3),
+            "regression": modeling.BertClassifier(config, 1), "span": modeling.BertSpanLabeler(config),
+            "tokens": modeling.BertTokenClassifier(config, 5), "choice": modeling.BertMultipleChoice(config)}
+
+
+def _with_random_heads(model, rng):
+    """The fixture encoder (and MLM/NSP heads where it has them); every other weight random."""
+    modeling.load_tf1_checkpoint(model, os.path.join(POSTLN, "bert_model.ckpt"))
+    pretrained = modeling.read_tf1_checkpoint(POSTLN)
+    for name, variable in modeling.tf1_variable_map(model).items():
+        if name not in pretrained:
+            variable.assign(rng.normal(0.0, 0.5, size=tuple(variable.shape)).astype("float32"))
+    return model
+
+
+def _our_outputs(head, model, io):
+    inputs = {"input_ids": io["input_ids"], "input_mask": io["input_mask"], "token_type_ids": io["token_type_ids"]}
+    if head == "pretraining":
+        out = model({**inputs, "masked_lm_positions": io["masked_lm_positions"]})
+        return {"mlm": np.asarray(out["masked_lm_log_probs"]), "nsp": np.asarray(out["next_sentence_log_probs"])}
+    if head == "span":
+        start, end = model(inputs)
+        return {"start": np.asarray(start), "end": np.asarray(end)}
+    if head == "tokens":
+        positions = np.tile(np.arange(io["input_ids"].shape[1], dtype="int32"), (len(io["input_ids"]), 1))
+        return {"logits": np.asarray(model({**inputs, "word_positions": positions}))}
+    if head == "choice":
+        pair = {k: np.stack([v, v[::-1]], axis=1) for k, v in inputs.items()}
+        return {"logits": np.asarray(model({**pair, "choice_mask": np.ones((len(io["input_ids"]), 2), "int32")}))}
+    return {"logits": np.asarray(model(inputs))}
+
+
+def _log_softmax(x):
+    x = x - x.max(-1, keepdims=True)
+    return x - np.log(np.exp(x).sum(-1, keepdims=True))
+
+
+def test_every_head_to_transformers_and_back(tmp_path):
+    config = modeling.BertConfig.from_json_file(os.path.join(POSTLN, "bert_config.json"))
+    io = dict(np.load(os.path.join(POSTLN, "io.npz")))
+    rng = np.random.default_rng(0)
+    ours, dirs, saved = {}, {}, {}
+    for head, model in _models(config).items():
+        model = _with_random_heads(model, rng)
+        ours[head] = _our_outputs(head, model, io)
+        source = tmp_path / head
+        saved[head] = {name: v.numpy() for name, v in modeling.tf1_variable_map(model).items()}
+        modeling.save_tf1_checkpoint(model, str(source / "bert_model.ckpt"))
+        for name in ("bert_config.json", "vocab.txt"):
+            shutil.copy(os.path.join(POSTLN, name), source / name)
+        if head == "classifier":
+            (source / "label_list.txt").write_text("".join(f"{label}\n" for label in LABELS))
+        result = convert("--from=tf1", "--to=hf", f"--input={source}/bert_model.ckpt", f"--output={tmp_path}/hf_{head}")
+        assert result.returncode == 0, (head, result.stderr[-2000:])
+        dirs[head] = str(tmp_path / f"hf_{head}")
+
+    request = {"dirs": dirs, "inputs": {"input_ids": io["input_ids"].tolist(),
+                                        "attention_mask": io["input_mask"].tolist(),
+                                        "token_type_ids": io["token_type_ids"].tolist()}}
+    oracle = subprocess.run([sys.executable, ORACLE], input=json.dumps(request), capture_output=True, text=True,
+                            timeout=600)
+    assert oracle.returncode == 0, oracle.stderr[-3000:]
+    theirs = json.loads(oracle.stdout.strip().splitlines()[-1])
+
+    expected_classes = {"pretraining": "BertForPreTraining", "classifier": "BertForSequenceClassification",
+                        "regression": "BertForSequenceClassification", "span": "BertForQuestionAnswering",
+                        "tokens": "BertForTokenClassification", "choice": "BertForMultipleChoice"}
+    for head, architecture in expected_classes.items():
+        assert theirs[head]["architectures"] == [architecture], head
+    # MLM/NSP: their logits, log-softmaxed, at the masked positions.
+    mlm = _log_softmax(np.array(theirs["pretraining"]["mlm"]))
+    rows = np.take_along_axis(mlm, io["masked_lm_positions"][..., None].astype(int), axis=1).reshape(-1, mlm.shape[-1])
+    np.testing.assert_allclose(rows, ours["pretraining"]["mlm"].reshape(rows.shape), atol=1e-4)
+    np.testing.assert_allclose(_log_softmax(np.array(theirs["pretraining"]["nsp"])), ours["pretraining"]["nsp"],
+                               atol=1e-4)
+    # The classifier's probabilities, its labels and problem types.
+    probabilities = np.exp(_log_softmax(np.array(theirs["classifier"]["logits"])))
+    np.testing.assert_allclose(probabilities, np.exp(_log_softmax(ours["classifier"]["logits"])), atol=1e-4)
+    assert theirs["classifier"]["id2label"] == {str(i): label for i, label in enumerate(LABELS)}
+    assert theirs["classifier"]["problem_type"] == "single_label_classification"
+    assert theirs["regression"]["problem_type"] == "regression"
+    for head, keys in (("regression", ("logits",)), ("span", ("start", "end")), ("tokens", ("logits",)),
+                       ("choice", ("logits",))):
+        for key in keys:
+            np.testing.assert_allclose(np.array(theirs[head][key]), ours[head][key], atol=1e-4, err_msg=f"{head} {key}")
+
+    # Back from Hugging Face: the same weights, bit for bit, and the labels.
+    for head in expected_classes:
+        back = convert("--from=hf", "--to=tf1", f"--input={dirs[head]}", f"--output={tmp_path}/back_{head}")
+        assert back.returncode == 0, (head, back.stderr[-2000:])
+        again = modeling.read_tf1_checkpoint(str(tmp_path / f"back_{head}"))
+        assert again.keys() == saved[head].keys(), head
+        for name, value in saved[head].items():
+            np.testing.assert_array_equal(again[name], value, err_msg=f"{head} {name}")
+    assert (tmp_path / "back_classifier" / "label_list.txt").read_text().splitlines() == LABELS
+
+
+def test_a_crf_has_no_hugging_face_place_refused_unless_forced(tmp_path):
+    config = modeling.BertConfig.from_json_file(os.path.join(POSTLN, "bert_config.json"))
+    model = _with_random_heads(modeling.BertTokenClassifier(config, 5, crf=True), np.random.default_rng(1))
+    modeling.save_tf1_checkpoint(model, str(tmp_path / "crf" / "bert_model.ckpt"))
+    shutil.copy(os.path.join(POSTLN, "bert_config.json"), tmp_path / "crf" / "bert_config.json")
+    refused = convert("--from=tf1", "--to=hf", f"--input={tmp_path}/crf/bert_model.ckpt", f"--output={tmp_path}/hf")
+    assert refused.returncode == 2
+    assert refused.stderr.strip().splitlines()[-1] == (
+        "error: 1 weights have no place in Hugging Face's BertForTokenClassification (Hugging Face's token "
+        "classification has no CRF) and would be dropped: cls/ner/transitions; pass --force to write without them")
+    forced = convert("--from=tf1", "--to=hf", f"--input={tmp_path}/crf/bert_model.ckpt", f"--output={tmp_path}/hf",
+                     "--force")
+    assert forced.returncode == 0 and "cls/ner/transitions" in forced.stderr
+
+
+@pytest.mark.parametrize("cased", [False, True])
+def test_auto_tokenizer_gives_our_ids(tmp_path, cased):
+    from tokenization import FullTokenizer
+    vocab = tmp_path / "vocab.txt"
+    if cased:
+        tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "Hello", "hello", "World", "world", ",", "!",
+                  "caf", "##é", "##e", "naïve", "naive", "北", "京"]
+        vocab.write_text("\n".join(tokens) + "\n", encoding="utf-8")
+    else:
+        shutil.copy(os.path.join(POSTLN, "vocab.txt"), vocab)
+    source = tmp_path / "model"
+    source.mkdir()
+    for name in ("bert_model.ckpt.index", "bert_model.ckpt.data-00000-of-00001", "bert_config.json"):
+        shutil.copy(os.path.join(POSTLN, name), source / name)
+    result = convert("--from=tf1", "--to=hf", f"--input={source}/bert_model.ckpt", f"--vocab_file={vocab}",
+                     f"--do_lower_case={not cased}", f"--output={tmp_path}/hf")
+    assert result.returncode == 0, result.stderr[-2000:]
+    texts = ["Hello, World! the café", "naïve 北京 hello world", "The a an OF"]
+    code = ("import json, sys, transformers\n"
+            f"t = transformers.AutoTokenizer.from_pretrained({str(tmp_path / 'hf')!r})\n"
+            "print(json.dumps([t(x)['input_ids'] for x in json.loads(sys.stdin.read())]))\n")
+    theirs = subprocess.run([sys.executable, "-c", code], input=json.dumps(texts), capture_output=True, text=True,
+                            timeout=300)
+    assert theirs.returncode == 0, theirs.stderr[-2000:]
+    tokenizer = FullTokenizer(str(vocab), do_lower_case=not cased)
+    ours = [[tokenizer.vocab["[CLS]"], *tokenizer.tokenize_to_ids(text), tokenizer.vocab["[SEP]"]] for text in texts]
+    assert json.loads(theirs.stdout.strip().splitlines()[-1]) == ours
