@@ -1,5 +1,6 @@
 """Converts BERT checkpoints between TF1 (Google, HFL, RealFormer, the original code's
-model.ckpt-N), our training state, and Hugging Face (safetensors), or exports a SavedModel.
+model.ckpt-N), our training state, Hugging Face (safetensors) and KerasHub presets, or exports
+a SavedModel.
 
     python convert_checkpoint.py --from=hf --to=tf1 --input=hf_model_dir --output=out_dir
     python convert_checkpoint.py --from=tf1 --to=hf --input=uncased_L-12_H-768_A-12 --output=hf_dir
@@ -12,8 +13,10 @@ run directory or its training_state. --to=tf1 writes DIR/bert_model.ckpt.*, DIR/
 DIR/vocab.txt; --to=hf writes config.json, model.safetensors, vocab.txt and the tokenizer's
 files, as the Hugging Face class of the checkpoint's head (pretraining, sequence
 classification with the run's labels, question answering, token classification, multiple
-choice); --to=ours writes DIR/training_state; --to=savedmodel writes DIR/<version> taking raw
-text. A classifier's label_list.txt travels with it.
+choice); --to=kerashub writes a KerasHub preset directory (a BertTextClassifier or BertMaskedLM
+task where the checkpoint has that head; --from=kerashub reads one); --to=ours writes
+DIR/training_state; --to=savedmodel writes DIR/<version> taking raw text. A classifier's
+label_list.txt travels with it.
 """
 
 import os
@@ -26,17 +29,17 @@ from bert_realformer.errors import InputError
 from commandline.runner import run
 
 FLAGS = flags.FLAGS
-SOURCES = ("tf1", "ours", "hf")
-TARGETS = ("tf1", "ours", "hf", "savedmodel")
-flags.DEFINE_string("from", None, "Format of --input: tf1, ours or hf.")
-flags.DEFINE_string("to", None, "Format to write to --output: tf1, ours, hf or savedmodel.")
+SOURCES = ("tf1", "ours", "hf", "kerashub")
+TARGETS = ("tf1", "ours", "hf", "kerashub", "savedmodel")
+flags.DEFINE_string("from", None, "Format of --input: tf1, ours, hf or kerashub.")
+flags.DEFINE_string("to", None, "Format to write to --output: tf1, ours, hf, kerashub or savedmodel.")
 flags.DEFINE_string("input", None, "Checkpoint prefix or directory to read.")
 flags.DEFINE_string("output", None, "Directory to write.")
 flags.DEFINE_string("bert_config_file", None, "Config of the input (default: the one beside it).")
 flags.DEFINE_string("vocab_file", None, "Vocabulary of the input (default: vocab.txt beside it).")
-flags.DEFINE_bool("do_lower_case", True, "--to=savedmodel and --to=hf (tokenizer_config.json): lower-case the input "
-                  "text (False for cased vocabularies).")
-flags.DEFINE_integer("max_seq_length", 128, "--to=savedmodel: sequence length of the exported model.")
+flags.DEFINE_bool("do_lower_case", True, "--to=savedmodel, --to=hf (tokenizer_config.json) and --to=kerashub (its "
+                  "tokenizer): lower-case the input text (False for cased vocabularies).")
+flags.DEFINE_integer("max_seq_length", 128, "--to=savedmodel and --to=kerashub (its preprocessor): sequence length.")
 flags.DEFINE_bool("force", False, "Write even when the target cannot express the model (e.g. a RealFormer "
                   "or Pre-LN model as Hugging Face's BertModel, which would compute plain BERT) or weights "
                   "would be left out (fine-tuning heads in --to=hf, unknown Hugging Face weights, a Hugging Face "
@@ -56,6 +59,10 @@ def read_source():
     kind, path = FLAGS["from"].value, FLAGS.input
     if not storage.exists(path) and not storage.exists(path + ".index"):
         raise InputError(f"--input={path}: no such file or directory")
+    if kind == "kerashub":
+        from modeling import kerashub
+        config, values, vocab = kerashub.read_preset(path)
+        return config, values, FLAGS.vocab_file or vocab, None
     if kind == "hf":
         config, values, vocab, unused, labels = modeling.huggingface.read_hf_dir(path)
         if unused:
@@ -141,6 +148,18 @@ def write_target(config, values, vocab, labels=None):
         written = [f"config.json ({architecture})", "model.safetensors"]
         if vocab:
             written.append("vocab.txt and the tokenizer's files")
+    elif kind == "kerashub":
+        from modeling import kerashub
+        if vocab is None:
+            raise InputError("--to=kerashub needs --vocab_file (no vocab.txt beside --input)")
+        try:
+            preset, left_out = kerashub.write_preset(out, config, values, vocab, FLAGS.do_lower_case,
+                                                     FLAGS.max_seq_length, FLAGS.force)
+        except modeling.ConfigError as error:
+            raise InputError(str(error)) from None
+        if left_out:
+            print(f"not converted (no place in {preset}): {', '.join(left_out)}", file=sys.stderr)
+        written = [f"a KerasHub {preset} preset"]
     elif kind == "ours":
         from training.checkpointing import write_training_state
         written = [os.path.relpath(write_training_state(values, out), out)]

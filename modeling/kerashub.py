@@ -1,0 +1,179 @@
+"""KerasHub BERT presets <-> the original TF1 names.
+
+A preset directory is what `keras_hub.models.BertBackbone.from_preset(DIR)` loads: KerasHub's
+`config.json`, `model.weights.h5`, the tokenizer with the vocabulary, and for a checkpoint with
+a classifier or MLM head a `BertTextClassifier` / `BertMaskedLM` task (`task.json`,
+`task.weights.h5`). The presets are written and read by KerasHub itself; this module maps the
+weights: KerasHub keeps attention kernels per head ([H, heads, H/heads]) and Dense kernels as
+[in, out], the original [H, H] and, for the classifier, `output_weights` [C, H].
+
+KerasHub's BERT is post-LN BERT with the original's tanh GELU: Pre-LN, RealFormer and other
+activations cannot be expressed (`ConfigError`). Its `BertMaskedLM` head is its own (exact GELU
+and LayerNorm epsilon 1e-5 in the transform), so its MLM logits differ slightly from the
+original BERT's, whose weights it holds; the encoder's outputs are the same.
+"""
+
+import os
+import tempfile
+
+import numpy as np
+
+from bert_realformer import storage
+from modeling.config import BertConfig, ConfigError
+
+TASK_FILE = "task.json"
+OUR_CONFIG = "bert_config.json"
+
+
+def check_expressible(config: BertConfig) -> None:
+    if config.layer_norm_type != "post" or config.residual_attention != "none":
+        raise ConfigError(f"a {config.layer_norm_type}-LN model with residual_attention={config.residual_attention!r} "
+                          "cannot be expressed by KerasHub's BertBackbone (post-LN BERT only)")
+    if config.hidden_act.lower() != "gelu":
+        raise ConfigError(f"hidden_act {config.hidden_act!r} cannot be expressed by KerasHub's BertBackbone "
+                          "(the original tanh GELU only)")
+
+
+def _pairs(backbone):
+    """[(KerasHub variable, TF1 name)] of a `BertBackbone`."""
+    pairs = [(backbone.token_embedding.embeddings, "bert/embeddings/word_embeddings"),
+             (backbone.position_embedding.position_embeddings, "bert/embeddings/position_embeddings"),
+             (backbone.segment_embedding.embeddings, "bert/embeddings/token_type_embeddings"),
+             (backbone.embeddings_layer_norm.gamma, "bert/embeddings/LayerNorm/gamma"),
+             (backbone.embeddings_layer_norm.beta, "bert/embeddings/LayerNorm/beta")]
+    for i, block in enumerate(backbone.transformer_layers):
+        prefix = f"bert/encoder/layer_{i}"
+        attention = block._self_attention_layer
+        for part, dense in (("query", attention._query_dense), ("key", attention._key_dense),
+                            ("value", attention._value_dense)):
+            pairs += [(dense.kernel, f"{prefix}/attention/self/{part}/kernel"),
+                      (dense.bias, f"{prefix}/attention/self/{part}/bias")]
+        pairs += [(attention._output_dense.kernel, f"{prefix}/attention/output/dense/kernel"),
+                  (attention._output_dense.bias, f"{prefix}/attention/output/dense/bias"),
+                  (block._self_attention_layer_norm.gamma, f"{prefix}/attention/output/LayerNorm/gamma"),
+                  (block._self_attention_layer_norm.beta, f"{prefix}/attention/output/LayerNorm/beta"),
+                  (block._feedforward_intermediate_dense.kernel, f"{prefix}/intermediate/dense/kernel"),
+                  (block._feedforward_intermediate_dense.bias, f"{prefix}/intermediate/dense/bias"),
+                  (block._feedforward_output_dense.kernel, f"{prefix}/output/dense/kernel"),
+                  (block._feedforward_output_dense.bias, f"{prefix}/output/dense/bias"),
+                  (block._feedforward_layer_norm.gamma, f"{prefix}/output/LayerNorm/gamma"),
+                  (block._feedforward_layer_norm.beta, f"{prefix}/output/LayerNorm/beta")]
+    return pairs + [(backbone.pooled_dense.kernel, "bert/pooler/dense/kernel"),
+                    (backbone.pooled_dense.bias, "bert/pooler/dense/bias")]
+
+
+def _mlm_pairs(head):
+    return [(head._intermediate_dense.kernel, "cls/predictions/transform/dense/kernel"),
+            (head._intermediate_dense.bias, "cls/predictions/transform/dense/bias"),
+            (head._intermediate_layer_norm.gamma, "cls/predictions/transform/LayerNorm/gamma"),
+            (head._intermediate_layer_norm.beta, "cls/predictions/transform/LayerNorm/beta"),
+            (head._bias, "cls/predictions/output_bias")]
+
+
+def _assign(pairs, values):
+    """Ours -> KerasHub: each value reshaped to its variable (per-head attention kernels)."""
+    for variable, name in pairs:
+        variable.assign(np.reshape(values[name], tuple(variable.shape)))
+
+
+def _read(pairs, config):
+    """KerasHub -> ours: per-head kernels and biases back to the original's 2-D and 1-D."""
+    out = {}
+    for variable, name in pairs:
+        value = np.asarray(variable.numpy())
+        if value.ndim == 3:  # [H, heads, H/heads] (query, key, value) or [heads, H/heads, H] (output)
+            value = value.reshape(config.hidden_size, config.hidden_size)
+        elif name.endswith("/bias") and value.ndim == 2:  # [heads, H/heads]
+            value = value.reshape(-1)
+        out[name] = np.ascontiguousarray(value)
+    return out
+
+
+def _backbone(keras_hub, config):
+    return keras_hub.models.BertBackbone(
+        vocabulary_size=config.vocab_size, num_layers=config.num_hidden_layers,
+        num_heads=config.num_attention_heads, hidden_dim=config.hidden_size,
+        intermediate_dim=config.intermediate_size, dropout=config.hidden_dropout_prob,
+        max_sequence_length=config.max_position_embeddings, num_segments=config.type_vocab_size)
+
+
+def write_preset(path: str, config: BertConfig, values: dict, vocab_file: str, do_lower_case: bool = True,
+                 sequence_length: int = 128, force: bool = False) -> tuple[str, list[str]]:
+    """Writes a KerasHub preset of `values` to `path`: a `BertTextClassifier` where there is a
+    classifier head (`output_weights`), a `BertMaskedLM` where there are MLM heads, else the
+    backbone and its tokenizer; our `bert_config.json` beside (KerasHub ignores it; it keeps
+    what KerasHub's config does not hold). Returns (the preset's class, [TF1 names left out]):
+    weights with no KerasHub place (NSP, the other fine-tuning heads) are an error unless `force`."""
+    import keras_hub
+    check_expressible(config)
+    backbone = _backbone(keras_hub, config)
+    pairs = _pairs(backbone)
+    _assign(pairs, values)
+    tokenizer = keras_hub.models.BertTokenizer(vocabulary=vocab_file, lowercase=do_lower_case)
+    if "output_weights" in values:
+        preprocessor = keras_hub.models.BertTextClassifierPreprocessor(tokenizer, sequence_length=sequence_length)
+        task = keras_hub.models.BertTextClassifier(backbone, num_classes=values["output_weights"].shape[0],
+                                                    preprocessor=preprocessor)
+        task.output_dense.kernel.assign(values["output_weights"].T)
+        task.output_dense.bias.assign(values["output_bias"])
+    elif "cls/predictions/output_bias" in values:
+        preprocessor = keras_hub.models.BertMaskedLMPreprocessor(tokenizer, sequence_length=sequence_length)
+        task = keras_hub.models.BertMaskedLM(backbone, preprocessor=preprocessor)
+        pairs += _mlm_pairs(task.masked_lm_head)
+        _assign(_mlm_pairs(task.masked_lm_head), values)
+    else:
+        task = None
+    used = {name for _, name in pairs} | ({"output_weights", "output_bias"} if "output_weights" in values else set())
+    left_out = sorted(name for name in values if name not in used)
+    class_name = type(task).__name__ if task is not None else "BertBackbone"
+    if left_out and not force:
+        from modeling.huggingface import name_list
+        raise ConfigError(f"{len(left_out)} weights have no place in KerasHub's {class_name} and would be dropped: "
+                          f"{name_list(left_out)}; pass --force to write without them")
+    with tempfile.TemporaryDirectory() as local:
+        staged = os.path.join(local, "preset")
+        if task is not None:
+            task.save_to_preset(staged)
+        else:
+            backbone.save_to_preset(staged)
+            tokenizer.save_to_preset(staged)
+        config.to_json_file(os.path.join(staged, OUR_CONFIG))
+        storage.makedirs(path)
+        storage.move_tree(staged, path, last=("config.json",))
+    return class_name, left_out
+
+
+def read_preset(path: str) -> tuple[BertConfig, dict, str | None]:
+    """(BertConfig, {TF1 name: array}, the vocabulary file or None) of a KerasHub BERT preset
+    directory, with its classifier or MLM head when it holds a task."""
+    import keras_hub
+    if not storage.isfile(os.path.join(path, "config.json")):
+        raise ConfigError(f"{os.path.join(path, 'config.json')}: missing (a KerasHub preset directory holds "
+                          "config.json and model.weights.h5)")
+    backbone = keras_hub.models.BertBackbone.from_preset(path)
+    config = BertConfig(vocab_size=backbone.vocabulary_size, hidden_size=backbone.hidden_dim,
+                        num_hidden_layers=backbone.num_layers, num_attention_heads=backbone.num_heads,
+                        intermediate_size=backbone.intermediate_dim, hidden_dropout_prob=backbone.dropout,
+                        attention_probs_dropout_prob=backbone.dropout,
+                        max_position_embeddings=backbone.max_sequence_length,
+                        type_vocab_size=backbone.num_segments, source=path)
+    values = _read(_pairs(backbone), config)
+    if storage.isfile(os.path.join(path, TASK_FILE)):
+        task_class = storage.read_bytes(os.path.join(path, TASK_FILE)).decode("utf-8")
+        if "BertTextClassifier" in task_class:
+            task = keras_hub.models.BertTextClassifier.from_preset(path)
+            values = _read(_pairs(task.backbone), config)
+            values["output_weights"] = np.ascontiguousarray(np.asarray(task.output_dense.kernel.numpy()).T)
+            values["output_bias"] = np.asarray(task.output_dense.bias.numpy())
+        elif "BertMaskedLM" in task_class:
+            task = keras_hub.models.BertMaskedLM.from_preset(path)
+            values = _read(_pairs(task.backbone), config)
+            values.update(_read(_mlm_pairs(task.masked_lm_head), config))
+    ours = os.path.join(path, OUR_CONFIG)
+    if storage.isfile(ours):  # written by us: the keys KerasHub's config does not hold
+        recorded = BertConfig.from_json_file(ours)
+        if all(getattr(recorded, key) == getattr(config, key) for key in
+               ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")):
+            config = recorded
+    vocab = os.path.join(path, "assets", "tokenizer", "vocabulary.txt")
+    return config, values, (vocab if storage.isfile(vocab) else None)
