@@ -168,3 +168,46 @@ def test_auto_tokenizer_gives_our_ids(tmp_path, cased):
     tokenizer = FullTokenizer(str(vocab), do_lower_case=not cased)
     ours = [[tokenizer.vocab["[CLS]"], *tokenizer.tokenize_to_ids(text), tokenizer.vocab["[SEP]"]] for text in texts]
     assert json.loads(theirs.stdout.strip().splitlines()[-1]) == ours
+
+
+def test_a_fine_tuned_classifier_run_leaves_for_transformers_with_its_labels(tmp_path):
+    """The journey: run_classifier.py fine-tunes (generic data, three named labels), the run
+    directory is converted (`--from=ours`: its recorded bert_config.json and label_list.txt), and
+    transformers, tokenizing the raw test texts itself, gives the run's test_results.tsv."""
+    import random
+    rng = random.Random(0)
+    words = "the cat sat on a mat dog played in snow old man reads it rained".split()
+    data, out = tmp_path / "data", tmp_path / "run"
+    data.mkdir()
+    rows = {split: [(" ".join(rng.choices(words, k=rng.randint(3, 12))), LABELS[i % 3]) for i in range(n)]
+            for split, n in (("train", 24), ("test", 9))}
+    for split, part in rows.items():
+        (data / f"{split}.tsv").write_text("text\tlabel\n" + "".join(f"{t}\t{label}\n" for t, label in part))
+    trained = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "run_classifier.py"), "--task_name=generic", f"--data_dir={data}",
+         f"--vocab_file={POSTLN}/vocab.txt", f"--bert_config_file={POSTLN}/bert_config.json",
+         f"--init_checkpoint={POSTLN}/bert_model.ckpt", "--max_seq_length=16", "--train_batch_size=8",
+         "--num_train_epochs=2", "--learning_rate=1e-3", f"--output_dir={out}", "--do_train", "--do_predict"],
+        capture_output=True, text=True, timeout=900)
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    labels = (out / "label_list.txt").read_text().splitlines()
+    assert sorted(labels) == sorted(LABELS)
+    result = convert("--from=ours", "--to=hf", f"--input={out}", f"--vocab_file={POSTLN}/vocab.txt",
+                     f"--output={tmp_path}/hf")
+    assert result.returncode == 0, result.stderr[-3000:]
+    code = ("import json, sys, torch, transformers\n"
+            f"d = {str(tmp_path / 'hf')!r}\n"
+            "t = transformers.AutoTokenizer.from_pretrained(d)\n"
+            "m = transformers.AutoModelForSequenceClassification.from_pretrained(d).eval()\n"
+            "x = t(json.loads(sys.stdin.read()), max_length=16, truncation=True, padding='max_length',"
+            " return_tensors='pt')\n"
+            "with torch.no_grad():\n"
+            "    p = torch.softmax(m(**x).logits, -1)\n"
+            "print(json.dumps({'p': p.numpy().tolist(), 'id2label': m.config.id2label}))\n")
+    served = subprocess.run([sys.executable, "-c", code], input=json.dumps([t for t, _ in rows["test"]]),
+                            capture_output=True, text=True, timeout=300)
+    assert served.returncode == 0, served.stderr[-3000:]
+    theirs = json.loads(served.stdout.strip().splitlines()[-1])
+    assert theirs["id2label"] == {str(i): label for i, label in enumerate(labels)}
+    np.testing.assert_allclose(np.array(theirs["p"]), np.loadtxt(out / "test_results.tsv", delimiter="\t"),
+                               atol=1e-4)

@@ -193,7 +193,8 @@ def test_every_script_on_ram_matches_the_same_journey_on_a_local_disk(tmp_path):
     assert remote["listing"]["pretrain"] == ["bert_config.json", "checkpoint", "eval_results.txt",  # (+ eval/)
                                              "model.ckpt-4.data-00000-of-00001", "model.ckpt-4.index", "train",
                                              "training_state"]
-    assert remote["listing"]["hf"] == ["config.json", "model.safetensors", "vocab.txt"]
+    assert remote["listing"]["hf"] == ["config.json", "model.safetensors", "special_tokens_map.json",
+                                       "tokenizer_config.json", "vocab.txt"]
     assert len(remote["listing"]["export"]) == 1 and len(remote["listing"]["savedmodel"]) == 1
     # The SavedModels exported to ram:// serve what the local ones serve.
     assert remote["served"] == local["served"] and set(remote["served"]) == {"export", "savedmodel"}
