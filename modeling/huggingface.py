@@ -209,12 +209,10 @@ def tokenizer_files(do_lower_case, max_length):
     """{file name: text} beside vocab.txt so that `AutoTokenizer.from_pretrained(DIR)` is the
     original's tokenizer: BertTokenizer with the same casing (accents stripped when lower-casing,
     CJK characters split, as the original)."""
-    config = {"tokenizer_class": "BertTokenizer", "do_lower_case": bool(do_lower_case),
-              "tokenize_chinese_chars": True, "strip_accents": None, "model_max_length": max_length,
-              "unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
-              "mask_token": "[MASK]"}
     special = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
                "mask_token": "[MASK]"}
+    config = {"tokenizer_class": "BertTokenizer", "do_lower_case": bool(do_lower_case),
+              "tokenize_chinese_chars": True, "strip_accents": None, "model_max_length": max_length, **special}
     return {"tokenizer_config.json": json.dumps(config, indent=2),
             "special_tokens_map.json": json.dumps(special, indent=2)}
 

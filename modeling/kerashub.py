@@ -150,7 +150,16 @@ def read_preset(path: str) -> tuple[BertConfig, dict, str | None]:
     if not storage.isfile(os.path.join(path, "config.json")):
         raise ConfigError(f"{os.path.join(path, 'config.json')}: missing (a KerasHub preset directory holds "
                           "config.json and model.weights.h5)")
-    backbone = keras_hub.models.BertBackbone.from_preset(path)
+    task_class = ""
+    if storage.isfile(os.path.join(path, TASK_FILE)):
+        task_class = storage.read_bytes(os.path.join(path, TASK_FILE)).decode("utf-8")
+    if "BertTextClassifier" in task_class:
+        task = keras_hub.models.BertTextClassifier.from_preset(path)
+    elif "BertMaskedLM" in task_class:
+        task = keras_hub.models.BertMaskedLM.from_preset(path)
+    else:
+        task = None
+    backbone = task.backbone if task is not None else keras_hub.models.BertBackbone.from_preset(path)
     config = BertConfig(vocab_size=backbone.vocabulary_size, hidden_size=backbone.hidden_dim,
                         num_hidden_layers=backbone.num_layers, num_attention_heads=backbone.num_heads,
                         intermediate_size=backbone.intermediate_dim, hidden_dropout_prob=backbone.dropout,
@@ -158,17 +167,11 @@ def read_preset(path: str) -> tuple[BertConfig, dict, str | None]:
                         max_position_embeddings=backbone.max_sequence_length,
                         type_vocab_size=backbone.num_segments, source=path)
     values = _read(_pairs(backbone), config)
-    if storage.isfile(os.path.join(path, TASK_FILE)):
-        task_class = storage.read_bytes(os.path.join(path, TASK_FILE)).decode("utf-8")
-        if "BertTextClassifier" in task_class:
-            task = keras_hub.models.BertTextClassifier.from_preset(path)
-            values = _read(_pairs(task.backbone), config)
-            values["output_weights"] = np.ascontiguousarray(np.asarray(task.output_dense.kernel.numpy()).T)
-            values["output_bias"] = np.asarray(task.output_dense.bias.numpy())
-        elif "BertMaskedLM" in task_class:
-            task = keras_hub.models.BertMaskedLM.from_preset(path)
-            values = _read(_pairs(task.backbone), config)
-            values.update(_read(_mlm_pairs(task.masked_lm_head), config))
+    if isinstance(task, keras_hub.models.BertTextClassifier):
+        values["output_weights"] = np.ascontiguousarray(np.asarray(task.output_dense.kernel.numpy()).T)
+        values["output_bias"] = np.asarray(task.output_dense.bias.numpy())
+    elif task is not None:
+        values.update(_read(_mlm_pairs(task.masked_lm_head), config))
     ours = os.path.join(path, OUR_CONFIG)
     if storage.isfile(ours):  # written by us: the keys KerasHub's config does not hold
         recorded = BertConfig.from_json_file(ours)

@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 import pytest
+from helpers.conversions import convert
 
 import modeling
 
@@ -20,11 +21,6 @@ POSTLN = os.path.join(DATA, "bert_postln_tiny")
 REALFORMER = os.path.join(DATA, "realformer_tiny")
 SENTENCES = ["A man is playing a guitar.", "Someone plays an acoustic guitar on stage.",
              "The stock market fell sharply on Monday.", "Hi"]
-
-
-def convert(*flags):
-    return subprocess.run([sys.executable, os.path.join(ROOT, "convert_checkpoint.py"), *flags],
-                          capture_output=True, text=True, timeout=600)
 
 
 def minilm_dir():

@@ -5,12 +5,11 @@ weights back bit for bit; what KerasHub cannot express stops in one line."""
 
 import os
 import shutil
-import subprocess
-import sys
 
 import keras
 import numpy as np
 import pytest
+from helpers.conversions import convert, refused_then_forced
 
 import modeling
 
@@ -23,11 +22,6 @@ SENTENCES = ["A man is playing a guitar.", "Someone plays an acoustic guitar on 
              "The stock market fell sharply on Monday, analysts said.", "Hi"]
 CONFIG = modeling.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                              intermediate_size=64, max_position_embeddings=64, type_vocab_size=2)
-
-
-def convert(*flags):
-    return subprocess.run([sys.executable, os.path.join(ROOT, "convert_checkpoint.py"), *flags],
-                          capture_output=True, text=True, timeout=600)
 
 
 def _saved(model, directory, config=CONFIG):
@@ -81,14 +75,10 @@ def test_pretraining_heads_keep_the_mlm_head_and_refuse_to_drop_nsp_silently(tmp
     keras.utils.set_random_seed(4)
     source = tmp_path / "pretrainer"
     saved = _saved(modeling.BertPretrainer(CONFIG), source)
-    refused = convert("--from=tf1", "--to=kerashub", f"--input={source}/bert_model.ckpt", f"--output={tmp_path}/p")
-    assert refused.returncode == 2
-    assert refused.stderr.strip().splitlines()[-1] == (
+    refused_then_forced(
+        ["--from=tf1", "--to=kerashub", f"--input={source}/bert_model.ckpt", f"--output={tmp_path}/p"],
         "error: 2 weights have no place in KerasHub's BertMaskedLM and would be dropped: "
         "cls/seq_relationship/output_bias, cls/seq_relationship/output_weights; pass --force to write without them")
-    forced = convert("--from=tf1", "--to=kerashub", f"--input={source}/bert_model.ckpt", f"--output={tmp_path}/p",
-                     "--force")
-    assert forced.returncode == 0, forced.stderr[-3000:]
     back = convert("--from=kerashub", "--to=tf1", f"--input={tmp_path}/p", f"--output={tmp_path}/back")
     assert back.returncode == 0, back.stderr[-3000:]
     again = modeling.read_tf1_checkpoint(str(tmp_path / "back"))

@@ -44,6 +44,13 @@ def named_variables(model):
     return {name: variable.value for name, variable in modeling.tf1_variable_map(model).items()}
 
 
+def run_directory(prefix):
+    """The directory a checkpoint prefix belongs to: a run's for its `training_state/ckpt-N`,
+    else the prefix's own directory."""
+    parent = os.path.dirname(prefix)
+    return os.path.dirname(parent) if os.path.basename(parent) == TRAINING_STATE else parent
+
+
 def step_of(prefix):
     """N of a `...-N` checkpoint prefix (0 when it has none)."""
     match = _STEP.search(prefix)

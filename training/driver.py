@@ -233,10 +233,7 @@ class Driver:
                 self._say(change)
 
     def _in_output_dir(self, prefix):
-        parent = os.path.dirname(prefix)
-        if os.path.basename(parent) == checkpointing.TRAINING_STATE:
-            parent = os.path.dirname(parent)
-        return os.path.normpath(parent) == os.path.normpath(self.options.output_dir)
+        return os.path.normpath(checkpointing.run_directory(prefix)) == os.path.normpath(self.options.output_dir)
 
     @staticmethod
     def _holds_optimizer(prefix):

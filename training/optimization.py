@@ -78,8 +78,6 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
             return
         super().build(var_list)
         self._m, self._v = self.add_optimizer_variables(var_list, ["adam_m", "adam_v"])
-        self._decays = [bool(self.weight_decay_rate) and not _excluded(v, self.exclude_from_weight_decay_patterns)
-                        for v in var_list]
         self._excluded = [_excluded(v, self.exclude_from_weight_decay_patterns) for v in var_list]
 
     def apply(self, gradients, variables, scale=None, has_gradient=None, apply_mask=None):
@@ -137,7 +135,7 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         """The update of the variable at `index` (on one device of a distributed variable)."""
         dtype = variable.dtype
         m, v = self._m[index], self._v[index]
-        decay = self.weight_decay_rate if self._decays[index] else 0.0
+        decay = 0.0 if self._excluded[index] else self.weight_decay_rate
         # As tensors (a cast reads a variable's value): the compiled function takes values.
         new_m, new_v, new_w = _fused_adamw(
             *(ops.cast(x, dtype) for x in (gradient, m, v, variable, learning_rate, scale)),
@@ -176,7 +174,7 @@ class Lamb(AdamWeightDecay):
         v_hat = new_v / (1.0 - ops.power(self.beta_2, step))
         update = m_hat / (ops.sqrt(v_hat) + self.epsilon)
         ratio = 1.0
-        if self._decays[index]:
+        if self.weight_decay_rate and not self._excluded[index]:
             update = update + self.weight_decay_rate * variable
         if not self._excluded[index]:
             w_norm = ops.sqrt(ops.sum(ops.square(variable)))

@@ -14,6 +14,7 @@ import os
 import modeling
 from bert_realformer import storage
 from bert_realformer.errors import InputError
+from training.checkpointing import run_directory
 
 FILE_NAME = "bert_config.json"
 SIZE_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
@@ -73,19 +74,12 @@ def check_against_recorded(config: modeling.BertConfig, directory: str) -> str |
 def config_beside(prefix: str) -> modeling.BertConfig | None:
     """The config recorded beside a checkpoint prefix: in its directory (a release, a run's
     `model.ckpt-N`) or the run directory holding its `training_state/`; None if there is none."""
-    directory = os.path.dirname(prefix)
-    candidates = [directory]
-    if os.path.basename(directory) == "training_state":
-        candidates.insert(0, os.path.dirname(directory))
-    for candidate in candidates:
-        try:
-            found = read(candidate)
-        except (InputError, modeling.ConfigError) as error:  # a stray unreadable file: no record
-            logger.warning("ignoring %s: %s", os.path.join(candidate, FILE_NAME), error)
-            continue
-        if found is not None:
-            return found
-    return None
+    directory = run_directory(prefix)
+    try:
+        return read(directory)
+    except (InputError, modeling.ConfigError) as error:  # a stray unreadable file: no record
+        logger.warning("ignoring %s: %s", os.path.join(directory, FILE_NAME), error)
+        return None
 
 
 def variant_change(config: modeling.BertConfig, prefix: str) -> str | None:
