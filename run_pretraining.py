@@ -9,7 +9,10 @@ several machines or a TPU.
 Training state (weights, optimizer slots, step) is checkpointed to OUTPUT_DIR/training_state/
 every --save_checkpoints_steps; a restarted run resumes from there. At the end, OUTPUT_DIR gets
 a TF1 name-based `model.ckpt-STEP` (what the original writes, and what --init_checkpoint of the
-fine-tuning scripts reads), and --do_eval writes OUTPUT_DIR/eval_results.txt.
+fine-tuning scripts reads), and --do_eval writes OUTPUT_DIR/eval_results.txt. With
+--eval_every_steps=N --eval_input_file=HELD_OUT, training evaluates the held-out records every N
+steps into OUTPUT_DIR/eval_history.jsonl (one JSON object per step; a resumed run neither
+repeats nor misses a point) and TensorBoard's OUTPUT_DIR/eval/.
 """
 
 import os
@@ -51,6 +54,10 @@ flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.")
 # Ours.
 flags.DEFINE_bool("check_input_files", False, "Check the framing and CRCs of every record of every input file "
                   "before training (a damaged file is also named when training meets it).")
+flags.DEFINE_integer("eval_every_steps", 0, "With --do_train: evaluate on --eval_input_file every N steps (and at the "
+                     "last step) into OUTPUT_DIR/eval_history.jsonl and TensorBoard's eval/; 0: never.")
+flags.DEFINE_string("eval_input_file", None, "Held-out TF example files (a glob or comma separated) for "
+                    "--eval_every_steps and --do_eval (default for --do_eval: --input_file, as the original).")
 define_shared_flags(pld=True)
 flags.adopt_module_key_flags(training_flags)  # the shared flags in --help, not only --helpfull
 
@@ -68,6 +75,10 @@ def _check_flags():
     check_shared_flags()
     if FLAGS.num_train_steps < 0 or FLAGS.num_warmup_steps < 0:
         raise InputError("--num_train_steps and --num_warmup_steps must not be negative")
+    if FLAGS.eval_every_steps < 0:
+        raise InputError(f"--eval_every_steps={FLAGS.eval_every_steps}: must not be negative")
+    if FLAGS.eval_every_steps and not FLAGS.eval_input_file:
+        raise InputError("--eval_every_steps needs --eval_input_file (held-out TFRecords)")
     if not 0 < FLAGS.pld_theta <= 1:
         raise InputError(f"--pld_theta={FLAGS.pld_theta}: must be in (0, 1]")
     storage.check_writable_dir(FLAGS.output_dir, "--output_dir")
@@ -80,11 +91,14 @@ def main(argv):
     from pretraining.input_pipeline import check_records, expand_input_files
     from pretraining.task import evaluate, pretraining_task
     from training.driver import Driver
+    from training.eval_history import PeriodicEval
     from training.results import write_eval_results
     config = load_config(FLAGS.bert_config_file, FLAGS.max_seq_length)
     files = expand_input_files(FLAGS.input_file)
+    eval_files = expand_input_files(FLAGS.eval_input_file, "--eval_input_file") if FLAGS.eval_input_file else files
     strategy = strategy_from_flags()  # multi-worker collectives: before TensorFlow runs any op
-    check_records(files, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq, config.vocab_size)
+    check_records(sorted({*files, *eval_files}), FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,
+                  config.vocab_size)
     if FLAGS.check_input_files:
         tfrecords.check_files(files, "--input_file")
         print(f"checked every record of {len(files)} input files", file=sys.stderr)
@@ -95,17 +109,25 @@ def main(argv):
                          f"{strategy.num_replicas_in_sync} replicas")
     options = run_options(strategy, FLAGS.output_dir, FLAGS.init_checkpoint)
     driver = Driver(strategy, lambda: modeling.BertPretrainer(config), options)
+
+    def held_out_eval(step=None):
+        flag = "--eval_input_file" if FLAGS.eval_input_file else "--input_file"
+        with tfrecords.naming_damaged_file(eval_files, flag):
+            return evaluate(driver, eval_files, FLAGS.eval_batch_size, FLAGS.max_seq_length,
+                            FLAGS.max_predictions_per_seq, FLAGS.max_eval_steps)
+
     if FLAGS.do_train:
-        driver.train(pretraining_task(
+        task = pretraining_task(
             files, FLAGS.train_batch_size, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,
             FLAGS.learning_rate, FLAGS.num_train_steps, FLAGS.num_warmup_steps, seed=FLAGS.seed,
-            pld_options=(FLAGS.pld_theta, FLAGS.pld_gamma) if FLAGS.pld else None))
+            pld_options=(FLAGS.pld_theta, FLAGS.pld_gamma) if FLAGS.pld else None)
+        if FLAGS.eval_every_steps:
+            task.periodic_eval = PeriodicEval(FLAGS.eval_every_steps, held_out_eval)
+        driver.train(task)
     if FLAGS.do_eval and options.is_chief:
         if not FLAGS.do_train:
             driver.restore_for_inference()
-        with tfrecords.naming_damaged_file(files, "--input_file"):
-            result = evaluate(driver, files, FLAGS.eval_batch_size, FLAGS.max_seq_length,
-                              FLAGS.max_predictions_per_seq, FLAGS.max_eval_steps)
+        result = held_out_eval()
         write_eval_results(result, os.path.join(FLAGS.output_dir, "eval_results.txt"))
         for key in sorted(result):
             print(f"  {key} = {result[key]}", file=sys.stderr)

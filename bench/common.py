@@ -80,7 +80,7 @@ def write_report(path, benchmark, argv, **fields):
     print(f"wrote {path}")
 
 
-def peoples_daily_records(work_dir, seq_length, max_predictions=20, max_documents=4000):
+def peoples_daily_records(work_dir, seq_length, max_predictions=20, max_documents=650):
     """Pretraining TFRecords from People's Daily (the `realdata` corpus) made with our
     create_pretraining_data.py and the 21128-token Chinese vocabulary; returns the path."""
     import realdata

@@ -9,6 +9,12 @@ its own process, so its peak memory is its own. PLD is measured at optimizer ste
 theta(t) is near theta_bar and about a third of the layer computations are skipped.
 
     python bench/pretraining_step.py [--config=small] [--batch_size=16] [--steps=15]
+    python bench/pretraining_step.py --config=demo --batch_size=32 --seq_length=64 \
+      --max_predictions=10 --vocab_sizes=21128,1000 --cases=post-LN,RealFormer   # make study's step
+
+--vocab_sizes measures each case with other vocabulary sizes too (token ids of the records taken
+modulo the size): the share of the step that grows with the vocabulary (word embeddings, the MLM
+output layer, their gradients and AdamW update).
 
 Prints a table; writes bench/results/pretraining_step.json.
 """
@@ -50,7 +56,7 @@ def run_case(case):
     from training.trainer import TrainLoop
     keras.utils.set_random_seed(0)
     variant = CASES[case["name"]]
-    config = modeling.BertConfig(vocab_size=21128, max_position_embeddings=512, type_vocab_size=2,
+    config = modeling.BertConfig(vocab_size=case["vocab_size"], max_position_embeddings=512, type_vocab_size=2,
                                  layer_norm_type=variant["layer_norm_type"],
                                  residual_attention=variant["residual_attention"],
                                  **CONFIGS[case["config"]])
@@ -69,7 +75,11 @@ def run_case(case):
         loop = TrainLoop(strategy, model, optimizer, loss_fn, pretraining_totals, use_xla=case["xla"])
     if variant["pld"]:
         optimizer.iterations.assign(10000)
-    dataset = make_dataset([case["data"]], case["batch_size"], case["seq_length"], 20, True, seed=0)
+    dataset = make_dataset([case["data"]], case["batch_size"], case["seq_length"], case["max_predictions"], True,
+                           seed=0)
+    if case["vocab_size"] < 21128:
+        ids = ("input_ids", "masked_lm_ids")
+        dataset = dataset.map(lambda f: {k: v % case["vocab_size"] if k in ids else v for k, v in f.items()})
     iterator = iter(strategy.experimental_distribute_dataset(dataset))
     for _ in range(3):
         loop.train_step(iterator)
@@ -91,6 +101,9 @@ def main():
     parser.add_argument("--seq_length", type=int, default=128)
     parser.add_argument("--steps", type=int, default=15)
     parser.add_argument("--xla", action="store_true")
+    parser.add_argument("--max_predictions", type=int, default=20)
+    parser.add_argument("--vocab_sizes", default="21128")
+    parser.add_argument("--cases", default=",".join(CASES))
     parser.add_argument("--output", default=os.path.join(ROOT, "bench", "results", "pretraining_step.json"))
     parser.add_argument("--case", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -98,22 +111,24 @@ def main():
         emit_result(run_case(json.loads(args.case)))
         return
 
-    data = peoples_daily_records(tempfile.mkdtemp(prefix="bench-pretraining-"), args.seq_length)
+    data = peoples_daily_records(tempfile.mkdtemp(prefix="bench-pretraining-"), args.seq_length, args.max_predictions)
     results = []
     print(f"BERT-{args.config} shapes, batch {args.batch_size}, seq {args.seq_length}, XLA {args.xla}")
-    print(f"{'case':<18} {'step ms':>9} {'steps/s':>8} {'examples/s':>11} {'vs post-LN':>10} {'peak MB':>8}")
-    for name in CASES:
-        case = {"name": name, "config": args.config, "batch_size": args.batch_size,
-                "seq_length": args.seq_length, "steps": args.steps, "xla": args.xla, "data": data}
-        result = run_case_process([sys.executable, os.path.abspath(__file__), "--case", json.dumps(case)])
-        if result is None:
-            raise SystemExit(f"{name} failed")
-        post_ln = results[0] if results else result
-        result["step_time_vs_post_ln"] = result["median_step_s"] / post_ln["median_step_s"]
-        results.append(result)
-        print(f"{name:<18} {result['median_step_s'] * 1e3:9.1f} {result['steps_per_s']:8.2f} "
-              f"{result['examples_per_s']:11.1f} {result['step_time_vs_post_ln']:10.3f} "
-              f"{result['peak_rss_mb']:8.0f}", flush=True)
+    print(f"{'case':<18} {'vocab':>6} {'step ms':>9} {'steps/s':>8} {'examples/s':>11} {'vs first':>9} {'peak MB':>8}")
+    for vocab_size in (int(v) for v in args.vocab_sizes.split(",")):
+        for name in args.cases.split(","):
+            case = {"name": name, "config": args.config, "batch_size": args.batch_size, "vocab_size": vocab_size,
+                    "seq_length": args.seq_length, "max_predictions": args.max_predictions, "steps": args.steps,
+                    "xla": args.xla, "data": data}
+            result = run_case_process([sys.executable, os.path.abspath(__file__), "--case", json.dumps(case)])
+            if result is None:
+                raise SystemExit(f"{name} failed")
+            first = results[0] if results else result
+            result["step_time_vs_first"] = result["median_step_s"] / first["median_step_s"]
+            results.append(result)
+            print(f"{name:<18} {vocab_size:6d} {result['median_step_s'] * 1e3:9.1f} {result['steps_per_s']:8.2f} "
+                  f"{result['examples_per_s']:11.1f} {result['step_time_vs_first']:9.3f} "
+                  f"{result['peak_rss_mb']:8.0f}", flush=True)
     write_report(args.output, "pretraining_step", sys.argv[1:], results=results)
 
 

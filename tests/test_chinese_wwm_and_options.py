@@ -33,7 +33,7 @@ def test_jieba_line_tokenizer_keeps_ids_and_marks_continuations():
 @pytest.fixture
 def chinese_corpus(real_data, tmp_path):
     path = str(tmp_path / "zh.txt")
-    real_data.write_peoples_daily_corpus(path, max_documents=150)
+    real_data.write_peoples_daily_corpus(path, max_documents=25)
     return path
 
 

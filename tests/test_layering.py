@@ -19,6 +19,7 @@ LAYERS = (
     ("modeling", "tokenization", "analysis", "realdata"),
     ("training",),                                 # the step loop, driver, optimizer, checkpoints
     ("pretraining", "tasks"),                      # what is trained: the MLM/NSP task, fine-tuning tasks
+    ("comparison",),                               # studies of variants x seeds: plan, runs, results
     ("commandline",),                              # the scripts' runner and training flags
 )
 PACKAGES = tuple(package for layer in LAYERS for package in layer)

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -110,6 +111,60 @@ def test_killed_and_resumed_run_equals_the_uninterrupted_run(tmp_path):
     assert f"step {last}/" not in resumed.stderr  # finished steps are not redone
     assert "step 200/200" in resumed.stderr
     assert_same_run(whole_dir, killed_dir, 200)
+
+
+def _history(directory):
+    return [json.loads(line) for line in (directory / "out" / "eval_history.jsonl").read_text().splitlines()]
+
+
+def _as_if_killed_at(directory, step, history_steps):
+    """Leaves `directory/out` as a run killed after saving the training state of `step` leaves
+    it: later states, the final checkpoint and eval results gone, the eval history holding
+    `history_steps` (points the killed run wrote after its last save, or not yet)."""
+    state = directory / "out" / "training_state"
+    kept = sorted(int(p.name[5:-6]) for p in state.glob("ckpt-*.index") if int(p.name[5:-6]) <= step)
+    for path in state.glob("ckpt-*"):
+        if int(path.name.split(".")[0][5:]) > step:
+            path.unlink()
+    (state / "checkpoint").write_text(f'model_checkpoint_path: "ckpt-{step}"\n' + "".join(
+        f'all_model_checkpoint_paths: "ckpt-{s}"\n' for s in kept))
+    for path in (directory / "out").glob("model.ckpt-*"):
+        path.unlink()
+    (directory / "out" / "eval_results.txt").unlink()
+    history = directory / "out" / "eval_history.jsonl"
+    history.write_text("".join(line + "\n" for line in history.read_text().splitlines()
+                               if json.loads(line)["step"] in history_steps))
+
+
+def test_eval_history_of_resumed_runs_has_every_point_once(tmp_path):
+    """--eval_every_steps: a held-out point every 5 steps and at the last; a run killed after
+    writing points past its last save, and one killed between a save and its point, resume to
+    the uninterrupted run's history: no point repeated, none missing, the same numbers."""
+    flags = ["--do_train", "--do_eval", "--num_train_steps=12", "--save_checkpoints_steps=5",
+             "--eval_every_steps=5", f"--eval_input_file={RECORDS}", "--max_eval_steps=2", "--keep_checkpoint_max=10"]
+    whole_dir = tmp_path / "whole"
+    whole_dir.mkdir()
+    whole = run(command(whole_dir, *flags))
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    expected = _history(whole_dir)
+    assert [p["step"] for p in expected] == [5, 10, 12]
+    assert set(expected[0]) == {"step", "loss", "masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy",
+                                "next_sentence_loss"}
+    final = eval_results(whole_dir / "out")
+    assert abs(float(final["masked_lm_loss"]) - expected[-1]["masked_lm_loss"]) < 1e-6
+    for name, step, written in (("past_save", 5, {5, 10, 12}), ("before_point", 10, {5})):
+        directory = tmp_path / name
+        shutil.copytree(whole_dir, directory)
+        _as_if_killed_at(directory, step, written)
+        cmd = [c.replace(str(whole_dir), str(directory)) for c in command(whole_dir, *flags)]
+        resumed = run(cmd)
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+        assert f"at step {step}" in resumed.stderr
+        history = _history(directory)
+        assert [p["step"] for p in history] == [5, 10, 12], name
+        for got, want in zip(history, expected):
+            for key, value in want.items():
+                assert abs(got[key] - value) < 1e-6, (name, key, got, want)
 
 
 def test_eval_alone_in_a_later_process_uses_the_trained_weights(tmp_path):

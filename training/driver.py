@@ -35,6 +35,7 @@ import modeling
 from bert_realformer import run_claim, storage, tfrecords
 from bert_realformer.errors import Diverged, Stopped
 from training import checkpointing, recorded_config
+from training.eval_history import EvalHistory, PeriodicEval
 from training.optimization import create_optimizer
 from training.preemption import StopAgreement, StopSignals
 from training.progress import LoopSizes, Progress
@@ -79,6 +80,7 @@ class TrainingTask:
     metric_names: Sequence[str] = ("loss",)
     input_files: Sequence[str] = ()     # the TFRecord files dataset_fn reads: a damaged one is named
     input_flag: str = "--input_file"    # the flag that gave them, for that message
+    periodic_eval: PeriodicEval | None = None  # held-out evaluation every N steps (the chief's)
 
 
 class Driver:
@@ -145,12 +147,15 @@ class Driver:
                   if options.is_chief else None)
         examples_per_step = task.batch_size * options.gradient_accumulation_steps
         progress = Progress(task.num_train_steps, examples_per_step, step, self.stream)
+        history = self._eval_history(task, step)
         sizes, agreement = LoopSizes(options.iterations_per_loop), StopAgreement(strategy)
         attempts = sizes.next()
         with StopSignals(self.stream) as signals:
             while step < task.num_train_steps:
                 next_save = (step // options.save_checkpoints_steps + 1) * options.save_checkpoints_steps
                 attempts = min(attempts, next_save - step, task.num_train_steps - step)
+                if task.periodic_eval is not None:  # (every worker: loops stay the same size)
+                    attempts = min(attempts, task.periodic_eval.next_due(step, task.num_train_steps) - step)
                 started = time.time()
                 with tfrecords.naming_damaged_file(task.input_files, task.input_flag,
                                                    self._kept(manager)):
@@ -165,6 +170,8 @@ class Driver:
                     self._summaries(writer, step, metrics, optimizer, progress.steps_per_second, examples_per_step)
                 if step % options.save_checkpoints_steps == 0 or step >= task.num_train_steps:
                     manager.save(checkpoint_number=step)
+                if history is not None and task.periodic_eval.due(step, task.num_train_steps):
+                    self._evaluate_into(history, task.periodic_eval, step)
                 self._check_claim()
                 stop, attempts = agreement.agreed(signals.received, sizes.next())
                 if stop is not None:
@@ -174,6 +181,24 @@ class Driver:
             prefix = modeling.save_tf1_checkpoint(self.model, os.path.join(self.write_dir, f"model.ckpt-{step}"))
             self._say(f"wrote {prefix}")
         return step
+
+    def _eval_history(self, task, step):
+        """The chief's eval history when the task evaluates periodically, trimmed to the step
+        training resumes from, with the point due at that step written if it is missing."""
+        if task.periodic_eval is None or not self.options.is_chief:
+            return None
+        history = EvalHistory(self.options.output_dir)
+        history.resume_at(step)
+        if task.periodic_eval.due(step, task.num_train_steps) and not history.has(step):
+            self._evaluate_into(history, task.periodic_eval, step)
+        return history
+
+    def _evaluate_into(self, history, periodic_eval, step):
+        self.step = step
+        result = periodic_eval.evaluate(step)
+        history.add(step, result)
+        shown = ", ".join(f"{k} {v:.4f}" for k, v in sorted(result.items()) if k != "global_step")
+        self._say(f"eval at step {step}: {shown}")
 
     def _kept(self, manager):
         """What a run that fails now keeps, for its last line."""

@@ -1,0 +1,253 @@
+"""The study's parts with known answers: statistics against hand-worked values, aggregation and
+pairing by seed, the plan's runs, re-use and the recorded-command guard, the eval history file,
+and the data it is built on (People's Daily articles, the part-of-speech task)."""
+
+import json
+import math
+import os
+import sys
+
+import pytest
+
+from bert_realformer.errors import InputError
+from comparison import execution, plan, results, statistics
+from training.eval_history import EvalHistory, PeriodicEval, read_history
+
+
+def test_summary_is_mean_and_sample_standard_deviation():
+    s = statistics.summary([0.70, 0.72, 0.74])
+    assert s["n"] == 3 and s["mean"] == pytest.approx(0.72)
+    assert s["std"] == pytest.approx(0.02)  # sqrt((0.02^2 + 0 + 0.02^2) / 2)
+    assert statistics.summary([0.5]) == {"mean": 0.5, "std": 0.0, "n": 1}
+
+
+@pytest.mark.parametrize("df,expected", [(1, 12.7062), (2, 4.3027), (4, 2.7764), (9, 2.2622), (30, 2.0423)])
+def test_t_quantile_matches_the_printed_table(df, expected):
+    assert statistics.t_quantile(0.975, df) == pytest.approx(expected, abs=1e-4)
+
+
+def test_t_quantile_matches_scipy_at_other_probabilities():
+    from scipy.stats import t
+    for df in (1, 2, 3, 6, 7, 15):
+        for p in (0.6, 0.9, 0.995):
+            assert statistics.t_quantile(p, df) == pytest.approx(t.ppf(p, df), rel=1e-9)
+
+
+def test_paired_difference_by_hand():
+    # differences 0.1, 0.2, 0.0 over the shared seeds 1-3 (seed 4 has no post-LN run):
+    # mean 0.1, std 0.1, half width 4.3027 * 0.1 / sqrt(3) = 0.24841
+    values = {1: 0.5, 2: 0.7, 3: 0.6, 4: 0.9}
+    baseline = {3: 0.6, 1: 0.4, 2: 0.5}
+    d = statistics.paired_difference(values, baseline)
+    assert d["seeds"] == [1, 2, 3] and d["n"] == 3
+    assert d["mean"] == pytest.approx(0.1) and d["std"] == pytest.approx(0.1)
+    assert d["ci95"] == pytest.approx([0.1 - 0.248414, 0.1 + 0.248414], abs=1e-5)
+    assert statistics.paired_difference({1: 0.5}, {1: 0.25})["ci95"] is None
+    assert statistics.paired_difference({1: 0.5}, {2: 0.25}) is None
+
+
+def _row(variant, seed, metric, value, step, task="pretraining"):
+    return {"variant": variant, "seed": seed, "task": task, "metric": metric, "value": value, "step": step}
+
+
+def test_aggregate_takes_each_runs_last_step_and_pairs_by_seed():
+    points = [("post-LN", 1, 0.10, 500), ("post-LN", 1, 0.30, 1000), ("post-LN", 2, 0.34, 1000),
+              ("post-LN", 2, 0.12, 500), ("RealFormer", 2, 0.35, 1000), ("RealFormer", 1, 0.33, 1000),
+              ("RealFormer", 1, 0.90, 500)]
+    rows = [_row(variant, seed, "masked_lm_accuracy", value, step) for variant, seed, value, step in points]
+    summary = results.aggregate(rows, ("post-LN", "RealFormer"))
+    post, real = summary
+    assert (post["variant"], post["n"]) == ("post-LN", 2) and post["mean"] == pytest.approx(0.32)
+    assert post["std"] == pytest.approx(math.sqrt(0.0008))
+    assert "difference_to_post_ln" not in post
+    diff = real["difference_to_post_ln"]
+    # paired: seed 1 +0.03, seed 2 +0.01 -> mean 0.02, std 0.014142, t(0.975, 1) = 12.7062
+    assert diff["mean"] == pytest.approx(0.02) and diff["std"] == pytest.approx(math.sqrt(0.0002))
+    half = 12.7062 * math.sqrt(0.0002) / math.sqrt(2)
+    assert diff["ci95"] == pytest.approx([0.02 - half, 0.02 + half], abs=1e-4)
+    # unpaired, the same numbers would give a wider spread: pairing is what was used
+    assert diff["std"] < math.sqrt(post["std"] ** 2 + real["std"] ** 2)
+
+
+def _plan(tmp_path, tasks=(), variants=("post-LN", "pre-LN", "RealFormer"), seeds=(1, 2)):
+    return plan.StudyPlan(output_dir=str(tmp_path / "study"), variants=variants, seeds=seeds,
+                          base_config={"hidden_size": 32}, pretraining_flags=["--input_file=x", "--max_seq_length=64"],
+                          num_train_steps=100, tasks=list(tasks), vocab_file="vocab.txt", attention_input="heldout")
+
+
+def test_the_plan_gives_each_run_its_directory_and_a_seed_shared_across_variants(tmp_path):
+    task = plan.DownstreamTask.parse("sentiment=run_classifier.py --task_name=thucnews --data_dir='my data'")
+    assert task.flags == ("--task_name=thucnews", "--data_dir=my data")
+    study = _plan(tmp_path, [task])
+    runs = study.runs()
+    assert len(runs) == 2 * 3 * 3 and len({r.directory for r in runs}) == len(runs)
+    assert [r.name for r in runs[:3]] == ["pretrain post-LN seed 1", "attention post-LN seed 1",
+                                          "sentiment post-LN seed 1"]
+    for run in runs:
+        assert f"--seed={run.seed}" in run.command or run.kind == plan.ATTENTION
+        assert f"seed-{run.seed}" in run.directory and plan.slug(run.variant) in run.directory
+    fine_tune = runs[2].command
+    assert fine_tune[0].endswith("run_classifier.py") and "--do_train" in fine_tune and "--do_eval" in fine_tune
+    assert f"--init_checkpoint={study.checkpoint('post-LN', 1)}" in fine_tune
+    assert study.config("RealFormer") == {"hidden_size": 32, "layer_norm_type": "post", "residual_attention": "sum"}
+    # every variant of one seed pretrains with the same flags but its config and directory
+    pretraining = [r.command for r in runs if r.kind == plan.PRETRAINING and r.seed == 2]
+    stripped = [[f for f in c if not f.startswith(("--bert_config_file", "--output_dir"))] for c in pretraining]
+    assert stripped[0] == stripped[1] == stripped[2]
+
+
+@pytest.mark.parametrize("spec,message", [
+    ("sentiment", "expected NAME=SCRIPT"),
+    ("x=not_a_script.py --a=1", "not_a_script.py is not one of the project's scripts"),
+    ("pretraining=run_classifier.py", "the name 'pretraining' is the study's own"),
+])
+def test_bad_task_specs_are_one_line_errors(spec, message):
+    with pytest.raises(InputError, match=message):
+        plan.DownstreamTask.parse(spec)
+
+
+def test_unknown_variant_is_refused():
+    with pytest.raises(InputError, match="unknown variant 'realformer'"):
+        plan.check_variants(["post-LN", "realformer"])
+
+
+def _fake_run(tmp_path, name, script_text):
+    script = tmp_path / f"{name}.py"
+    script.write_text(script_text)
+    directory = tmp_path / "runs" / name
+    return plan.Run(name, "post-LN", 1, "t", str(directory), (str(script), f"--out={directory}"),
+                    str(directory / "done"))
+
+
+def test_a_finished_run_is_reused_and_a_changed_command_is_refused(tmp_path, capsys):
+    counter = tmp_path / "count"
+    run = _fake_run(tmp_path, "r", f"import sys, pathlib\nc = pathlib.Path({str(counter)!r})\n"
+                    "c.write_text(str(int(c.read_text() or 0) + 1) if c.exists() else '1')\n"
+                    "out = pathlib.Path(sys.argv[1].split('=')[1])\n(out / 'done').write_text('ok')\n")
+    assert execution.execute(run) is True
+    assert execution.execute(run) is False
+    assert counter.read_text() == "1"
+    printed = capsys.readouterr().out
+    assert f"[r] python {run.command[0]} --out=" in printed and "[r] done already" in printed
+    changed = plan.Run(run.name, run.variant, run.seed, run.kind, run.directory, (*run.command, "--x=2"),
+                       run.done_marker)
+    with pytest.raises(InputError, match="holds a run made with other flags"):
+        execution.execute(changed)
+
+
+def test_a_failing_run_names_itself_its_error_and_its_log(tmp_path):
+    run = _fake_run(tmp_path, "bad",
+                    "import sys\nprint('working')\nsys.exit('error: --data_dir=x: no such directory')\n")
+    with pytest.raises(execution.RunFailed, match=r"\[bad\] failed \(exit 1\): error: --data_dir=x: no such "
+                       r"directory \(log: .*log.txt\)"):
+        execution.execute(run)
+    assert "working" in (tmp_path / "runs" / "bad" / "log.txt").read_text()
+    assert not os.path.exists(run.done_marker)
+
+
+def test_eval_history_keeps_one_point_per_step(tmp_path):
+    history = EvalHistory(str(tmp_path))
+    for step in (5, 10, 15):
+        history.add(step, {"masked_lm_accuracy": step / 100, "global_step": step})
+    history.resume_at(10)             # a run resumed at step 10: the point at 15 goes
+    history.add(10, {"masked_lm_accuracy": 0.5})
+    assert [(p["step"], p["masked_lm_accuracy"]) for p in read_history(str(tmp_path / "eval_history.jsonl"))] == \
+        [(5, 0.05), (10, 0.5)]
+    assert os.listdir(tmp_path / "eval")  # TensorBoard events
+    due = PeriodicEval(5, None)
+    assert [s for s in range(0, 13) if due.due(s, 12)] == [5, 10, 12]
+    assert (due.next_due(0, 12), due.next_due(10, 12)) == (5, 12)
+
+
+def test_a_damaged_eval_history_names_its_line(tmp_path):
+    path = tmp_path / "eval_history.jsonl"
+    path.write_text('{"step": 5, "loss": 1.0}\n{"step": 10, "loss"\n')
+    with pytest.raises(InputError, match=r"eval_history.jsonl:2: expected a JSON object with a step"):
+        read_history(str(path))
+
+
+def test_collect_reads_every_kind_of_run(tmp_path):
+    task = plan.DownstreamTask.parse("sentiment=run_classifier.py --task_name=thucnews")
+    study = _plan(tmp_path, [task], variants=("post-LN",), seeds=(1,))
+    pretraining, attention, sentiment = study.runs()
+    os.makedirs(pretraining.directory)
+    with open(os.path.join(pretraining.directory, "eval_history.jsonl"), "w") as f:
+        f.write('{"step": 50, "masked_lm_accuracy": 0.1}\n{"step": 100, "masked_lm_accuracy": 0.2}\n')
+    with open(pretraining.done_marker, "w") as f:
+        f.write("masked_lm_accuracy = 0.2\nglobal_step = 100\n")
+    os.makedirs(attention.directory)
+    head = {"quantiles": {"0.5": 1.0}}
+    stats = {"entropy": [[head, {"quantiles": {"0.5": 3.0}}]], "jsd_adjacent": [[{"quantiles": {"0.5": 0.25}}] * 2]}
+    with open(attention.done_marker, "w") as f:
+        json.dump(stats, f)
+    # the sentiment run never finished: left out
+    rows = results.collect(study)
+    assert {(r["task"], r["metric"], r["step"], r["value"]) for r in rows} == {
+        ("pretraining", "masked_lm_accuracy", 50, 0.1), ("pretraining", "masked_lm_accuracy", 100, 0.2),
+        ("attention", "entropy_median", 100, 2.0), ("attention", "adjacent_jsd_median", 100, 0.25)}
+    assert not os.path.exists(sentiment.done_marker)
+
+
+def test_peoples_daily_articles_group_paragraphs_under_their_headlines(real_data):
+    articles = real_data.peoples_daily_articles()
+    assert sum(len(a) for a in articles) == len(real_data.peoples_daily_lines())
+    assert len(articles) > 3000
+    first = articles[0]
+    assert first[0].startswith("迈向充满希望的新世纪") and first[-1] == "谢谢！（新华社北京１２月３１日电）"
+    assert articles[1][0] == "在十五大精神指引下胜利前进——元旦献辞"
+    # a title and its subtitle open one article; photo credits stay inside theirs
+    concert = next(a for a in articles if a[0] == "北京举行新年音乐会")
+    assert concert[1].startswith("江泽民李鹏乔石") and "（新华社记者樊如钧摄）" in concert
+
+
+def test_the_word_class_task_has_many_human_labelled_classes(real_data):
+    from realdata.word_classes import word_class_splits
+    splits = word_class_splits()
+    labels = {label for label, _, _ in splits["train"]}
+    assert len(labels) >= 20 and "w" not in labels and {"n", "v", "vn", "nr", "Ng"} <= labels
+    assert {label for label, _, _ in splits["dev"]} == labels
+    for _, word, context in splits["train"][:200]:
+        assert word in context and len(context) <= len(word) + 48
+    contexts = {split: {c for _, _, c in rows} for split, rows in splits.items()}
+    # split by sentence: only sentences the paper printed more than once are in both
+    assert len(contexts["train"] & contexts["test"]) < 0.02 * len(contexts["test"])
+    assert splits == word_class_splits()  # deterministic
+
+
+def test_run_study_refuses_bad_flags_in_one_line(tmp_path):
+    import subprocess
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    config = tmp_path / "c.json"
+    config.write_text("{}")
+    result = subprocess.run([sys.executable, os.path.join(root, "run_study.py"), f"--output_dir={tmp_path}/o",
+                             f"--bert_config_file={config}", f"--vocab_file={config}", "--input_file=x",
+                             "--eval_input_file=y", "--seeds=1,two"], capture_output=True, text=True)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == "error: --seeds=1,two: expected integers, e.g. --seeds=1,2,3"
+
+
+def test_one_seed_gives_every_variant_the_same_initial_weights(tmp_path):
+    """Seeds pair across variants: the Driver seeded alike builds post-LN, pre-LN and RealFormer
+    with equal values for every weight they share (pre-LN's LayerNorms, placed and named
+    otherwise, start at ones and zeros), and another seed gives other values."""
+    import numpy as np
+    import tensorflow as tf
+
+    import modeling
+    from training.driver import Driver, RunOptions
+
+    def weights(variant, seed):
+        config = modeling.BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                                     intermediate_size=32, max_position_embeddings=16, **plan.VARIANTS[variant])
+        driver = Driver(tf.distribute.get_strategy(), lambda: modeling.BertPretrainer(config),
+                        RunOptions(output_dir=str(tmp_path / f"{variant}-{seed}"), seed=seed))
+        return {k: v.numpy() for k, v in modeling.tf1_variable_map(driver.model).items()}
+
+    post = weights("post-LN", 3)
+    for variant in ("pre-LN", "RealFormer"):
+        other = weights(variant, 3)
+        shared = set(post) & set(other)
+        assert {k for k in post if "LayerNorm" not in k} <= shared  # (pre-LN's LayerNorms sit elsewhere)
+        assert all(np.array_equal(post[k], other[k]) for k in shared), variant
+    reseeded = weights("post-LN", 4)
+    assert not np.array_equal(post["bert/embeddings/word_embeddings"], reseeded["bert/embeddings/word_embeddings"])

@@ -1,0 +1,110 @@
+"""run_study.py end to end on a tiny model: a study of one seed, extended to two (the first
+seed's runs re-used), an unfinished run resumed alone, a changed flag refused; results.json
+checked against the runs' own files and the hand formula, report.md and its plots written."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+from helpers.pretraining_runs import RECORDS, ROOT, TINY
+
+pytestmark = pytest.mark.slow
+
+VOCAB = os.path.join(ROOT, "tests", "data", "tokenization", "vocab_en_uncased.txt")
+
+
+def _classification_data(directory):
+    """A two-class generic task from the fortunes corpus: is the line longer than 60 characters?
+    Returns the dev accuracy of always answering train's majority label."""
+    lines = [line for line in open(os.path.join(ROOT, "tests", "data", "pretraining_data", "input.txt"),
+                                   encoding="utf-8").read().splitlines() if line.strip()]
+    directory.mkdir()
+    for split, part in (("train", lines[:60]), ("dev", lines[60:90])):
+        rows = "".join(f"{'long' if len(t) > 60 else 'short'}\t{t}\n" for t in part)
+        (directory / f"{split}.tsv").write_text("label\ttext\n" + rows)
+    train_long = sum(len(t) > 60 for t in lines[:60])
+    dev_long = sum(len(t) > 60 for t in lines[60:90])
+    return (dev_long if train_long > 30 else 30 - dev_long) / 30
+
+
+def _study(tmp_path, *flags):
+    config = tmp_path / "base.json"
+    config.write_text(json.dumps({k: v for k, v in TINY.items() if k != "residual_attention"}))
+    command = [sys.executable, os.path.join(ROOT, "run_study.py"), f"--output_dir={tmp_path / 'study'}",
+               f"--bert_config_file={config}", f"--vocab_file={VOCAB}", f"--input_file={RECORDS}",
+               f"--eval_input_file={RECORDS}", "--max_seq_length=64", "--max_predictions_per_seq=10",
+               "--train_batch_size=8", "--num_train_steps=6", "--num_warmup_steps=1", "--learning_rate=1e-3",
+               "--eval_every_steps=3", "--max_eval_steps=2", "--eval_batch_size=8", "--attention_examples=16",
+               "--variants=post-LN,RealFormer",
+               f"--task=lines=run_classifier.py --task_name=generic --data_dir={tmp_path / 'lines'} "
+               "--max_seq_length=32 --train_batch_size=8 --num_train_epochs=1", *flags]
+    return subprocess.run(command, capture_output=True, text=True, timeout=900)
+
+
+def test_a_study_grows_by_a_seed_resumes_a_run_and_aggregates_by_seed(tmp_path):
+    majority = _classification_data(tmp_path / "lines")
+    first = _study(tmp_path, "--seeds=1")
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    assert "[pretrain post-LN seed 1] python run_pretraining.py" in first.stdout
+    assert "6 runs ran, 0 re-used" in first.stderr
+
+    second = _study(tmp_path, "--seeds=1,2")
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    assert second.stdout.count("done already") == 6 and "6 runs ran, 6 re-used" in second.stderr
+    study = tmp_path / "study"
+    data = json.loads((study / "results.json").read_text())
+    assert data["seeds"] == [1, 2] and data["variants"] == ["post-LN", "RealFormer"]
+
+    # every pretraining run evaluated at steps 3 and 6, as its eval history says
+    history_file = study / "runs" / "realformer" / "seed-2" / "pretraining" / "eval_history.jsonl"
+    history = [json.loads(line) for line in history_file.read_text().splitlines()]
+    assert [p["step"] for p in history] == [3, 6]
+    def final(variant, seed, task, metric):
+        rows = [r for r in data["runs"] if (r["variant"], r["seed"], r["task"], r["metric"]) ==
+                (variant, seed, task, metric)]
+        return max(rows, key=lambda r: r["step"])["value"]
+    assert final("RealFormer", 2, "pretraining", "masked_lm_accuracy") == history[-1]["masked_lm_accuracy"]
+    dev = dict(line.split(" = ") for line in
+               (study / "runs" / "post_ln" / "seed-1" / "lines" / "eval_results.txt").read_text().splitlines())
+    assert final("post-LN", 1, "lines", "eval_accuracy") == float(dev["eval_accuracy"])
+
+    # the summary: mean, std and the paired difference, by the hand formula (t(0.975, 1) = 12.7062)
+    entry = next(e for e in data["summary"] if (e["task"], e["metric"], e["variant"]) ==
+                 ("pretraining", "masked_lm_loss", "RealFormer"))
+    values = [final("RealFormer", s, "pretraining", "masked_lm_loss") for s in (1, 2)]
+    assert entry["n"] == 2 and entry["mean"] == pytest.approx(sum(values) / 2)
+    assert entry["std"] == pytest.approx(abs(values[0] - values[1]) / math.sqrt(2))
+    d = [final("RealFormer", s, "pretraining", "masked_lm_loss") - final("post-LN", s, "pretraining", "masked_lm_loss")
+         for s in (1, 2)]
+    diff = entry["difference_to_post_ln"]
+    half = 12.7062 * (abs(d[0] - d[1]) / math.sqrt(2)) / math.sqrt(2)
+    assert diff["mean"] == pytest.approx(sum(d) / 2, abs=1e-9)
+    assert diff["ci95"] == pytest.approx([sum(d) / 2 - half, sum(d) / 2 + half], abs=1e-4)
+    assert data["baselines"]["lines"]["eval_accuracy"] == pytest.approx(majority)
+    assert 0 < data["baselines"]["pretraining"]["masked_lm_accuracy"] < 0.2
+
+    report = (study / "report.md").read_text()
+    assert "| RealFormer | " in report and "## lines (" in report and "| *baseline (no model)* |" in report
+    for plot in ("mlm_accuracy.png", "attention_entropy.png", "attention_jsd.png"):
+        assert (study / plot).stat().st_size > 1000
+
+    # a run that did not finish (its result missing) runs again, alone, and resumes its state
+    (study / "runs" / "realformer" / "seed-2" / "lines" / "eval_results.txt").unlink()
+    third = _study(tmp_path, "--seeds=1,2")
+    assert third.returncode == 0, third.stdout[-3000:] + third.stderr[-3000:]
+    assert "1 runs ran, 11 re-used" in third.stderr
+    assert "[lines RealFormer seed 2] python run_classifier.py" in third.stdout
+    again = json.loads((study / "results.json").read_text())
+    assert len(again["runs"]) == len(data["runs"])
+    for a, b in zip(again["runs"], data["runs"]):
+        assert a["metric"] == b["metric"] and a["value"] == pytest.approx(b["value"], abs=1e-6)
+
+    # other flags on the same directory: refused, naming the run and the flag
+    changed = _study(tmp_path, "--seeds=1,2", "--learning_rate=5e-4")
+    assert changed.returncode == 2
+    last = changed.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: ") and "holds a run made with other flags" in last
+    assert "--learning_rate=0.0005" in last
