@@ -60,7 +60,8 @@ flags.DEFINE_multi_string("task", [], "A downstream task, NAME=SCRIPT --flag=val
                           "adds --bert_config_file, --vocab_file, --init_checkpoint, --output_dir, --seed and "
                           "--do_train --do_eval.")
 flags.DEFINE_integer("attention_examples", 256, "Held-out examples for the attention analysis.")
-flags.DEFINE_string("description", "", "A paragraph describing the study's data and model, for report.md.")
+flags.DEFINE_string("description", "", "Sentences describing the study's data, for report.md (the model's size and "
+                    "schedule are described already).")
 
 
 def _check_flags():
@@ -149,10 +150,10 @@ def main(argv):
     rows = collect(plan)
     summary = aggregate(rows, plan.variants)
     write_results(plan, rows, summary, baselines, os.path.join(plan.output_dir, "results.json"))
-    description = FLAGS.description or (
+    description = (
         f"A BERT of {plan.base_config.get('num_hidden_layers')} layers, hidden {plan.base_config.get('hidden_size')}, "
         f"pretrained {plan.num_train_steps} steps (batch {FLAGS.train_batch_size}, sequence length "
-        f"{FLAGS.max_seq_length}).")
+        f"{FLAGS.max_seq_length}, learning rate {FLAGS.learning_rate:g}). {FLAGS.description}").strip()
     write_report(plan, rows, summary, baselines, os.path.join(plan.output_dir, "report.md"), description)
     print(f"{ran} runs ran, {len(plan.runs()) - ran} re-used; wrote {plan.output_dir}/results.json and "
           f"{plan.output_dir}/report.md ({time.time() - started:.0f} s)", file=sys.stderr)

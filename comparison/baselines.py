@@ -3,7 +3,9 @@
 * held-out MLM accuracy of always predicting the masked token most frequent in the training
   records (the unigram stage every pretraining passes through);
 * held-out NSP accuracy of always predicting the label most frequent in training;
-* a classification task's dev accuracy of always predicting its most frequent training label.
+* a classification task's dev accuracy and macro-F1 of always predicting its most frequent
+  training label (macro-F1: that label's F1, 2p / (p + 1) with p its share of dev, over the
+  number of labels; the others score 0).
 """
 
 import collections
@@ -44,7 +46,8 @@ def pretraining_baselines(train_files, eval_files, max_seq_length, max_predictio
 
 
 def classifier_baselines(task: DownstreamTask):
-    """{"eval_accuracy": majority} for a run_classifier.py task (None for other scripts)."""
+    """{"eval_accuracy", "macro_f1"} of the majority label for a run_classifier.py task (None
+    for other scripts)."""
     if task.script != "run_classifier.py":
         return None
     from tasks.classifier_data import get_processor
@@ -55,4 +58,5 @@ def classifier_baselines(task: DownstreamTask):
     train = collections.Counter(e.label for e in processor.get_train_examples(data_dir))
     majority = train.most_common(1)[0][0]
     dev = [e.label for e in processor.get_dev_examples(data_dir)]
-    return {"eval_accuracy": sum(label == majority for label in dev) / len(dev)}
+    share = sum(label == majority for label in dev) / len(dev)
+    return {"eval_accuracy": share, "macro_f1": 2 * share / (share + 1) / len(processor.get_labels())}

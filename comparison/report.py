@@ -85,7 +85,7 @@ def _sorted_head_medians(plan, variant, key):
     return np.mean(np.array(per_seed), axis=0) if per_seed else None
 
 
-def plot_mlm_accuracy(rows, variants, path):
+def plot_mlm_accuracy(rows, variants, path, unigram=None):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -102,6 +102,8 @@ def plot_mlm_accuracy(rows, variants, path):
         line, = ax.plot(steps, [v.mean() for v in values], label=variant)
         ax.fill_between(steps, [v.min() for v in values], [v.max() for v in values], color=line.get_color(),
                         alpha=0.2)
+    if unigram is not None:
+        ax.axhline(unigram, color="grey", linestyle="--", linewidth=1, label="unigram baseline")
     ax.set_xlabel("step")
     ax.set_ylabel("held-out MLM accuracy")
     ax.set_title("mean over seeds; band: min to max")
@@ -158,7 +160,8 @@ def write_report(plan: StudyPlan, rows, summary_rows, baselines, path, descripti
               *_differences(summary_rows, variants, ATTENTION, ATTENTION_COLUMNS), "",
               "Per head (sorted within each layer, averaged over seeds rank by rank):", "",
               "![attention entropy](attention_entropy.png)", "", "![adjacent-layer JSD](attention_jsd.png)", ""]
-    plot_mlm_accuracy(rows, variants, os.path.join(directory, "mlm_accuracy.png"))
+    plot_mlm_accuracy(rows, variants, os.path.join(directory, "mlm_accuracy.png"),
+                      baselines.get(PRETRAINING, {}).get("masked_lm_accuracy"))
     plot_heads(plan, "entropy", "median attention entropy (nats)", os.path.join(directory, "attention_entropy.png"))
     plot_heads(plan, "jsd_adjacent", "median JSD, adjacent layers (nats)", os.path.join(directory, "attention_jsd.png"))
     storage.write_atomic(path, "\n".join(lines))

@@ -84,6 +84,7 @@ def test_a_study_grows_by_a_seed_resumes_a_run_and_aggregates_by_seed(tmp_path):
     assert diff["mean"] == pytest.approx(sum(d) / 2, abs=1e-9)
     assert diff["ci95"] == pytest.approx([sum(d) / 2 - half, sum(d) / 2 + half], abs=1e-4)
     assert data["baselines"]["lines"]["eval_accuracy"] == pytest.approx(majority)
+    assert data["baselines"]["lines"]["macro_f1"] == pytest.approx(2 * majority / (majority + 1) / 2)
     assert 0 < data["baselines"]["pretraining"]["masked_lm_accuracy"] < 0.2
 
     report = (study / "report.md").read_text()
