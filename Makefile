@@ -60,7 +60,7 @@ fresh-fast-tier:
 # sentiment, a 33-class part-of-speech task), pretrained with held-out evaluation, attention
 # analysed, fine-tuned, aggregated over seeds. `make demo` is its smallest form (one seed, 600
 # steps, about 15 minutes on 2 cores); `make study` runs three seeds at a size where held-out MLM
-# accuracy leaves the unigram stage (about 80 minutes on 2 cores).
+# accuracy leaves the unigram stage (about 85 minutes on 2 cores; STUDY.md is its result).
 STUDY_MODEL = {"vocab_size": 21128, "hidden_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4, \
 	"intermediate_size": 512, "hidden_act": "gelu", "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1, \
 	"max_position_embeddings": 128, "type_vocab_size": 2, "initializer_range": 0.02}

@@ -133,6 +133,7 @@ def plot_heads(plan, key, title, path):
         ax.set_xticklabels([str(i) if key == "entropy" else f"{i}-{i + 1}" for i in range(layers)])
         ax.set_xlabel("layer" if key == "entropy" else "layers")
     axes[0][0].set_ylabel(title)
+    fig.subplots_adjust(bottom=0.18, left=0.08, right=0.86, wspace=0.1)
     fig.colorbar(points, ax=axes[0].tolist())
     storage.save_figure(fig, path)
     plt.close(fig)
