@@ -119,7 +119,7 @@ def _model_for(config, values):
     if "output_weights" in values:  # a fine-tuned classifier (its MLM/NSP heads, if kept, are not served)
         model = modeling.BertClassifier(config, num_labels=values["output_weights"].shape[0])
     elif "cls/predictions/output_bias" in values:
-        model = modeling.BertPretrainer(config)
+        model = modeling.BertPretrainer(config, next_sentence="cls/seq_relationship/output_bias" in values)
     else:
         model = modeling.BertModel(config)
     variables = modeling.tf1_variable_map(model)

@@ -51,6 +51,9 @@ flags.DEFINE_string("chinese_ref_file", None, "Chinese whole-word masking from r
                     "--do_whole_word_mask).")
 flags.DEFINE_bool("no_nsp", False, "RoBERTa-style data without next-sentence prediction: each instance is [CLS] + "
                   "contiguous sentences of one document + [SEP], segment ids 0, next_sentence_labels 0.")
+flags.DEFINE_bool("dynamic_masking", False, "Write unmasked records (the real tokens and the word grouping that "
+                  "--do_whole_word_mask defines) that run_pretraining.py masks anew as it reads them: other masks in "
+                  "every epoch, so --dupe_factor=1 suffices. With --no_nsp the records hold no next_sentence_labels.")
 flags.DEFINE_bool("use_native", True, "Make the instances and records with the compiled C module "
                   "(pretraining/_native.c) where it was built; the output is the same. False: the pure-Python path.")
 flags.DEFINE_bool("progress", None, "Show a progress line (default: when stderr is a terminal).")
@@ -64,7 +67,7 @@ def _options():
         short_seq_prob=FLAGS.short_seq_prob, num_workers=FLAGS.num_workers, shard_mode=FLAGS.shard_mode,
         chinese_word_segmentation=FLAGS.chinese_word_segmentation,
         chinese_ref_files=tuple(FLAGS.chinese_ref_file.split(",")) if FLAGS.chinese_ref_file else None,
-        no_nsp=FLAGS.no_nsp, use_native=FLAGS.use_native,
+        no_nsp=FLAGS.no_nsp, dynamic_masking=FLAGS.dynamic_masking, use_native=FLAGS.use_native,
         show_progress=sys.stderr.isatty() if FLAGS.progress is None else FLAGS.progress)
 
 
@@ -79,9 +82,11 @@ def main(argv):
     summary = create_pretraining_files(input_files, FLAGS.output_file, options)
     for output in summary.outputs:
         print(f"wrote {output}", file=sys.stderr)
+    masked = ("unmasked (masked when read)" if options.dynamic_masking else
+              f"{summary.masked:,} masked ({summary.masked / max(summary.tokens, 1):.1%})")
     print(f"{len(input_files)} input files, {summary.lines:,} lines, {summary.documents:,} documents -> "
-          f"{summary.instances:,} instances, {summary.tokens:,} tokens, {summary.masked:,} masked "
-          f"({summary.masked / max(summary.tokens, 1):.1%}), {summary.seconds:.1f} s", file=sys.stderr)
+          f"{summary.instances:,} instances, {summary.tokens:,} tokens, {masked}, {summary.seconds:.1f} s",
+          file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """MLM + NSP pretraining, as the original run_pretraining.py, on one CPU/GPU, several GPUs,
-several machines or a TPU.
+several machines or a TPU; MLM alone with --no_nsp; records made with
+create_pretraining_data.py --dynamic_masking are masked anew as they are read.
 
     python run_pretraining.py --bert_config_file=bert_config.json --input_file=data/*.tfrecord \\
       --output_dir=out --do_train --do_eval --train_batch_size=32 --max_seq_length=128 \\
@@ -12,7 +13,8 @@ a TF1 name-based `model.ckpt-STEP` (what the original writes, and what --init_ch
 fine-tuning scripts reads), and --do_eval writes OUTPUT_DIR/eval_results.txt. With
 --eval_every_steps=N --eval_input_file=HELD_OUT, training evaluates the held-out records every N
 steps into OUTPUT_DIR/eval_history.jsonl (one JSON object per step; a resumed run neither
-repeats nor misses a point) and TensorBoard's OUTPUT_DIR/eval/.
+repeats nor misses a point) and TensorBoard's OUTPUT_DIR/eval/, starting with step 0 (the model
+the run starts from).
 """
 
 import os
@@ -58,6 +60,11 @@ flags.DEFINE_integer("eval_every_steps", 0, "With --do_train: evaluate on --eval
                      "last step) into OUTPUT_DIR/eval_history.jsonl and TensorBoard's eval/; 0: never.")
 flags.DEFINE_string("eval_input_file", None, "Held-out TF example files (a glob or comma separated) for "
                     "--eval_every_steps and --do_eval (default for --do_eval: --input_file, as the original).")
+flags.DEFINE_bool("no_nsp", False, "MLM-only pretraining (as RoBERTa and chinese-roberta-wwm-ext): no next-sentence "
+                  "head, no NSP loss or metrics; the records need no next_sentence_labels.")
+flags.DEFINE_float("masked_lm_prob", 0.15, "Unmasked records (create_pretraining_data.py --dynamic_masking): the share "
+                   "of tokens to predict, at most --max_predictions_per_seq per sequence. Masked records keep "
+                   "the masks they were made with.")
 define_shared_flags(pld=True)
 flags.adopt_module_key_flags(training_flags)  # the shared flags in --help, not only --helpfull
 
@@ -79,6 +86,8 @@ def _check_flags():
         raise InputError(f"--eval_every_steps={FLAGS.eval_every_steps}: must not be negative")
     if FLAGS.eval_every_steps and not FLAGS.eval_input_file:
         raise InputError("--eval_every_steps needs --eval_input_file (held-out TFRecords)")
+    if not 0 < FLAGS.masked_lm_prob <= 1:
+        raise InputError(f"--masked_lm_prob={FLAGS.masked_lm_prob}: must be in (0, 1]")
     if not 0 < FLAGS.pld_theta <= 1:
         raise InputError(f"--pld_theta={FLAGS.pld_theta}: must be in (0, 1]")
     storage.check_writable_dir(FLAGS.output_dir, "--output_dir")
@@ -88,6 +97,7 @@ def main(argv):
     del argv
     _check_flags()
     import modeling
+    from pretraining.dynamic_masking import DynamicMasking
     from pretraining.input_pipeline import check_records, expand_input_files
     from pretraining.task import evaluate, pretraining_task
     from training.driver import Driver
@@ -97,8 +107,12 @@ def main(argv):
     files = expand_input_files(FLAGS.input_file)
     eval_files = expand_input_files(FLAGS.eval_input_file, "--eval_input_file") if FLAGS.eval_input_file else files
     strategy = strategy_from_flags()  # multi-worker collectives: before TensorFlow runs any op
-    check_records(sorted({*files, *eval_files}), FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,
-                  config.vocab_size)
+    layout = check_records(sorted({*files, *eval_files}), FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,
+                           config.vocab_size, next_sentence=not FLAGS.no_nsp)
+    masking = DynamicMasking(FLAGS.masked_lm_prob, FLAGS.max_predictions_per_seq, config.vocab_size, FLAGS.seed)
+    if layout.unmasked:
+        print(f"records are unmasked: masking {FLAGS.masked_lm_prob:g} of the tokens as they are read "
+              f"(at most {FLAGS.max_predictions_per_seq} per sequence)", file=sys.stderr)
     if FLAGS.check_input_files:
         tfrecords.check_files(files, "--input_file")
         print(f"checked every record of {len(files)} input files", file=sys.stderr)
@@ -108,19 +122,20 @@ def main(argv):
         raise InputError(f"--train_batch_size={FLAGS.train_batch_size} is not divisible by the "
                          f"{strategy.num_replicas_in_sync} replicas")
     options = run_options(strategy, FLAGS.output_dir, FLAGS.init_checkpoint)
-    driver = Driver(strategy, lambda: modeling.BertPretrainer(config), options)
+    driver = Driver(strategy, lambda: modeling.BertPretrainer(config, next_sentence=not FLAGS.no_nsp), options)
 
     def held_out_eval(step=None):
         flag = "--eval_input_file" if FLAGS.eval_input_file else "--input_file"
         with tfrecords.naming_damaged_file(eval_files, flag):
             return evaluate(driver, eval_files, FLAGS.eval_batch_size, FLAGS.max_seq_length,
-                            FLAGS.max_predictions_per_seq, FLAGS.max_eval_steps)
+                            FLAGS.max_predictions_per_seq, FLAGS.max_eval_steps, layout, masking)
 
     if FLAGS.do_train:
         task = pretraining_task(
             files, FLAGS.train_batch_size, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,
             FLAGS.learning_rate, FLAGS.num_train_steps, FLAGS.num_warmup_steps, seed=FLAGS.seed,
-            pld_options=(FLAGS.pld_theta, FLAGS.pld_gamma) if FLAGS.pld else None)
+            pld_options=(FLAGS.pld_theta, FLAGS.pld_gamma) if FLAGS.pld else None,
+            next_sentence=not FLAGS.no_nsp, layout=layout, masking=masking)
         if FLAGS.eval_every_steps:
             task.periodic_eval = PeriodicEval(FLAGS.eval_every_steps, held_out_eval)
         driver.train(task)

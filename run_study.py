@@ -116,6 +116,12 @@ def build_plan(seeds):
                      init_checkpoint=FLAGS.init_checkpoint)
 
 
+def _pretraining_flag_value(name, default):
+    """The value --pretraining_flags gives run_pretraining.py's --NAME, else `default`."""
+    given = [flag.split("=", 1)[1] for flag in FLAGS.pretraining_flags if flag.startswith(f"--{name}=")]
+    return type(default)(given[-1]) if given else default
+
+
 def _baselines(plan):
     """The no-model baselines, computed once per study directory (baselines.json)."""
     from comparison import baselines
@@ -125,7 +131,8 @@ def _baselines(plan):
     from pretraining.input_pipeline import expand_input_files
     result = {"pretraining": baselines.pretraining_baselines(
         expand_input_files(FLAGS.input_file), expand_input_files(FLAGS.eval_input_file, "--eval_input_file"),
-        FLAGS.max_seq_length, FLAGS.max_predictions_per_seq, FLAGS.max_eval_steps * FLAGS.eval_batch_size)}
+        FLAGS.max_seq_length, FLAGS.max_predictions_per_seq, FLAGS.max_eval_steps * FLAGS.eval_batch_size,
+        _pretraining_flag_value("masked_lm_prob", 0.15))}
     for task in plan.tasks:
         found = baselines.classifier_baselines(task)
         if found:

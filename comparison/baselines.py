@@ -15,34 +15,41 @@ import numpy as np
 from comparison.plan import DownstreamTask
 
 
-def _pretraining_columns(files, max_seq_length, max_predictions_per_seq, limit=None):
-    """(masked_lm_ids, masked_lm_weights, next_sentence_labels) numpy arrays of `files`."""
+def _pretraining_columns(files, max_seq_length, max_predictions_per_seq, masked_lm_prob, limit=None):
+    """(masked_lm_ids, masked_lm_weights, next_sentence_labels or None) numpy arrays of
+    `files`; unmasked records with their evaluation masks (the replacement ids drawn for
+    them do not change the labels, so any vocabulary size will do)."""
+    from pretraining.dynamic_masking import DynamicMasking
     from pretraining.input_pipeline import one_pass_dataset
+    masking = DynamicMasking(masked_lm_prob, max_predictions_per_seq, vocab_size=1)
     ids, weights, labels = [], [], []
-    for count, batch in enumerate(one_pass_dataset(files, 1024, max_seq_length, max_predictions_per_seq)):
+    for count, batch in enumerate(one_pass_dataset(files, 1024, max_seq_length, max_predictions_per_seq, masking)):
         if limit is not None and count * 1024 >= limit:
             break
         ids.append(batch["masked_lm_ids"].numpy())
         weights.append(batch["masked_lm_weights"].numpy())
-        labels.append(batch["next_sentence_labels"].numpy().reshape(-1))
-    return np.concatenate(ids), np.concatenate(weights), np.concatenate(labels)
+        if "next_sentence_labels" in batch:
+            labels.append(batch["next_sentence_labels"].numpy().reshape(-1))
+    return np.concatenate(ids), np.concatenate(weights), np.concatenate(labels) if labels else None
 
 
 def pretraining_baselines(train_files, eval_files, max_seq_length, max_predictions_per_seq,
-                          max_eval_examples=None):
-    """{"masked_lm_accuracy": unigram, "next_sentence_accuracy": majority} on the first
-    `max_eval_examples` held-out examples (those the evaluation reads)."""
+                          max_eval_examples=None, masked_lm_prob=0.15):
+    """{"masked_lm_accuracy": unigram, "next_sentence_accuracy": majority (where the records
+    have NSP labels)} on the first `max_eval_examples` held-out examples (those the
+    evaluation reads)."""
     train_ids, train_weights, train_labels = _pretraining_columns(train_files, max_seq_length,
-                                                                  max_predictions_per_seq)
+                                                                  max_predictions_per_seq, masked_lm_prob)
     counts = collections.Counter(train_ids[train_weights > 0].tolist())
     token = counts.most_common(1)[0][0]
-    majority = collections.Counter(train_labels.tolist()).most_common(1)[0][0]
     ids, weights, labels = _pretraining_columns(eval_files, max_seq_length, max_predictions_per_seq,
-                                                max_eval_examples)
-    if max_eval_examples is not None:
-        ids, weights, labels = ids[:max_eval_examples], weights[:max_eval_examples], labels[:max_eval_examples]
-    return {"masked_lm_accuracy": float(np.sum((ids == token) * weights) / np.sum(weights)),
-            "next_sentence_accuracy": float(np.mean(labels == majority))}
+                                                masked_lm_prob, max_eval_examples)
+    ids, weights = ids[:max_eval_examples], weights[:max_eval_examples]
+    result = {"masked_lm_accuracy": float(np.sum((ids == token) * weights) / np.sum(weights))}
+    if train_labels is not None and labels is not None:
+        majority = collections.Counter(train_labels.tolist()).most_common(1)[0][0]
+        result["next_sentence_accuracy"] = float(np.mean(labels[:max_eval_examples] == majority))
+    return result
 
 
 def classifier_baselines(task: DownstreamTask):

@@ -144,14 +144,17 @@ def write_report(plan: StudyPlan, rows, summary_rows, baselines, path, descripti
     """report.md and its three plots beside it."""
     directory = os.path.dirname(path)
     variants = plan.variants
+    # MLM-only studies (--no_nsp) have no NSP column.
+    pretraining_columns = [(metric, heading) for metric, heading in PRETRAINING_COLUMNS
+                           if any((row["task"], row["metric"]) == (PRETRAINING, metric) for row in summary_rows)]
     lines = ["# Post-LN, Pre-LN and RealFormer compared", "", description, "",
              f"Variants: {', '.join(variants)}; seeds: {', '.join(map(str, plan.seeds))}. Each cell is the mean ± "
              "sample standard deviation over seeds at the last step; differences to post-LN are paired by seed, "
              "with the 95% confidence interval of the mean difference (t distribution, n − 1 degrees of "
              "freedom). \"within noise\": the interval contains 0.", "",
              "## Held-out pretraining metrics", "",
-             *_table(summary_rows, variants, PRETRAINING, PRETRAINING_COLUMNS, baselines.get(PRETRAINING)), "",
-             *_differences(summary_rows, variants, PRETRAINING, PRETRAINING_COLUMNS), "",
+             *_table(summary_rows, variants, PRETRAINING, pretraining_columns, baselines.get(PRETRAINING)), "",
+             *_differences(summary_rows, variants, PRETRAINING, pretraining_columns), "",
              "![held-out MLM accuracy](mlm_accuracy.png)", ""]
     for task in plan.tasks:
         lines += [f"## {task.name} (`{task.script} {' '.join(task.flags)}`)", "",

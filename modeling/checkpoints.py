@@ -87,11 +87,13 @@ def _bert_names(bert):
 def _head_names(model):
     if isinstance(model, BertPretrainer):
         mlm, nsp = model.masked_lm, model.next_sentence
-        return [*_dense_names("cls/predictions/transform/dense", mlm.transform),
-                *_layer_norm_names("cls/predictions/transform/LayerNorm", mlm.layer_norm),
-                ("cls/predictions/output_bias", mlm.output_bias),
-                ("cls/seq_relationship/output_weights", nsp.output_weights),
-                ("cls/seq_relationship/output_bias", nsp.output_bias)]
+        names = [*_dense_names("cls/predictions/transform/dense", mlm.transform),
+                 *_layer_norm_names("cls/predictions/transform/LayerNorm", mlm.layer_norm),
+                 ("cls/predictions/output_bias", mlm.output_bias)]
+        if nsp is None:  # MLM only
+            return names
+        return names + [("cls/seq_relationship/output_weights", nsp.output_weights),
+                        ("cls/seq_relationship/output_bias", nsp.output_bias)]
     if isinstance(model, BertClassifier):
         return [("output_weights", model.classifier.output_weights),
                 ("output_bias", model.classifier.output_bias)]

@@ -92,11 +92,14 @@ def _name_map(num_layers, prefix, architecture="BertForPreTraining"):
 
 def architecture_of(values):
     """The Hugging Face class for TF1 `values`: the fine-tuning head's when there is one, else
-    `BertForPreTraining` with the MLM/NSP heads, else `BertModel`."""
+    `BertForPreTraining` with the MLM/NSP heads, `BertForMaskedLM` with the MLM head alone
+    (MLM-only pretraining), else `BertModel`."""
     for architecture, heads in TASK_HEADS.items():
         if heads[0][1] in values:
             return architecture
-    return "BertForPreTraining" if "cls/predictions/output_bias" in values else "BertModel"
+    if "cls/predictions/output_bias" not in values:
+        return "BertModel"
+    return "BertForPreTraining" if "cls/seq_relationship/output_bias" in values else "BertForMaskedLM"
 
 
 def _normalise(name):
@@ -133,7 +136,7 @@ def tf1_to_hf(values, num_layers):
         if tf1 in values:
             out[hf] = np.ascontiguousarray(values[tf1].T if transpose else values[tf1])
             used.add(tf1)
-    if architecture == "BertForPreTraining":
+    if architecture in ("BertForPreTraining", "BertForMaskedLM"):
         out["cls.predictions.decoder.weight"] = out["bert.embeddings.word_embeddings.weight"]
         out["cls.predictions.decoder.bias"] = out["cls.predictions.bias"]
     left_out = sorted(name for name in values if name not in used)

@@ -25,24 +25,26 @@ def _as_config(config):
 
 
 class BertPretrainer(keras.Model):
-    """MLM + NSP, as the original `run_pretraining.model_fn`.
+    """MLM + NSP, as the original `run_pretraining.model_fn`; MLM alone with
+    `next_sentence=False` (RoBERTa's recipe: no `cls/seq_relationship` head at all).
 
     `call(features)` with `input_ids`, `input_mask`, `segment_ids` or `token_type_ids` [B, S] and
     `masked_lm_positions` [B, P] returns the encoder outputs plus `masked_lm_log_probs`
-    [B, P, V] and `next_sentence_log_probs` [B, 2] (float32).
+    [B, P, V] and, with the NSP head, `next_sentence_log_probs` [B, 2] (float32).
     """
 
-    def __init__(self, config: BertConfig, name: str = "pretrainer", **kwargs):
+    def __init__(self, config: BertConfig, next_sentence: bool = True, name: str = "pretrainer", **kwargs):
         super().__init__(name=name, **kwargs)
         self.config = _as_config(config)
         self.bert = BertModel(self.config)
         self.masked_lm = MaskedLMHead(self.config, name="predictions")
-        self.next_sentence = NextSentenceHead(self.config, name="seq_relationship")
+        self.next_sentence = NextSentenceHead(self.config, name="seq_relationship") if next_sentence else None
 
     def build(self, input_shape=None):
         self.bert.build()
         self.masked_lm.build()
-        self.next_sentence.build()
+        if self.next_sentence is not None:
+            self.next_sentence.build()
         self.built = True
 
     def call(self, features, training=False, layer_keep_probs=None):
@@ -51,24 +53,27 @@ class BertPretrainer(keras.Model):
         outputs["masked_lm_log_probs"] = self.masked_lm(
             outputs["sequence_output"], features["masked_lm_positions"],
             self.bert.get_embedding_table())
-        outputs["next_sentence_log_probs"] = self.next_sentence(outputs["pooled_output"])
+        if self.next_sentence is not None:
+            outputs["next_sentence_log_probs"] = self.next_sentence(outputs["pooled_output"])
         return outputs
 
     def get_config(self):
-        return {"config": self.config.to_dict(), "name": self.name}
+        return {"config": self.config.to_dict(), "next_sentence": self.next_sentence is not None, "name": self.name}
 
 
 def pretraining_losses(outputs: dict, features: dict) -> dict:
     """The original's losses. Returns a dict of scalars and per-example tensors:
     `masked_lm_loss`, `masked_lm_example_loss` [B, P], `next_sentence_loss`,
-    `next_sentence_example_loss` [B], `total_loss` (= MLM + NSP)."""
+    `next_sentence_example_loss` [B] (these two only when `outputs` has NSP log-probabilities),
+    `total_loss` (= MLM + NSP)."""
     mlm, mlm_examples = masked_lm_loss(outputs["masked_lm_log_probs"], features["masked_lm_ids"],
                                        features["masked_lm_weights"])
-    nsp, nsp_examples = next_sentence_loss(outputs["next_sentence_log_probs"],
-                                           features["next_sentence_labels"])
-    return {"masked_lm_loss": mlm, "masked_lm_example_loss": mlm_examples,
-            "next_sentence_loss": nsp, "next_sentence_example_loss": nsp_examples,
-            "total_loss": mlm + nsp}
+    losses = {"masked_lm_loss": mlm, "masked_lm_example_loss": mlm_examples, "total_loss": mlm}
+    if "next_sentence_log_probs" in outputs:
+        nsp, nsp_examples = next_sentence_loss(outputs["next_sentence_log_probs"],
+                                               features["next_sentence_labels"])
+        losses.update(next_sentence_loss=nsp, next_sentence_example_loss=nsp_examples, total_loss=mlm + nsp)
+    return losses
 
 
 class BertClassifier(keras.Model):

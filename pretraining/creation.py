@@ -40,6 +40,7 @@ class CreationOptions:
     chinese_word_segmentation: str = "none"   # none | jieba
     chinese_ref_files: tuple[str, ...] | None = None
     no_nsp: bool = False
+    dynamic_masking: bool = False   # unmasked records with their word grouping (masked when read)
     use_native: bool = True
     show_progress: bool = False
 
@@ -182,8 +183,9 @@ def _create(input_files, output_files, seed, vocab_ids, progress, ref_files, opt
             raise InputError(f"--input_file: {', '.join(input_files)} holds no text "
                              "(every line is blank or tokenizes to nothing)")
         masking = MaskingOptions(options.masked_lm_prob, options.max_predictions_per_seq,
-                                 options.do_whole_word_mask)
-        if options.use_native and native.available():
+                                 options.do_whole_word_mask, dynamic=options.dynamic_masking)
+        # (the C module masks as it goes: unmasked records are made by the Python path)
+        if options.use_native and native.available() and not options.dynamic_masking:
             if pool is not None:  # tokenization is done: free the workers' memory
                 pool.terminate()
                 pool = None
@@ -219,7 +221,8 @@ def _write_python(documents, output_files, seed, masking, vocab_ids, pool, optio
     from pretraining.instances import create_training_instances
     from pretraining.records import ParallelEncoder
 
-    encoder = ParallelEncoder(pool, options.max_seq_length, options.max_predictions_per_seq)
+    encoder = ParallelEncoder(pool, options.max_seq_length, options.max_predictions_per_seq,
+                              mask_token_id=vocab_ids.mask, next_sentence=not options.no_nsp)
     counts = {"masked": 0, "tokens": 0}
 
     def encode(instance):

@@ -14,12 +14,15 @@ import dataclasses
 
 @dataclasses.dataclass
 class TrainingInstance:
-    """One example: `[CLS] A [SEP] B [SEP]` after masking, as ids (no padding)."""
+    """One example: `[CLS] A [SEP] B [SEP]` after masking, as ids (no padding). Unmasked
+    instances (dynamic masking) have no masked positions and carry `word_ids` instead: per
+    position the number of the word it belongs to (1, 2, ...; 0 for `[CLS]`/`[SEP]`)."""
     input_ids: list
     segment_ids: list
     masked_lm_positions: list
     masked_lm_ids: list
     is_random_next: bool
+    word_ids: list | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,6 +30,7 @@ class MaskingOptions:
     masked_lm_prob: float = 0.15
     max_predictions_per_seq: int = 20
     do_whole_word_mask: bool = False
+    dynamic: bool = False  # leave the tokens unmasked and record the word grouping instead
 
 
 class VocabIds:
@@ -160,8 +164,29 @@ def truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng):
 
 
 def _masked_instance(tokens, segment_ids, is_random_next, masking, vocab_ids, rng):
+    if masking.dynamic:
+        plain = [t if t >= 0 else -t - 1 for t in tokens]
+        return TrainingInstance(plain, segment_ids, [], [], is_random_next,
+                                word_numbers(tokens, masking.do_whole_word_mask, vocab_ids))
     output, positions, labels = create_masked_lm_predictions(tokens, masking, vocab_ids, rng)
     return TrainingInstance(output, segment_ids, positions, labels, is_random_next)
+
+
+def word_numbers(tokens, whole_word, vocab_ids):
+    """The words masking chooses from, as one number per position: 0 for `[CLS]`/`[SEP]`, else
+    1, 2, ... in order. With `whole_word`, a `##` piece or a marked CJK continuation shares
+    the number of the word before it (the original's candidate grouping); otherwise every
+    WordPiece is its own word."""
+    cls, sep = vocab_ids.cls, vocab_ids.sep
+    numbers, current = [], 0
+    for token in tokens:
+        if token == cls or token == sep:
+            numbers.append(0)
+            continue
+        if not (whole_word and current and vocab_ids.continues_word(token)):
+            current += 1
+        numbers.append(current)
+    return numbers
 
 
 def create_masked_lm_predictions(tokens, masking, vocab_ids, rng):

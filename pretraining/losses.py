@@ -16,14 +16,17 @@ import modeling
 def pretraining_totals(features):
     """What the shares are normalised by: {masked_lm_weight, examples} of these features."""
     return {"masked_lm_weight": tf.reduce_sum(tf.cast(features["masked_lm_weights"], tf.float32)),
-            "examples": tf.cast(tf.shape(features["next_sentence_labels"])[0], tf.float32)}
+            "examples": tf.cast(tf.shape(features["input_ids"])[0], tf.float32)}
 
 
 def replica_pretraining_loss(outputs, features, totals):
-    """Returns (share of the total loss, {loss, masked_lm_loss, next_sentence_loss} shares)."""
+    """Returns (share of the total loss, {loss, masked_lm_loss, next_sentence_loss} shares);
+    MLM-only models (no NSP outputs) have no next_sentence_loss and loss = masked_lm_loss."""
     losses = modeling.pretraining_losses(outputs, features)
     weights = tf.cast(features["masked_lm_weights"], tf.float32)
     mlm = tf.reduce_sum(weights * losses["masked_lm_example_loss"]) / (totals["masked_lm_weight"] + 1e-5)
+    if "next_sentence_example_loss" not in losses:
+        return mlm, {"loss": mlm, "masked_lm_loss": mlm}
     nsp = tf.reduce_sum(losses["next_sentence_example_loss"]) / totals["examples"]
     total = mlm + nsp
     return total, {"loss": total, "masked_lm_loss": mlm, "next_sentence_loss": nsp}

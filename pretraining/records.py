@@ -6,6 +6,13 @@ Per example: `input_ids`, `input_mask`, `segment_ids` (int64 x max_seq_length, z
 `masked_lm_weights` (float x max_predictions_per_seq, 1.0 real / 0.0 padding),
 `next_sentence_labels` (int64 x 1; 1 = B is a random sentence).
 
+Unmasked records (`create_pretraining_data.py --dynamic_masking`, masked as they are read by
+`pretraining.dynamic_masking`): `input_ids`, `input_mask`, `segment_ids` as above, the real
+tokens; `word_ids` (int64 x max_seq_length: per position the number of its word, 1, 2, ...,
+0 for `[CLS]`, `[SEP]` and padding: what whole-word masking chooses from); `mask_token_id`
+(int64 x 1: the vocabulary's `[MASK]`); `next_sentence_labels` unless made with `--no_nsp`. No
+`masked_lm_*` features.
+
 Records are encoded and written by `tfrecords` (no TensorFlow import). Tests parse the files
 with TensorFlow.
 """
@@ -30,6 +37,17 @@ def feature_spec(max_seq_length, max_predictions_per_seq):
     }
 
 
+def unmasked_feature_spec(max_seq_length, next_sentence=True):
+    """`tf.io.parse_single_example` spec for unmasked (dynamic masking) records."""
+    import tensorflow as tf
+    spec = {name: tf.io.FixedLenFeature([max_seq_length], tf.int64)
+            for name in ("input_ids", "input_mask", "segment_ids", "word_ids")}
+    spec["mask_token_id"] = tf.io.FixedLenFeature([1], tf.int64)
+    if next_sentence:
+        spec["next_sentence_labels"] = tf.io.FixedLenFeature([1], tf.int64)
+    return spec
+
+
 @functools.lru_cache(maxsize=4096)
 def _mask_feature(n, length):
     return int64_feature([1] * n + [0] * (length - n))
@@ -40,13 +58,24 @@ def _weights_feature(m, length):
     return float_feature([1.0] * m + [0.0] * (length - m))
 
 
-def instance_to_example(instance, max_seq_length, max_predictions_per_seq):
-    """A `TrainingInstance` -> serialized `tf.train.Example`, padded as the original writer."""
+def instance_to_example(instance, max_seq_length, max_predictions_per_seq, mask_token_id=None, next_sentence=True):
+    """A `TrainingInstance` -> serialized `tf.train.Example`, padded as the original writer; an
+    unmasked one (with `word_ids`) in the unmasked layout, which needs `mask_token_id` and
+    holds `next_sentence_labels` only when `next_sentence`."""
     n = len(instance.input_ids)
     m = len(instance.masked_lm_positions)
     if n > max_seq_length:
         raise ValueError(f"instance of {n} tokens exceeds max_seq_length {max_seq_length}")
     pad = [0] * (max_seq_length - n)
+    if instance.word_ids is not None:
+        features = {"input_ids": int64_feature(list(instance.input_ids) + pad),
+                    "input_mask": _mask_feature(n, max_seq_length),
+                    "segment_ids": int64_feature(list(instance.segment_ids) + pad),
+                    "word_ids": int64_feature(list(instance.word_ids) + pad),
+                    "mask_token_id": int64_feature([mask_token_id])}
+        if next_sentence:
+            features["next_sentence_labels"] = int64_feature([1 if instance.is_random_next else 0])
+        return encode_example(features)
     mpad = [0] * (max_predictions_per_seq - m)
     return encode_example({
         "input_ids": int64_feature(list(instance.input_ids) + pad),
@@ -69,9 +98,9 @@ class ParallelEncoder:
     BATCH = 512
     MAX_IN_FLIGHT = 8  # batches handed to the pool and not yet collected (bounds memory)
 
-    def __init__(self, pool, max_seq_length, max_predictions_per_seq):
+    def __init__(self, pool, max_seq_length, max_predictions_per_seq, mask_token_id=None, next_sentence=True):
         self._pool = pool
-        self._shape = (max_seq_length, max_predictions_per_seq)
+        self._shape = (max_seq_length, max_predictions_per_seq, mask_token_id, next_sentence)
         self._batch, self._pending, self._count = [], [], 0
         self._collected = 0  # self._pending[:self._collected] are lists of records
 
@@ -79,7 +108,8 @@ class ParallelEncoder:
         # Arrays pickle as raw bytes: far cheaper for this process than lists of ints.
         fields = (array.array("i", instance.input_ids), bytes(instance.segment_ids),
                   array.array("i", instance.masked_lm_positions),
-                  array.array("i", instance.masked_lm_ids), instance.is_random_next)
+                  array.array("i", instance.masked_lm_ids), instance.is_random_next,
+                  None if instance.word_ids is None else array.array("i", instance.word_ids))
         if self._pool is None:
             self._pending.append([_encode_fields(fields, *self._shape)])
         else:
@@ -108,15 +138,15 @@ class ParallelEncoder:
         return [record for part in self._pending for record in part]
 
 
-def _encode_fields(fields, max_seq_length, max_predictions_per_seq):
+def _encode_fields(fields, *shape):
     from pretraining.instances import TrainingInstance
-    input_ids, segment_ids, positions, ids, is_random_next = fields
+    input_ids, segment_ids, positions, ids, is_random_next, word_ids = fields
     instance = TrainingInstance(list(input_ids), list(segment_ids), list(positions), list(ids),
-                                is_random_next)
-    return instance_to_example(instance, max_seq_length, max_predictions_per_seq)
+                                is_random_next, None if word_ids is None else list(word_ids))
+    return instance_to_example(instance, *shape)
 
 
-def _encode_batch(batch, max_seq_length, max_predictions_per_seq):
-    return [_encode_fields(fields, max_seq_length, max_predictions_per_seq) for fields in batch]
+def _encode_batch(batch, *shape):
+    return [_encode_fields(fields, *shape) for fields in batch]
 
 

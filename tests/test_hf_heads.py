@@ -25,7 +25,9 @@ LABELS = ["negative", "neutral", "positive"]
 
 
 def _models(config):
-    return {"pretraining": modeling.BertPretrainer(config), "classifier": modeling.BertClassifier(config, 3),
+    return {"pretraining": modeling.BertPretrainer(config),
+            "masked_lm": modeling.BertPretrainer(config, next_sentence=False),
+            "classifier": modeling.BertClassifier(config, 3),
             "regression": modeling.BertClassifier(config, 1), "span": modeling.BertSpanLabeler(config),
             "tokens": modeling.BertTokenClassifier(config, 5), "choice": modeling.BertMultipleChoice(config)}
 
@@ -42,8 +44,10 @@ def _with_random_heads(model, rng):
 
 def _our_outputs(head, model, io):
     inputs = {"input_ids": io["input_ids"], "input_mask": io["input_mask"], "token_type_ids": io["token_type_ids"]}
-    if head == "pretraining":
+    if head in ("pretraining", "masked_lm"):
         out = model({**inputs, "masked_lm_positions": io["masked_lm_positions"]})
+        if head == "masked_lm":  # MLM-only pretraining (--no_nsp): no NSP head
+            return {"mlm": np.asarray(out["masked_lm_log_probs"])}
         return {"mlm": np.asarray(out["masked_lm_log_probs"]), "nsp": np.asarray(out["next_sentence_log_probs"])}
     if head == "span":
         start, end = model(inputs)
@@ -89,15 +93,19 @@ def test_every_head_to_transformers_and_back(tmp_path):
     assert oracle.returncode == 0, oracle.stderr[-3000:]
     theirs = json.loads(oracle.stdout.strip().splitlines()[-1])
 
-    expected_classes = {"pretraining": "BertForPreTraining", "classifier": "BertForSequenceClassification",
+    expected_classes = {"pretraining": "BertForPreTraining", "masked_lm": "BertForMaskedLM",
+                        "classifier": "BertForSequenceClassification",
                         "regression": "BertForSequenceClassification", "span": "BertForQuestionAnswering",
                         "tokens": "BertForTokenClassification", "choice": "BertForMultipleChoice"}
     for head, architecture in expected_classes.items():
         assert theirs[head]["architectures"] == [architecture], head
-    # MLM/NSP: their logits, log-softmaxed, at the masked positions.
-    mlm = _log_softmax(np.array(theirs["pretraining"]["mlm"]))
-    rows = np.take_along_axis(mlm, io["masked_lm_positions"][..., None].astype(int), axis=1).reshape(-1, mlm.shape[-1])
-    np.testing.assert_allclose(rows, ours["pretraining"]["mlm"].reshape(rows.shape), atol=1e-4)
+    # MLM/NSP: their logits, log-softmaxed, at the masked positions (MLM-only: BertForMaskedLM's).
+    for head in ("pretraining", "masked_lm"):
+        mlm = _log_softmax(np.array(theirs[head]["mlm"]))
+        rows = np.take_along_axis(mlm, io["masked_lm_positions"][..., None].astype(int),
+                                  axis=1).reshape(-1, mlm.shape[-1])
+        np.testing.assert_allclose(rows, ours[head]["mlm"].reshape(rows.shape), atol=1e-4, err_msg=head)
+    assert not any(name.startswith("cls/seq_relationship") for name in saved["masked_lm"])
     np.testing.assert_allclose(_log_softmax(np.array(theirs["pretraining"]["nsp"])), ours["pretraining"]["nsp"],
                                atol=1e-4)
     # The classifier's probabilities, its labels and problem types.

@@ -155,7 +155,7 @@ def test_eval_history_keeps_one_point_per_step(tmp_path):
         [(5, 0.05), (10, 0.5)]
     assert os.listdir(tmp_path / "eval")  # TensorBoard events
     due = PeriodicEval(5, None)
-    assert [s for s in range(0, 13) if due.due(s, 12)] == [5, 10, 12]
+    assert [s for s in range(0, 13) if due.due(s, 12)] == [0, 5, 10, 12]
     assert (due.next_due(0, 12), due.next_due(10, 12)) == (5, 12)
 
 

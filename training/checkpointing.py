@@ -121,6 +121,9 @@ def describe(checkpoint, report=None):
         text += f", {len(report.loaded)} loaded"
         if report.missing:
             text += f"; freshly initialised (not in it): {fold_layer_names(report.missing)}"
+            heads = sorted({"/".join(name.split("/")[:2]) for name in report.missing if name.startswith("cls/")})
+            if heads:
+                text += f" (untrained heads: {', '.join(heads)})"
         if report.unexpected:
             text += f"; in it but unused: {fold_layer_names(report.unexpected)}"
     return text

@@ -2,7 +2,8 @@
 object per evaluation (`{"step": 500, "masked_lm_accuracy": 0.31, ...}`), in step order, and
 the same numbers in TensorBoard (`OUTPUT_DIR/eval/`).
 
-A resumed run keeps exactly one point per evaluation step: points after the step it resumes
+The first point is step 0, evaluated before training: a run continued from a released checkpoint
+shows where it starts. A resumed run keeps exactly one point per evaluation step: points after the step it resumes
 from are dropped (the resumed run evaluates those steps again, with the same weights), and a
 point due at that step which the killed run did not write is written first.
 """
@@ -22,13 +23,13 @@ FILE_NAME = "eval_history.jsonl"
 
 @dataclasses.dataclass
 class PeriodicEval:
-    """`evaluate(step) -> {metric: number}` at every multiple of `every_steps` and at the last
-    step of training."""
+    """`evaluate(step) -> {metric: number}` before the first step (step 0: the model a run
+    starts from), at every multiple of `every_steps` and at the last step of training."""
     every_steps: int
     evaluate: Callable[[int], dict]
 
     def due(self, step: int, last_step: int) -> bool:
-        return step > 0 and (step % self.every_steps == 0 or step == last_step)
+        return step % self.every_steps == 0 or step == last_step
 
     def next_due(self, step: int, last_step: int) -> int:
         """The first step after `step` at which an evaluation is due."""

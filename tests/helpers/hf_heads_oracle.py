@@ -11,7 +11,8 @@ import numpy as np
 import torch
 import transformers
 
-CLASSES = {"pretraining": transformers.BertForPreTraining, "classifier": transformers.BertForSequenceClassification,
+CLASSES = {"pretraining": transformers.BertForPreTraining, "masked_lm": transformers.BertForMaskedLM,
+           "classifier": transformers.BertForSequenceClassification,
            "regression": transformers.BertForSequenceClassification,
            "span": transformers.BertForQuestionAnswering, "tokens": transformers.BertForTokenClassification,
            "choice": transformers.BertForMultipleChoice}
@@ -30,6 +31,8 @@ for head, directory in request["dirs"].items():
     if head == "pretraining":
         results[head] = {"mlm": out.prediction_logits.numpy().tolist(),
                          "nsp": out.seq_relationship_logits.numpy().tolist()}
+    elif head == "masked_lm":
+        results[head] = {"mlm": out.logits.numpy().tolist()}
     elif head == "span":
         results[head] = {"start": out.start_logits.numpy().tolist(), "end": out.end_logits.numpy().tolist()}
     else:

@@ -71,8 +71,8 @@ def uninterrupted_run(tmp_path, flags, name):
     return whole_dir, other_dir
 
 
-def assert_same_run(a_dir, b_dir, step):
-    """The two runs' model.ckpt-STEP weights and eval results agree to 1e-5."""
+def assert_same_run(a_dir, b_dir, step, keys=("loss", "masked_lm_loss", "next_sentence_loss", "masked_lm_accuracy")):
+    """The two runs' model.ckpt-STEP weights and eval results (`keys`) agree to 1e-5."""
     import numpy as np
 
     import modeling
@@ -82,5 +82,5 @@ def assert_same_run(a_dir, b_dir, step):
         np.testing.assert_allclose(b[name], a[name], atol=1e-5, err_msg=name)
     a_eval, b_eval = eval_results(a_dir / "out"), eval_results(b_dir / "out")
     assert a_eval["global_step"] == b_eval["global_step"] == str(step)
-    for key in ("loss", "masked_lm_loss", "next_sentence_loss", "masked_lm_accuracy"):
+    for key in keys:
         assert abs(float(a_eval[key]) - float(b_eval[key])) < 1e-5, key
