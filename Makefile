@@ -101,9 +101,11 @@ bench/.venv-tfm/.installed:
 	bench/.venv-tfm/bin/pip install --quiet "tf-models-official==2.20.0"
 	touch $@
 
-# Hugging Face on PyTorch (CPU build) and the `tokenizers` WordPiece tokenizer.
+# Hugging Face on PyTorch (CPU build), the `tokenizers` WordPiece tokenizer, and ONNX Runtime
+# for the exported model.
 bench/.venv-hf/.installed:
 	$(PYTHON) -m venv bench/.venv-hf
 	bench/.venv-hf/bin/pip install --quiet --upgrade pip
-	bench/.venv-hf/bin/pip install --quiet torch==2.13.0 transformers==5.23.0
+	bench/.venv-hf/bin/pip install --quiet torch==2.13.0 transformers==5.23.0 onnx==1.23.2 onnxruntime==1.32.0 \
+		onnxscript==0.7.2
 	touch $@

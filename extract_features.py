@@ -32,6 +32,8 @@ flags.DEFINE_integer("batch_size", 32, "Batch size for predictions.")
 flags.DEFINE_bool("use_tpu", False, "Accepted for compatibility; prediction runs on the default device.")
 flags.DEFINE_string("master", None, "Accepted for compatibility.")
 flags.DEFINE_integer("num_tpu_cores", 8, "Accepted for compatibility.")
+flags.DEFINE_bool("dynamic_padding", True, "Pad each batch to its longest sequence (rounded up to a multiple of 8) "
+                  "instead of --max_seq_length; the features are the same.")
 flags.DEFINE_bool("use_one_hot_embeddings", False, "Accepted for compatibility (the lookup gives the same values).")
 
 def main(argv):
@@ -61,7 +63,9 @@ def main(argv):
     print(describe(checkpoint, load_weights(model, checkpoint, strict=True)), file=sys.stderr)
     all_tokens, arrays = text_features(read_text_examples(FLAGS.input_file), tokenizer, FLAGS.max_seq_length)
 
-    @tf.function
+    from training.padding import LENGTH_MULTIPLE
+
+    @tf.function(reduce_retracing=True)
     def layers_of(features):
         layers = model(features, training=False)["all_encoder_layers"]
         return [layers[i] for i in layer_indexes]
@@ -69,6 +73,10 @@ def main(argv):
     with storage.atomic_output(FLAGS.output_file) as writer:
         for start in range(0, len(all_tokens), FLAGS.batch_size):
             batch = {k: v[start:start + FLAGS.batch_size] for k, v in arrays.items()}
+            if FLAGS.dynamic_padding:  # cut to the batch's longest sequence, rounded up
+                longest = int(batch["input_mask"].sum(axis=1).max())
+                length = min(-(-longest // LENGTH_MULTIPLE) * LENGTH_MULTIPLE, FLAGS.max_seq_length)
+                batch = {k: v[:, :length] for k, v in batch.items()}
             layers = [np.asarray(layer) for layer in layers_of(batch)]
             for row, tokens in enumerate(all_tokens[start:start + FLAGS.batch_size]):
                 entry = {"linex_index": start + row, "features": [

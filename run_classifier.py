@@ -41,6 +41,15 @@ flags.DEFINE_string("text_b_column", None, "--task_name=generic: column of the s
 flags.DEFINE_string("label_column", "label", "--task_name=generic: column of the label.")
 flags.DEFINE_string("label_file", None, "--task_name=generic: the labels, one per line (default: collected from the "
                     "training file).")
+flags.DEFINE_integer("doc_stride", None, "Long texts: cut text_a (the document; in pairs, text_b is kept in every "
+                     "window) into overlapping windows that start N tokens apart, as run_squad.py does, instead of "
+                     "truncating it. Training uses every window with the document's label; evaluation, prediction and "
+                     "the SavedModel combine a document's windows into one row (--window_pooling).", lower_bound=1)
+flags.DEFINE_enum("window_pooling", "mean", ["mean", "max"], "With --doc_stride: how a document's windows combine: "
+                  "mean of their log-probabilities (renormalised) or each class's maximum (renormalised); "
+                  "regression: mean or maximum score.")
+flags.DEFINE_bool("group_by_length", False, "Training: batches of examples of similar lengths, each padded to its "
+                  "longest (faster on CPU/GPU; changes the batches, and the shapes vary: not for TPUs).")
 flags.DEFINE_string("export_dir", None, "Export a SavedModel taking raw text (text_a, text_b) to EXPORT_DIR/<version>.")
 
 
@@ -55,6 +64,7 @@ def main(argv):
     from tasks import classifier_task
     from tasks.classifier_data import get_processor
     from tasks.classifier_features import cached_features
+    from tasks.feature_cache import record_count
     from training.per_example import num_train_steps
     from training.results import write_eval_results
     task = FLAGS.task_name.lower()
@@ -75,19 +85,23 @@ def main(argv):
     driver, tokenizer = finetuning_driver(lambda config: modeling.BertClassifier(config, num_labels=num_labels))
     if FLAGS.do_train:
         path = os.path.join(FLAGS.output_dir, "train.tf_record")
-        reused = cached_features(train_examples, label_list, FLAGS.max_seq_length, tokenizer, path)
-        print(f"{'re-used' if reused else 'wrote'} {path} ({len(train_examples)} examples)", file=sys.stderr)
-        steps = num_train_steps(len(train_examples), FLAGS.train_batch_size, FLAGS.num_train_epochs,
+        reused = cached_features(train_examples, label_list, FLAGS.max_seq_length, tokenizer, path,
+                                 FLAGS.doc_stride)
+        records = record_count(path)
+        windows = f", {records} windows" if FLAGS.doc_stride else ""
+        print(f"{'re-used' if reused else 'wrote'} {path} ({len(train_examples)} examples{windows})", file=sys.stderr)
+        # An epoch is every training sequence once: with --doc_stride, every window.
+        steps = num_train_steps(records, FLAGS.train_batch_size, FLAGS.num_train_epochs,
                                 FLAGS.gradient_accumulation_steps)
         driver.train(classifier_task.classifier_task(
             path, FLAGS.train_batch_size, FLAGS.max_seq_length, regression, FLAGS.learning_rate,
-            steps, FLAGS.warmup_proportion, FLAGS.seed))
+            steps, FLAGS.warmup_proportion, FLAGS.seed, FLAGS.shuffle_buffer_size, FLAGS.group_by_length))
     else:
         driver.restore_for_inference()
     if FLAGS.do_eval:
         outputs, labels = classifier_task.predict(
             driver, eval_examples, label_list, tokenizer, os.path.join(FLAGS.output_dir, "eval.tf_record"),
-            FLAGS.eval_batch_size, FLAGS.max_seq_length)
+            FLAGS.eval_batch_size, FLAGS.max_seq_length, FLAGS.doc_stride, FLAGS.window_pooling, FLAGS.dynamic_padding)
         result = classifier_task.evaluation_results(task, outputs, labels, label_list, driver.step)
         write_eval_results(result, os.path.join(FLAGS.output_dir, "eval_results.txt"))
         for key in ("eval_accuracy", "eval_loss", "macro_f1", "pearson", "spearman"):
@@ -96,12 +110,13 @@ def main(argv):
     if FLAGS.do_predict:
         outputs, _ = classifier_task.predict(
             driver, test_examples, label_list, tokenizer, os.path.join(FLAGS.output_dir, "predict.tf_record"),
-            FLAGS.predict_batch_size, FLAGS.max_seq_length)
+            FLAGS.predict_batch_size, FLAGS.max_seq_length, FLAGS.doc_stride, FLAGS.window_pooling,
+            FLAGS.dynamic_padding)
         classifier_task.write_test_results(outputs, os.path.join(FLAGS.output_dir, "test_results.tsv"))
     if FLAGS.export_dir:
         from tasks.export import export_classifier
         path = export_classifier(driver.model, FLAGS.vocab_file, FLAGS.do_lower_case, FLAGS.max_seq_length,
-                                 label_list, FLAGS.export_dir)
+                                 label_list, FLAGS.export_dir, FLAGS.doc_stride, FLAGS.window_pooling)
         print(f"exported {path}", file=sys.stderr)
 
 

@@ -48,19 +48,20 @@ def main(argv):
         print(f"training on {len(train)} examples", file=sys.stderr)
         driver.train(multiple_choice.choice_training(
             train, tokenizer, FLAGS.max_seq_length, FLAGS.train_batch_size, FLAGS.learning_rate,
-            FLAGS.num_train_epochs, FLAGS.warmup_proportion, FLAGS.gradient_accumulation_steps, FLAGS.seed))
+            FLAGS.num_train_epochs, FLAGS.warmup_proportion, FLAGS.gradient_accumulation_steps, FLAGS.seed,
+            FLAGS.shuffle_buffer_size))
     else:
         driver.restore_for_inference()
     if dev is not None:
         probabilities = multiple_choice.predict_probabilities(driver, dev, tokenizer, FLAGS.max_seq_length,
-                                                              FLAGS.eval_batch_size)
+                                                              FLAGS.eval_batch_size, FLAGS.dynamic_padding)
         result = multiple_choice.evaluation_results(dev, probabilities, driver.step)
         write_eval_results(result, os.path.join(FLAGS.output_dir, "eval_results.txt"))
         for key in ("eval_accuracy", "eval_loss"):
             print(f"  {key} = {result[key]}", file=sys.stderr)
     if test is not None:
         probabilities = multiple_choice.predict_probabilities(driver, test, tokenizer, FLAGS.max_seq_length,
-                                                              FLAGS.predict_batch_size)
+                                                              FLAGS.predict_batch_size, FLAGS.dynamic_padding)
         classifier_task.write_test_results(multiple_choice.test_rows(test, probabilities),
                                            os.path.join(FLAGS.output_dir, "test_results.tsv"))
 

@@ -63,7 +63,7 @@ def main(argv):
         training, windows = ner_task.ner_training(
             train.sentences, tokenizer, labels, FLAGS.max_seq_length, FLAGS.train_batch_size,
             FLAGS.learning_rate, FLAGS.num_train_epochs, FLAGS.warmup_proportion, FLAGS.crf,
-            FLAGS.gradient_accumulation_steps, FLAGS.seed)
+            FLAGS.gradient_accumulation_steps, FLAGS.seed, FLAGS.shuffle_buffer_size)
         print(f"training on {len(train.sentences)} sentences ({windows} windows), labels: "
               f"{' '.join(labels)}", file=sys.stderr)
         driver.train(training)
@@ -74,7 +74,7 @@ def main(argv):
         if conll_file is None:
             continue
         predicted = ner_task.predict_tags(driver, conll_file.sentences, tokenizer, labels,
-                                          FLAGS.max_seq_length, batch_size, FLAGS.crf)
+                                          FLAGS.max_seq_length, batch_size, FLAGS.crf, FLAGS.dynamic_padding)
         ner_data.write_predictions(conll_file, predicted, os.path.join(FLAGS.output_dir, f"{name}_predictions.txt"))
         if name == "eval":
             result = ner_task.evaluation_results(conll_file.sentences, predicted, driver.step)

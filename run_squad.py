@@ -91,7 +91,7 @@ def main(argv):
         task, num_features, reused = squad_task.squad_training(
             examples, tokenizer, *windows, FLAGS.train_batch_size, FLAGS.learning_rate,
             FLAGS.num_train_epochs, FLAGS.warmup_proportion, features_path, FLAGS.gradient_accumulation_steps,
-            FLAGS.seed)
+            FLAGS.seed, FLAGS.shuffle_buffer_size)
         print(f"{'re-used' if reused else 'wrote'} {features_path} ({num_features} features)", file=sys.stderr)
         print(f"training on {len(examples)} questions ({skipped} skipped), {num_features} features",
               file=sys.stderr)
@@ -103,7 +103,7 @@ def main(argv):
         predictions, nbest, null_odds = squad_task.predict(
             driver, examples, tokenizer, *windows, FLAGS.predict_batch_size, FLAGS.n_best_size,
             FLAGS.max_answer_length, FLAGS.do_lower_case, FLAGS.version_2_with_negative,
-            FLAGS.null_score_diff_threshold)
+            FLAGS.null_score_diff_threshold, FLAGS.dynamic_padding)
         squad_task.write_predictions(FLAGS.output_dir, predictions, nbest,
                                      null_odds if FLAGS.version_2_with_negative else None)
         if FLAGS.do_eval:

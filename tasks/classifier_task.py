@@ -1,6 +1,14 @@
 """Sentence (pair) classification and STS-B regression as a task for the training driver:
 the loss, the training task over cached features, predictions, and the eval_results.txt and
 test_results.tsv the original writes.
+
+Long documents (`doc_stride`): training uses every window with its document's label;
+prediction combines the windows of a document into one row (`combine_windows`): by default the
+mean of the windows' log-probabilities, renormalised (a geometric mean of their
+probabilities: every window's evidence counts), or with `window_pooling="max"` each class's
+largest log-probability, renormalised (a class that one window is sure of wins); regression
+scores are averaged (or their maximum taken). A document of one window keeps that window's
+output unchanged.
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ import tensorflow as tf
 from bert_realformer import storage
 from tasks import metrics
 from tasks.classifier_features import cached_features, make_dataset
+from tasks.feature_cache import record_count
 from training.driver import TrainingTask
 from training.per_example import example_totals, loss_share
 
@@ -42,33 +51,73 @@ def classifier_loss_fn(regression):
     return loss_fn
 
 
+WINDOW_POOLINGS = ("mean", "max")
+
+
 def classifier_task(features_path: str, batch_size: int, max_seq_length: int, regression: bool,
                     learning_rate: float, num_train_steps: int, warmup_proportion: float,
-                    seed: int = 12345) -> TrainingTask:
-    """The `TrainingTask` over a cached features file (`cached_features`)."""
+                    seed: int = 12345, shuffle_buffer_size: int = 0, group_by_length: bool = False) -> TrainingTask:
+    """The `TrainingTask` over a cached features file (`cached_features`): every record (window)
+    once per epoch in a new order (`training.per_example.training_batches`)."""
+    count = record_count(features_path)
     return TrainingTask(
         loss_fn=classifier_loss_fn(regression), totals_fn=example_totals,
         dataset_fn=lambda start: make_dataset(features_path, batch_size, max_seq_length, True,
-                                              regression, seed, start_batch=start),
+                                              regression, seed, start_batch=start, num_examples=count,
+                                              shuffle_buffer_size=shuffle_buffer_size,
+                                              group_by_length=group_by_length),
         batch_size=batch_size, learning_rate=learning_rate, num_train_steps=num_train_steps,
         num_warmup_steps=int(num_train_steps * warmup_proportion))
 
 
 def predict(driver: Driver, examples: list[InputExample], label_list: list[str] | None, tokenizer: FullTokenizer,
-            features_path: str, batch_size: int, max_seq_length: int) -> tuple[np.ndarray, np.ndarray]:
+            features_path: str, batch_size: int, max_seq_length: int, doc_stride: int | None = None,
+            window_pooling: str = "mean", dynamic_padding: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """(probabilities [N, C], or scores [N, 1] for regression; labels [N]) for `examples`, in
-    order, with the driver's model (features cached at `features_path`)."""
+    order, with the driver's model (features cached at `features_path`): one row per example,
+    its windows combined (`combine_windows`). Each batch is cut to its longest sequence unless
+    `dynamic_padding` is False."""
     regression = label_list is None
-    cached_features(examples, label_list, max_seq_length, tokenizer, features_path)
+    cached_features(examples, label_list, max_seq_length, tokenizer, features_path, doc_stride)
 
     def outputs(model, features):
         logits = model(features, training=False)
         return {"outputs": logits if regression else tf.nn.softmax(logits, axis=-1),
-                "labels": features["label_ids"]}
+                "labels": features["label_ids"], "example_index": features["example_index"]}
 
-    result = driver.predict(make_dataset(features_path, batch_size, max_seq_length, False, regression),
-                            outputs)
-    return result["outputs"], result["labels"]
+    result = driver.predict(make_dataset(features_path, batch_size, max_seq_length, False, regression,
+                                         dynamic_padding=dynamic_padding), outputs)
+    combined = combine_windows(result["outputs"], result["example_index"], len(examples), regression,
+                               window_pooling)
+    labels = np.zeros(len(examples), result["labels"].dtype)
+    labels[result["example_index"]] = result["labels"]
+    return combined, labels
+
+
+def combine_windows(outputs: np.ndarray, example_index: np.ndarray, num_examples: int, regression: bool,
+                    pooling: str = "mean") -> np.ndarray:
+    """Window outputs [W, C] (probabilities, or scores for regression) of examples
+    `example_index` [W] -> one row per example [N, C] (see the module docstring)."""
+    counts = np.bincount(example_index, minlength=num_examples)
+    if np.all(counts == 1):
+        combined = np.empty_like(outputs)
+        combined[example_index] = outputs
+        return combined
+    values = outputs.astype(np.float64) if regression else np.log(np.maximum(outputs.astype(np.float64), 1e-30))
+    if pooling == "max":
+        pooled = np.full((num_examples, outputs.shape[1]), -np.inf)
+        np.maximum.at(pooled, example_index, values)
+    else:
+        pooled = np.zeros((num_examples, outputs.shape[1]))
+        np.add.at(pooled, example_index, values)
+        pooled /= np.maximum(counts, 1)[:, None]
+    if not regression:
+        pooled = np.exp(pooled - pooled.max(axis=1, keepdims=True))
+        pooled /= pooled.sum(axis=1, keepdims=True)
+    combined = pooled.astype(outputs.dtype)
+    single = counts[example_index] == 1
+    combined[example_index[single]] = outputs[single]  # one window: its output, unchanged
+    return combined
 
 
 def evaluation_results(task, outputs, labels, label_list, global_step):

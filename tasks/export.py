@@ -7,6 +7,12 @@ the graph; loading needs `import tensorflow_text` (it registers the ops). Signat
   encoder: `serving_default` / `encode` and `encode_pair` -> sequence_output, pooled_output.
 The directory layout is TF Serving's: EXPORT_DIR/<version>/saved_model.pb, version = seconds
 since the epoch. Written under a temporary name and renamed.
+
+Each request is padded to its longest sequence (rounded up to a multiple of 8, at most
+max_seq_length), not to max_seq_length: short texts cost what their tokens cost. A classifier
+exported with `doc_stride` takes texts of any length: text_a is cut into overlapping windows
+as run_classifier.py --doc_stride cuts it, and a text's windows are combined into one row the
+same way (`window_pooling`).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import tensorflow as tf
 from bert_realformer import storage
 from tokenization.fast import FastTokenizer
 from training.checkpointing import named_variables
+from training.padding import padded_length
 
 if TYPE_CHECKING:  # annotations only
     import keras
@@ -54,7 +61,7 @@ def pack_inputs(ids_a, ids_b, max_seq_length, cls_id, sep_id):
         second = tf.concat([b, sep], axis=1)
         ids = tf.concat([first, second], axis=1)
         types = tf.concat([tf.zeros_like(first), tf.ones_like(second)], axis=1)
-    shape = [None, max_seq_length]
+    shape = tf.stack([ids.nrows(), padded_length(ids.row_lengths(), max_seq_length)])
     return {"input_ids": tf.cast(ids.to_tensor(0, shape=shape), tf.int32),
             "input_mask": tf.cast(tf.ones_like(ids).to_tensor(0, shape=shape), tf.int32),
             "token_type_ids": tf.cast(types.to_tensor(0, shape=shape), tf.int32)}
@@ -76,33 +83,85 @@ class TextServing(tf.Module):
     def outputs(self, features):
         raise NotImplementedError
 
+    def texts_outputs(self, ids_a, ids_b):
+        """Token ids (ragged [B, (n)]; `ids_b` None for single texts) -> the outputs."""
+        return self.outputs(pack_inputs(ids_a, ids_b, self._max_seq_length, self._cls, self._sep))
+
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text_a")])
     def serve(self, text_a):
-        return self.outputs(pack_inputs(self._tokenizer.tokenize(text_a), None,
-                                        self._max_seq_length, self._cls, self._sep))
+        return self.texts_outputs(self._tokenizer.tokenize(text_a), None)
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text_a"),
                                   tf.TensorSpec([None], tf.string, name="text_b")])
     def serve_pair(self, text_a, text_b):
-        return self.outputs(pack_inputs(self._tokenizer.tokenize(text_a), self._tokenizer.tokenize(text_b),
-                                        self._max_seq_length, self._cls, self._sep))
+        return self.texts_outputs(self._tokenizer.tokenize(text_a), self._tokenizer.tokenize(text_b))
 
 
 class ClassifierServing(TextServing):
     """A `BertClassifier`: {probabilities [B, C], label [B] (the most probable label's name)},
-    or {scores [B, 1]} for regression (`label_list` None)."""
+    or {scores [B, 1]} for regression (`label_list` None). With `doc_stride`, long texts are
+    cut into windows whose outputs are combined per text (`window_pooling`)."""
 
-    def __init__(self, model, vocab_file, do_lower_case, max_seq_length, label_list):
+    def __init__(self, model, vocab_file, do_lower_case, max_seq_length, label_list, doc_stride=None,
+                 window_pooling="mean"):
         super().__init__(model, vocab_file, do_lower_case, max_seq_length)
         self._regression = label_list is None
         self.labels = tf.constant(label_list or ["score"])
+        self._doc_stride = doc_stride
+        self._window_pooling = window_pooling
 
     def outputs(self, features):
         logits = tf.cast(self._model(features, training=False), tf.float32)
+        return self._named(logits if self._regression else tf.nn.softmax(logits, axis=-1))
+
+    def _named(self, values):
         if self._regression:
-            return {"scores": logits}
-        probabilities = tf.nn.softmax(logits, axis=-1)
-        return {"probabilities": probabilities, "label": tf.gather(self.labels, tf.argmax(probabilities, axis=-1))}
+            return {"scores": values}
+        return {"probabilities": values, "label": tf.gather(self.labels, tf.argmax(values, axis=-1))}
+
+    def texts_outputs(self, ids_a, ids_b):
+        """Without `doc_stride`, the original truncation; with it, the outputs of every window
+        of text_a (with text_b, cut to half the room when the pair does not fit), combined per
+        text as `classifier_task.combine_windows` combines them."""
+        if not self._doc_stride:
+            return super().texts_outputs(ids_a, ids_b)
+        room = self._max_seq_length - 2 if ids_b is None else self._max_seq_length - 3
+        if ids_b is not None:
+            too_long = ids_a.row_lengths() + ids_b.row_lengths() > room
+            keep_b = tf.where(too_long, tf.minimum(ids_b.row_lengths(), tf.maximum(
+                tf.constant(room // 2, tf.int64), room - ids_a.row_lengths())), ids_b.row_lengths())
+            ids_b = _keep_first(ids_b, keep_b)
+            room_a = room - ids_b.row_lengths()
+        else:
+            room_a = tf.fill([ids_a.nrows()], tf.constant(room, tf.int64))
+        windows, document = _windows_of(ids_a, room_a, tf.constant(self._doc_stride, tf.int64))
+        pair = None if ids_b is None else tf.gather(ids_b, document)
+        values = self.outputs(pack_inputs(windows, pair, self._max_seq_length, self._cls, self._sep))
+        values = values["scores"] if self._regression else values["probabilities"]
+        counts = tf.math.bincount(tf.cast(document, tf.int32), minlength=tf.cast(ids_a.nrows(), tf.int32))
+        pooled_in = values if self._regression else tf.math.log(tf.maximum(values, 1e-30))
+        pool = tf.math.segment_max if self._window_pooling == "max" else tf.math.segment_mean
+        pooled = pool(pooled_in, document)
+        if not self._regression:
+            pooled = tf.nn.softmax(pooled, axis=-1)
+        # A text of one window keeps that window's output unchanged.
+        first = tf.gather(values, tf.math.segment_min(tf.range(tf.shape(document)[0], dtype=tf.int64), document))
+        return self._named(tf.where(tf.expand_dims(counts == 1, 1), first, pooled))
+
+
+def _windows_of(ids, room, stride):
+    """Ragged ids [B, (n)] and each text's room [B] -> (windows [W, (<= room)], the text of
+    each window [W]): the windows of `sequences.window_starts` (one per text that fits), in
+    text order."""
+    lengths = ids.row_lengths()
+    stride = tf.minimum(room, stride)  # (as window_starts: never past a window's end)
+    counts = 1 + tf.maximum(lengths - room + stride - 1, 0) // stride
+    document = tf.repeat(tf.range(ids.nrows()), counts)
+    starts = tf.ragged.range(counts).flat_values * tf.gather(stride, document)
+    ends = tf.minimum(starts + tf.gather(room, document), tf.gather(lengths, document))
+    offsets = tf.gather(ids.row_starts(), document)
+    positions = tf.ragged.range(offsets + starts, offsets + ends)
+    return tf.gather(ids.flat_values, positions), document
 
 
 class EncoderServing(TextServing):
@@ -134,9 +193,11 @@ def _save(module, export_dir, names):
 
 
 def export_classifier(model: keras.Model, vocab_file: str, do_lower_case: bool, max_seq_length: int,
-                      label_list: list[str] | None, export_dir: str) -> str:
+                      label_list: list[str] | None, export_dir: str, doc_stride: int | None = None,
+                      window_pooling: str = "mean") -> str:
     """Signatures `serving_default`/`classify` (text_a) and `classify_pair` (text_a, text_b)."""
-    module = ClassifierServing(model, vocab_file, do_lower_case, max_seq_length, label_list)
+    module = ClassifierServing(model, vocab_file, do_lower_case, max_seq_length, label_list, doc_stride,
+                               window_pooling)
     return _save(module, export_dir, ("classify", "classify_pair"))
 
 

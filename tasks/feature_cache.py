@@ -43,3 +43,8 @@ def cached_records(path: str, key: dict, records: Callable[[], Iterable[bytes]])
             writer.write(record)
     storage.write_atomic(key_path, json.dumps({"key": key, "count": writer.written}, sort_keys=True))
     return False, writer.written
+
+
+def record_count(path: str) -> int:
+    """The number of records of a cache that `cached_records` wrote."""
+    return json.loads(storage.read_bytes(path + ".key"))["count"]

@@ -29,6 +29,7 @@ from bert_realformer.text_files import read_lines
 from tasks.classifier_data import read_jsonl
 from tasks.sequences import pack
 from training.driver import TrainingTask
+from training.padding import trim_to_longest
 from training.per_example import example_totals, loss_share, num_train_steps, training_batches
 
 if TYPE_CHECKING:  # annotations only
@@ -141,14 +142,15 @@ def choice_loss_fn(model, features, step, totals):
 
 def choice_training(examples: list[ChoiceExample], tokenizer: FullTokenizer, max_seq_length: int, batch_size: int,
                     learning_rate: float, num_train_epochs: float, warmup_proportion: float,
-                    accumulation_steps: int = 1, seed: int = 12345) -> TrainingTask:
-    """The `TrainingTask`: `int(examples / batch size * epochs)` steps, examples repeated and
-    shuffled with a buffer of 100."""
+                    accumulation_steps: int = 1, seed: int = 12345, shuffle_buffer_size: int = 0) -> TrainingTask:
+    """The `TrainingTask`: `int(examples / batch size * epochs)` steps, the examples in a new
+    order every epoch (`training_batches`)."""
     arrays = choice_arrays(examples, tokenizer, max_seq_length)
     steps = num_train_steps(len(examples), batch_size, num_train_epochs, accumulation_steps)
 
     def dataset_fn(start):
-        return training_batches(tf.data.Dataset.from_tensor_slices(arrays), batch_size, seed, start)
+        return training_batches(tf.data.Dataset.from_tensor_slices(arrays), batch_size, seed, start,
+                                len(examples), shuffle_buffer_size)
 
     return TrainingTask(loss_fn=choice_loss_fn, totals_fn=example_totals, dataset_fn=dataset_fn,
                         batch_size=batch_size, learning_rate=learning_rate, num_train_steps=steps,
@@ -156,11 +158,14 @@ def choice_training(examples: list[ChoiceExample], tokenizer: FullTokenizer, max
 
 
 def predict_probabilities(driver: Driver, examples: list[ChoiceExample], tokenizer: FullTokenizer,
-                          max_seq_length: int, batch_size: int) -> np.ndarray:
-    """Choice probabilities [N, C] (0 for padding choices), in order."""
+                          max_seq_length: int, batch_size: int, dynamic_padding: bool = True) -> np.ndarray:
+    """Choice probabilities [N, C] (0 for padding choices), in order; each batch cut to its
+    longest sequence (`dynamic_padding`)."""
     arrays = choice_arrays(examples, tokenizer, max_seq_length)
-    out = driver.predict(tf.data.Dataset.from_tensor_slices(arrays).batch(batch_size),
-                         lambda model, f: {"p": tf.nn.softmax(model(f, training=False), axis=-1)})
+    data = tf.data.Dataset.from_tensor_slices(arrays).batch(batch_size)
+    if dynamic_padding:
+        data = data.map(trim_to_longest)
+    out = driver.predict(data, lambda model, f: {"p": tf.nn.softmax(model(f, training=False), axis=-1)})
     return out["p"]
 
 

@@ -13,6 +13,7 @@ from modeling import crf
 from tasks.ner_features import sentence_tags, sentence_windows
 from tasks.ner_metrics import entity_metrics
 from training.driver import TrainingTask
+from training.padding import TOKEN_FEATURES, pad_to, trim_to_longest
 from training.per_example import example_totals, loss_share, num_train_steps, training_batches
 
 if TYPE_CHECKING:  # annotations only
@@ -47,15 +48,17 @@ def ner_totals(features):
 
 def ner_training(sentences: list[Sentence], tokenizer: FullTokenizer, labels: list[str], max_seq_length: int,
                  batch_size: int, learning_rate: float, num_train_epochs: float, warmup_proportion: float,
-                 use_crf: bool, accumulation_steps: int = 1, seed: int = 12345) -> tuple[TrainingTask, int]:
+                 use_crf: bool, accumulation_steps: int = 1, seed: int = 12345,
+                 shuffle_buffer_size: int = 0) -> tuple[TrainingTask, int]:
     """(the `TrainingTask`, number of windows): `int(windows / batch size * epochs)` steps over
-    the training windows, repeated and shuffled with a buffer of 100."""
+    the training windows, in a new order every epoch (`training_batches`)."""
     label_map = {label: i for i, label in enumerate(labels)}
     arrays, windows = sentence_windows(sentences, tokenizer, max_seq_length, label_map)
     steps = num_train_steps(len(windows), batch_size, num_train_epochs, accumulation_steps)
 
     def dataset_fn(start):
-        return training_batches(tf.data.Dataset.from_tensor_slices(arrays), batch_size, seed, start)
+        return training_batches(tf.data.Dataset.from_tensor_slices(arrays), batch_size, seed, start,
+                                len(windows), shuffle_buffer_size)
 
     task = TrainingTask(loss_fn=ner_loss_fn(use_crf), totals_fn=ner_totals, dataset_fn=dataset_fn,
                         batch_size=batch_size, learning_rate=learning_rate, num_train_steps=steps,
@@ -64,17 +67,23 @@ def ner_training(sentences: list[Sentence], tokenizer: FullTokenizer, labels: li
 
 
 def predict_tags(driver: Driver, sentences: list[Sentence], tokenizer: FullTokenizer, labels: list[str],
-                 max_seq_length: int, batch_size: int, use_crf: bool) -> list[list[str]]:
-    """The predicted tag of every token of `sentences`: one list per sentence."""
+                 max_seq_length: int, batch_size: int, use_crf: bool, dynamic_padding: bool = True) -> list[list[str]]:
+    """The predicted tag of every token of `sentences`: one list per sentence. Each batch is
+    cut to its longest window (`dynamic_padding`; a window has no more words than pieces)."""
     arrays, windows = sentence_windows(sentences, tokenizer, max_seq_length)
 
     def decode(model, features):
         logits = model(features, training=False)
         if use_crf:
-            return {"tags": crf.viterbi_decode(logits, features["word_mask"], model.head.transitions)}
-        return {"tags": tf.argmax(logits, axis=-1, output_type=tf.int32)}
+            tags = crf.viterbi_decode(logits, features["word_mask"], model.head.transitions)
+        else:
+            tags = tf.argmax(logits, axis=-1, output_type=tf.int32)
+        return {"tags": pad_to(tags, max_seq_length, 0)}
 
-    ids = driver.predict(tf.data.Dataset.from_tensor_slices(arrays).batch(batch_size), decode)["tags"]
+    data = tf.data.Dataset.from_tensor_slices(arrays).batch(batch_size)
+    if dynamic_padding:
+        data = data.map(lambda batch: trim_to_longest(batch, (*TOKEN_FEATURES, "word_positions", "word_mask")))
+    ids = driver.predict(data, decode)["tags"]
     window_tags = [[labels[i] for i in row] for row in np.asarray(ids)]
     return sentence_tags(windows, window_tags, sentences)
 

@@ -21,3 +21,34 @@ def pack(a: list, b: list | None, max_seq_length: int, cls, sep) -> tuple[list, 
     b = list(b)
     truncate_seq_pair(a, b, max_seq_length - 3)
     return [cls, *a, sep, *b, sep], [0] * (len(a) + 2) + [1] * (len(b) + 1)
+
+
+def window_starts(length: int, room: int, stride: int) -> list[int]:
+    """Where the windows of a text of `length` tokens start, `room` tokens each, as run_squad's
+    document spans: from 0, each next one `stride` further (less if the last one reaches the end
+    sooner), until one ends at the text's end. One window (at 0) when the text fits."""
+    starts, start = [], 0
+    while True:
+        starts.append(start)
+        size = min(length - start, room)
+        if start + size >= length:
+            return starts
+        start += min(size, stride)
+
+
+def pack_windows(a: list, b: list | None, max_seq_length: int, stride: int, cls, sep) -> list[tuple[list, list[int]]]:
+    """[(sequence, segment ids)] of overlapping windows of a long text: A (the document) is cut
+    into windows `stride` tokens apart, each packed as `pack` packs A; B, in pairs, is kept in
+    every window (cut to half of the room left by [CLS] and the [SEP]s when the pair does not
+    fit). A text that fits gives exactly `pack`'s one sequence."""
+    if b is None:
+        room = max_seq_length - 2
+    else:
+        room = max_seq_length - 3
+        if len(a) + len(b) <= room:
+            return [pack(a, b, max_seq_length, cls, sep)]
+        b = list(b[:max(room // 2, room - len(a))])
+        room -= len(b)
+    if len(a) <= room:
+        return [pack(a, b, max_seq_length, cls, sep)]
+    return [pack(a[start:start + room], b, max_seq_length, cls, sep) for start in window_starts(len(a), room, stride)]

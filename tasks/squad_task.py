@@ -18,7 +18,10 @@ from bert_realformer.tfrecords import encode_example, int64_feature
 from tasks.feature_cache import cached_records, digest, file_digest
 from tasks.squad import RawResult, compute_predictions, convert_examples_to_features, iter_features
 from training.driver import TrainingTask
+from training.padding import pad_to, trim_to_longest
 from training.per_example import example_totals, loss_share, num_train_steps, training_batches
+
+PADDING_LOGIT = -10000.0  # start/end logits past a batch's longest window (dynamic padding)
 
 if TYPE_CHECKING:  # annotations only
     from tasks.squad import SquadExample
@@ -83,9 +86,11 @@ def write_training_features(examples: list[SquadExample], tokenizer: FullTokeniz
 
 
 def training_dataset(path: str, max_seq_length: int, batch_size: int, seed: int,
-                     start_batch: int = 0) -> tf.data.Dataset:
-    """The original's training input: the records repeated, shuffled with a buffer of 100,
-    batched without remainder; from batch `start_batch` of the seed's sequence on. int32 features."""
+                     start_batch: int = 0, num_features: int | None = None,
+                     shuffle_buffer_size: int = 0) -> tf.data.Dataset:
+    """The training input: the `num_features` records in a new order every epoch (or the
+    original's shuffle buffer, `shuffle_buffer_size`), repeated, batched without remainder; from
+    batch `start_batch` of the seed's sequence on. int32 features."""
     lengths = {"input_ids": max_seq_length, "input_mask": max_seq_length, "segment_ids": max_seq_length,
                "start_positions": 1, "end_positions": 1}
     spec = {name: tf.io.FixedLenFeature([lengths[name]], tf.int64) for name in TRAINING_SPEC}
@@ -97,24 +102,25 @@ def training_dataset(path: str, max_seq_length: int, batch_size: int, seed: int,
         out["end_positions"] = out["end_positions"][:, 0]
         return out
 
-    data = training_batches(tf.data.TFRecordDataset(path), batch_size, seed, start_batch)
+    data = training_batches(tf.data.TFRecordDataset(path), batch_size, seed, start_batch, num_features,
+                            shuffle_buffer_size)
     return data.map(decode, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
 
 def squad_training(examples: list[SquadExample], tokenizer: FullTokenizer, max_seq_length: int, doc_stride: int,
                    max_query_length: int, batch_size: int, learning_rate: float, num_train_epochs: float,
                    warmup_proportion: float, features_path: str, accumulation_steps: int = 1,
-                   seed: int = 12345) -> tuple[TrainingTask, int, bool]:
+                   seed: int = 12345, shuffle_buffer_size: int = 0) -> tuple[TrainingTask, int, bool]:
     """(the `TrainingTask`, number of features, whether the cached features were re-used). As
     the original: `int(examples / batch size * epochs)` steps, the examples shuffled with
-    `random.Random(12345)` before windowing, the features (streamed to `features_path`)
-    repeated and shuffled with a buffer of 100."""
+    `random.Random(12345)` before windowing; the features (streamed to `features_path`) in a new
+    order every epoch (`training_batches`)."""
     reused, count = write_training_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length,
                                             features_path)
     steps = num_train_steps(len(examples), batch_size, num_train_epochs, accumulation_steps)
     task = TrainingTask(loss_fn=span_loss_fn, totals_fn=example_totals,
                         dataset_fn=lambda start: training_dataset(features_path, max_seq_length, batch_size,
-                                                                  seed, start),
+                                                                  seed, start, count, shuffle_buffer_size),
                         batch_size=batch_size, learning_rate=learning_rate, num_train_steps=steps,
                         num_warmup_steps=int(steps * warmup_proportion))
     return task, count, reused
@@ -123,17 +129,22 @@ def squad_training(examples: list[SquadExample], tokenizer: FullTokenizer, max_s
 def predict(driver: Driver, examples: list[SquadExample], tokenizer: FullTokenizer, max_seq_length: int,
             doc_stride: int, max_query_length: int, batch_size: int, n_best_size: int, max_answer_length: int,
             do_lower_case: bool, version_2_with_negative: bool = False,
-            null_score_diff_threshold: float = 0.0) -> tuple[dict, dict, dict]:
+            null_score_diff_threshold: float = 0.0, dynamic_padding: bool = True) -> tuple[dict, dict, dict]:
     """Runs the driver's model over the examples' windows; returns (predictions, nbest,
-    null odds) as `compute_predictions`."""
+    null odds) as `compute_predictions`. With `dynamic_padding` each batch is cut to its
+    longest window; the logits of the positions past it (padding, never an answer) are
+    `PADDING_LOGIT`."""
     features = convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride,
                                             max_query_length, False)
 
     def logits(model, batch):
         start, end = model(batch, training=False)
-        return {"start": start, "end": end}
+        return {"start": pad_to(start, max_seq_length, PADDING_LOGIT),
+                "end": pad_to(end, max_seq_length, PADDING_LOGIT)}
 
     dataset = tf.data.Dataset.from_tensor_slices(feature_arrays(features, False)).batch(batch_size)
+    if dynamic_padding:
+        dataset = dataset.map(trim_to_longest)
     out = driver.predict(dataset, logits)
     results = [RawResult(f.unique_id, np.asarray(s, np.float64).tolist(), np.asarray(e, np.float64).tolist())
                for f, s, e in zip(features, out["start"], out["end"])]

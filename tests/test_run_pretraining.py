@@ -147,12 +147,12 @@ def test_eval_history_of_resumed_runs_has_every_point_once(tmp_path):
     whole = run(command(whole_dir, *flags))
     assert whole.returncode == 0, whole.stderr[-3000:]
     expected = _history(whole_dir)
-    assert [p["step"] for p in expected] == [5, 10, 12]
+    assert [p["step"] for p in expected] == [0, 5, 10, 12]  # step 0: the model the run starts from
     assert set(expected[0]) == {"step", "loss", "masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy",
                                 "next_sentence_loss"}
     final = eval_results(whole_dir / "out")
     assert abs(float(final["masked_lm_loss"]) - expected[-1]["masked_lm_loss"]) < 1e-6
-    for name, step, written in (("past_save", 5, {5, 10, 12}), ("before_point", 10, {5})):
+    for name, step, written in (("past_save", 5, {0, 5, 10, 12}), ("before_point", 10, {0, 5})):
         directory = tmp_path / name
         shutil.copytree(whole_dir, directory)
         _as_if_killed_at(directory, step, written)
@@ -161,7 +161,7 @@ def test_eval_history_of_resumed_runs_has_every_point_once(tmp_path):
         assert resumed.returncode == 0, resumed.stderr[-3000:]
         assert f"at step {step}" in resumed.stderr
         history = _history(directory)
-        assert [p["step"] for p in history] == [5, 10, 12], name
+        assert [p["step"] for p in history] == [0, 5, 10, 12], name
         for got, want in zip(history, expected):
             for key, value in want.items():
                 assert abs(got[key] - value) < 1e-6, (name, key, got, want)

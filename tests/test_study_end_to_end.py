@@ -58,10 +58,10 @@ def test_a_study_grows_by_a_seed_resumes_a_run_and_aggregates_by_seed(tmp_path):
     data = json.loads((study / "results.json").read_text())
     assert data["seeds"] == [1, 2] and data["variants"] == ["post-LN", "RealFormer"]
 
-    # every pretraining run evaluated at steps 3 and 6, as its eval history says
+    # every pretraining run evaluated before training and at steps 3 and 6, as its eval history says
     history_file = study / "runs" / "realformer" / "seed-2" / "pretraining" / "eval_history.jsonl"
     history = [json.loads(line) for line in history_file.read_text().splitlines()]
-    assert [p["step"] for p in history] == [3, 6]
+    assert [p["step"] for p in history] == [0, 3, 6]
     def final(variant, seed, task, metric):
         rows = [r for r in data["runs"] if (r["variant"], r["seed"], r["task"], r["metric"]) ==
                 (variant, seed, task, metric)]

@@ -288,16 +288,18 @@ class Driver:
     def predict(self, dataset: tf.data.Dataset, fn: Callable) -> dict:
         """`fn(model, features) -> {name: [B, ...] tensor}` over every batch of `dataset`, under
         the strategy (batches split across replicas); returns {name: numpy array} with the
-        examples in the dataset's order. Multi-worker runs predict on this worker alone."""
+        examples in the dataset's order. Multi-worker runs predict on this worker alone.
+        Batches may differ in sequence length (dynamic padding): the step is traced for a
+        shape with unknown lengths after the first few, not once per length."""
         strategy = self.strategy
         this_worker_only = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
 
-        @tf.function
+        @tf.function(reduce_retracing=True)
         def distributed_step(features):
             outputs = strategy.run(lambda f: fn(self.model, f), args=(features,))
             return {k: strategy.gather(v, axis=0) for k, v in outputs.items()}
 
-        @tf.function
+        @tf.function(reduce_retracing=True)
         def this_worker_step(features):
             return fn(self.model, features)
 

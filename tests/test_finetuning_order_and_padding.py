@@ -1,0 +1,242 @@
+"""Fine-tuning on real data's shapes: the training order (a permutation of the whole set every
+epoch, the original's 100-example buffer one flag away), long documents as windows combined per
+document, and batches padded to their longest sequence with the outputs of full padding."""
+
+import math
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import modeling
+from tasks import classifier_task, multiple_choice, ner_task, squad_task
+from tasks.classifier_data import InputExample
+from tasks.classifier_features import cached_features, make_dataset
+from tasks.feature_cache import record_count
+from tasks.ner_data import Sentence
+from tasks.sequences import pack, pack_windows, window_starts
+from tokenization import FullTokenizer
+from training import padding
+from training.driver import Driver, RunOptions
+from training.per_example import training_batches
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+VOCAB_EN = os.path.join(ROOT, "tests", "data", "tokenization", "vocab_en_uncased.txt")
+TOKENIZER = FullTokenizer(VOCAB_EN)
+CONFIG = modeling.BertConfig(vocab_size=30522, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                             intermediate_size=32, max_position_embeddings=64, type_vocab_size=2,
+                             residual_attention="sum")
+WORDS = "the cat sat on a mat while an old dog slept near the warm fire and rain fell outside".split()
+
+
+def _text(rng, n):
+    return " ".join(rng.choice(WORDS, size=n))
+
+
+# ---------------------------------------------------------------------- the training order
+def _labels_in_order(dataset, n):
+    return [int(x) for batch in dataset.take(n) for x in batch["label"].numpy()]
+
+
+def test_every_epoch_is_a_new_permutation_of_a_sorted_file():
+    labels = np.array([0] * 200 + [1] * 200)  # sorted by label, as THUCNews ships
+    data = tf.data.Dataset.from_tensor_slices({"label": labels, "index": np.arange(400)})
+    batches = training_batches(data, 8, seed=3, num_examples=400)
+    seen = [int(x) for batch in batches.take(100) for x in batch["index"].numpy()]
+    first, second = seen[:400], seen[400:800]
+    assert sorted(first) == sorted(second) == list(range(400))  # each epoch: every example once
+    assert first != second
+    # The first 50 examples mix the classes as the file does: within 4.5 sigma of 25 positives.
+    assert abs(sum(labels[first[:50]]) - 25) < 4.5 * math.sqrt(50 * 0.25)
+    # The original's buffer of 100 on the same file: the first 100 examples are all negatives.
+    original = training_batches(data, 8, seed=3, shuffle_buffer_size=100)
+    assert set(_labels_in_order(original, 12)) == {0}
+    # Resume: batches from `start_batch` on are the uninterrupted stream's.
+    resumed = training_batches(data, 8, seed=3, start_batch=57, num_examples=400)
+    assert [int(x) for batch in resumed.take(10) for x in batch["index"].numpy()] == seen[57 * 8:67 * 8]
+    again = training_batches(data, 8, seed=3, num_examples=400)
+    assert [int(x) for batch in again.take(100) for x in batch["index"].numpy()] == seen
+
+
+def test_group_by_length_makes_batches_of_similar_lengths_cut_to_the_longest():
+    rng = np.random.default_rng(0)
+    n, seq = 800, 64
+    lengths = rng.integers(3, seq + 1, size=n)
+    mask = (np.arange(seq)[None, :] < lengths[:, None]).astype("int32")
+    data = tf.data.Dataset.from_tensor_slices({"input_ids": mask * 7, "input_mask": mask,
+                                               "index": np.arange(n)})
+    grouped = list(training_batches(data, 8, seed=1, num_examples=n, group_by_length=True).take(100))
+    seen = [int(i) for b in grouped for i in b["index"].numpy()]
+    assert sorted(seen) == list(range(n))  # one epoch of groups of 50 batches: every example once
+    widths, spreads = [], []
+    for batch in grouped:
+        batch_lengths = batch["input_mask"].numpy().sum(1)
+        width = batch["input_ids"].shape[1]
+        assert width % 8 == 0 or width == seq
+        assert width == min(seq, -(-batch_lengths.max() // 8) * 8)
+        widths.append(width)
+        spreads.append(np.ptp(batch_lengths))
+    assert np.mean(widths) < 0.75 * seq and np.mean(spreads) < 8
+    resumed = training_batches(data, 8, seed=1, start_batch=60, num_examples=n, group_by_length=True)
+    assert [int(i) for b in resumed.take(10) for i in b["index"].numpy()] == seen[60 * 8:70 * 8]
+
+
+def test_a_resumed_classifier_run_continues_the_same_permutation(tmp_path):
+    """A run stopped after its step-3 training state and restarted ends with the weights of
+    the uninterrupted run."""
+    rng = np.random.default_rng(0)
+    examples = [InputExample(f"t-{i}", _text(rng, 6), None, str(i // 20)) for i in range(40)]  # sorted
+    path = str(tmp_path / "train.tf_record")
+    cached_features(examples, ["0", "1"], 16, TOKENIZER, path)
+
+    def train(directory):
+        options = RunOptions(output_dir=str(directory), save_checkpoints_steps=3, iterations_per_loop=1,
+                             keep_checkpoint_max=10)
+        driver = Driver(tf.distribute.OneDeviceStrategy("/cpu:0"), lambda: modeling.BertClassifier(CONFIG, 2),
+                        options, stream=open(os.devnull, "w"))
+        driver.train(classifier_task.classifier_task(path, 8, 16, False, 1e-2, 6, 0.0))
+        return driver.model
+
+    whole = train(tmp_path / "whole")
+    interrupted = tmp_path / "interrupted"
+    train(interrupted)
+    state = interrupted / "training_state"
+    for name in os.listdir(state):  # as if killed after the step-3 save
+        if name.startswith("ckpt-6"):
+            os.remove(state / name)
+    (state / "checkpoint").write_text('model_checkpoint_path: "ckpt-3"\nall_model_checkpoint_paths: "ckpt-3"\n')
+    for name in os.listdir(interrupted):
+        if name.startswith("model.ckpt-6"):
+            os.remove(interrupted / name)
+    resumed = train(interrupted)
+    for a, b in zip(whole.trainable_weights, resumed.trainable_weights):
+        np.testing.assert_allclose(np.asarray(b), np.asarray(a), atol=1e-6, err_msg=a.path)
+
+
+# ---------------------------------------------------------------------- long documents
+def test_windows_as_run_squad_cuts_documents():
+    assert window_starts(10, 4, 2) == [0, 2, 4, 6]
+    assert window_starts(3, 4, 2) == [0]
+    assert window_starts(9, 4, 3) == [0, 3, 6]
+    a = list(range(1, 11))
+    windows = pack_windows(a, None, 6, 2, "C", "S")
+    assert [w[0] for w in windows] == [["C", 1, 2, 3, 4, "S"], ["C", 3, 4, 5, 6, "S"], ["C", 5, 6, 7, 8, "S"],
+                                       ["C", 7, 8, 9, 10, "S"]]
+    # A pair: B kept in every window (cut to half the room), A windowed in what is left.
+    pair = pack_windows(a, [21, 22, 23, 24, 25], 9, 2, "C", "S")
+    assert [w[0] for w in pair][:2] == [["C", 1, 2, 3, "S", 21, 22, 23, "S"], ["C", 3, 4, 5, "S", 21, 22, 23, "S"]]
+    assert pair[0][1] == [0] * 5 + [1] * 4
+    # What fits is exactly the original's one sequence.
+    assert pack_windows([1, 2], [3], 9, 2, "C", "S") == [pack([1, 2], [3], 9, "C", "S")]
+    assert pack_windows([1, 2, 3], None, 5, 1, "C", "S") == [pack([1, 2, 3], None, 5, "C", "S")]
+
+
+def test_windows_combine_into_one_row_per_document():
+    outputs = np.array([[0.9, 0.1], [0.2, 0.8], [0.6, 0.4], [0.3, 0.7]], "float32")
+    index = np.array([0, 0, 1, 2])
+    mean = classifier_task.combine_windows(outputs, index, 3, regression=False)
+    by_hand = np.exp(np.log([0.9, 0.1]) / 2 + np.log([0.2, 0.8]) / 2)
+    np.testing.assert_allclose(mean[0], by_hand / by_hand.sum(), rtol=1e-6)
+    np.testing.assert_array_equal(mean[1:], outputs[2:])  # one window: unchanged
+    maximum = classifier_task.combine_windows(outputs, index, 3, regression=False, pooling="max")
+    np.testing.assert_allclose(maximum[0], np.array([0.9, 0.8]) / 1.7, rtol=1e-6)
+    scores = classifier_task.combine_windows(np.array([[1.0], [3.0], [5.0]], "float32"), np.array([0, 0, 1]), 2,
+                                             regression=True)
+    np.testing.assert_allclose(scores[:, 0], [2.0, 5.0])
+
+
+# ---------------------------------------------------------------------- dynamic padding
+@pytest.fixture(scope="module")
+def driver(tmp_path_factory):
+    keras_seed = 5
+    options = RunOptions(output_dir=str(tmp_path_factory.mktemp("run")), seed=keras_seed)
+    return lambda make: Driver(tf.distribute.OneDeviceStrategy("/cpu:0"), lambda: make(CONFIG), options,
+                               stream=open(os.devnull, "w"))
+
+
+def _examples(n=37, seed=0):
+    rng = np.random.default_rng(seed)
+    return [InputExample(f"e-{i}", _text(rng, int(rng.integers(2, 40))), None, str(i % 3)) for i in range(n)]
+
+
+def test_classifier_outputs_with_dynamic_padding_equal_full_padding_and_trace_few_shapes(driver, tmp_path):
+    run = driver(lambda config: modeling.BertClassifier(config, 3))
+    examples = _examples()
+    path = str(tmp_path / "eval.tf_record")
+    fixed, labels = classifier_task.predict(run, examples, ["0", "1", "2"], TOKENIZER, path, 2, 64,
+                                            dynamic_padding=False)
+    dynamic, dynamic_labels = classifier_task.predict(run, examples, ["0", "1", "2"], TOKENIZER, path, 2, 64)
+    np.testing.assert_allclose(dynamic, fixed, atol=1e-5)
+    np.testing.assert_array_equal(labels, dynamic_labels)
+    widths = {int(b["input_ids"].shape[1]) for b in make_dataset(path, 2, 64, False)}
+    assert len(widths) >= 4 and all(w % 8 == 0 for w in widths)
+    traces = []
+
+    def outputs(model, features):
+        traces.append(features["input_ids"].shape)
+        return {"logits": model(features, training=False)}
+
+    run.predict(make_dataset(path, 2, 64, False), outputs)
+    assert len(traces) <= 3  # not one per length
+
+
+def test_long_documents_in_windows_give_one_row_each(driver, tmp_path):
+    run = driver(lambda config: modeling.BertClassifier(config, 3))
+    rng = np.random.default_rng(1)
+    examples = [InputExample("long", _text(rng, 120), None, "1"), InputExample("short", _text(rng, 5), None, "2")]
+    path = str(tmp_path / "docs.tf_record")
+    probabilities, labels = classifier_task.predict(run, examples, ["0", "1", "2"], TOKENIZER, path, 4, 32,
+                                                    doc_stride=16)
+    assert probabilities.shape == (2, 3) and labels.tolist() == [1, 2]
+    windows = record_count(path)
+    assert windows == 1 + len(window_starts(len(TOKENIZER.tokenize(examples[0].text_a)), 30, 16))
+    # By hand: every window's probabilities, combined.
+    window_rows, _ = classifier_task.predict(
+        run, [InputExample(f"w{i}", " ".join(TOKENIZER.convert_ids_to_tokens(ids[1:-1])).replace(" ##", ""), None,
+                           "1") for i, (ids, _) in enumerate(pack_windows(
+                               TOKENIZER.tokenize_to_ids(examples[0].text_a), None, 32, 16, 101, 102))],
+        ["0", "1", "2"], TOKENIZER, str(tmp_path / "w.tf_record"), 4, 32)
+    by_hand = np.exp(np.log(window_rows).mean(0))
+    np.testing.assert_allclose(probabilities[0], by_hand / by_hand.sum(), rtol=1e-5)
+    # The short document: exactly today's (truncating) result.
+    today, _ = classifier_task.predict(run, examples[1:], ["0", "1", "2"], TOKENIZER, str(tmp_path / "t.tf_record"),
+                                       4, 32)
+    np.testing.assert_array_equal(probabilities[1], today[0])
+
+
+def test_ner_squad_and_choices_with_dynamic_padding_equal_full_padding(driver, data_dir):
+    rng = np.random.default_rng(2)
+    sentences = []
+    for _ in range(21):
+        tokens = [str(w) for w in rng.choice(WORDS, size=int(rng.integers(2, 20)))]
+        sentences.append(Sentence(tokens, None, list(range(1, len(tokens) + 1)), "f"))
+    labels = ["O", "B-X", "I-X"]
+    for crf in (False, True):
+        ner = driver(lambda config, crf=crf: modeling.BertTokenClassifier(config, 3, crf=crf))
+        fixed = ner_task.predict_tags(ner, sentences, TOKENIZER, labels, 64, 4, crf, dynamic_padding=False)
+        assert ner_task.predict_tags(ner, sentences, TOKENIZER, labels, 64, 4, crf) == fixed
+
+    choices = driver(lambda config: modeling.BertMultipleChoice(config))
+    examples = [multiple_choice.ChoiceExample(_text(rng, int(rng.integers(3, 25))), "", [_text(rng, 3), _text(rng, 5)],
+                                              0, f"f:{i}") for i in range(9)]
+    fixed = multiple_choice.predict_probabilities(choices, examples, TOKENIZER, 64, 4, dynamic_padding=False)
+    np.testing.assert_allclose(multiple_choice.predict_probabilities(choices, examples, TOKENIZER, 64, 4), fixed,
+                               atol=1e-5)
+
+    from conftest import allennlp_fixture
+
+    from tasks.squad import read_squad_examples
+    squad, _ = read_squad_examples(allennlp_fixture("squad.json"), is_training=False)
+    spans = driver(lambda config: modeling.BertSpanLabeler(config))
+    args = (spans, squad, TOKENIZER, 64, 32, 24, 4, 20, 30, True)
+    fixed = squad_task.predict(*args, dynamic_padding=False)
+    assert squad_task.predict(*args) == fixed
+
+
+def test_trim_to_longest_by_hand():
+    mask = tf.constant([[1] * 3 + [0] * 29, [1] * 10 + [0] * 22])
+    trimmed = padding.trim_to_longest({"input_ids": mask * 5, "input_mask": mask, "label_ids": tf.constant([1, 2])})
+    assert trimmed["input_ids"].shape == (2, 16) and trimmed["label_ids"].shape == (2,)
+    full = tf.ones([1, 30], tf.int32)
+    assert padding.trim_to_longest({"input_mask": full})["input_mask"].shape == (1, 30)  # never past the length
