@@ -72,22 +72,31 @@ def _cache_key(examples, label_list, max_seq_length, tokenizer, doc_stride):
 
 
 def cached_features(examples: list[InputExample], label_list: list[str] | None, max_seq_length: int,
-                    tokenizer: FullTokenizer, path: str, doc_stride: int | None = None) -> bool:
+                    tokenizer: FullTokenizer, path: str, doc_stride: int | None = None,
+                    sort_by_length: bool = False) -> bool:
     """Writes `path` (and `path.key`) unless a cache with the same key exists. Returns True
     when the cache was re-used. Its records (windows with `doc_stride`, else one per example)
-    are counted by `feature_cache.record_count(path)`."""
+    are counted by `feature_cache.record_count(path)`. `sort_by_length` (evaluation and
+    prediction): the records in order of length (stable), so that a batch cut to its longest
+    sequence holds little padding; `example_index` still names each record's example."""
     label_map = None if label_list is None else {label: i for i, label in enumerate(label_list)}
 
-    def records():
+    def features():
         for index, example in enumerate(examples):
             for f in convert_windows(example, label_map, max_seq_length, tokenizer, doc_stride):
-                label = float_feature([f["label_id"]]) if label_map is None else int64_feature([f["label_id"]])
-                yield encode_example({
-                    "input_ids": int64_feature(f["input_ids"]), "input_mask": int64_feature(f["input_mask"]),
-                    "segment_ids": int64_feature(f["segment_ids"]), "label_ids": label,
-                    "is_real_example": int64_feature([1]), "example_index": int64_feature([index])})
+                yield index, f
 
-    reused, _ = cached_records(path, _cache_key(examples, label_list, max_seq_length, tokenizer, doc_stride), records)
+    def records():
+        ordered = sorted(features(), key=lambda item: sum(item[1]["input_mask"])) if sort_by_length else features()
+        for index, f in ordered:
+            label = float_feature([f["label_id"]]) if label_map is None else int64_feature([f["label_id"]])
+            yield encode_example({
+                "input_ids": int64_feature(f["input_ids"]), "input_mask": int64_feature(f["input_mask"]),
+                "segment_ids": int64_feature(f["segment_ids"]), "label_ids": label,
+                "is_real_example": int64_feature([1]), "example_index": int64_feature([index])})
+
+    key = {**_cache_key(examples, label_list, max_seq_length, tokenizer, doc_stride), "sorted": sort_by_length}
+    reused, _ = cached_records(path, key, records)
     return reused
 
 

@@ -75,10 +75,12 @@ def predict(driver: Driver, examples: list[InputExample], label_list: list[str] 
             window_pooling: str = "mean", dynamic_padding: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """(probabilities [N, C], or scores [N, 1] for regression; labels [N]) for `examples`, in
     order, with the driver's model (features cached at `features_path`): one row per example,
-    its windows combined (`combine_windows`). Each batch is cut to its longest sequence unless
-    `dynamic_padding` is False."""
+    its windows combined (`combine_windows`). With `dynamic_padding` (the default) the
+    sequences are run in order of length, each batch cut to its longest; False: in file order,
+    every batch at `max_seq_length`, as the original."""
     regression = label_list is None
-    cached_features(examples, label_list, max_seq_length, tokenizer, features_path, doc_stride)
+    cached_features(examples, label_list, max_seq_length, tokenizer, features_path, doc_stride,
+                    sort_by_length=dynamic_padding)
 
     def outputs(model, features):
         logits = model(features, training=False)

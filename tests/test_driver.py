@@ -228,9 +228,11 @@ def test_squad_training_features_streamed_to_a_file_give_the_in_memory_batches(t
     arrays = squad_task.feature_arrays(list(squad_task.shuffled_training_features(examples, tokenizer, 32, 16, 8)),
                                        True)
     assert not reused and count == len(arrays["input_ids"]) > 100
-    for start in (0, 5):
-        streamed = squad_task.training_dataset(path, 32, 8, seed=7, start_batch=start).take(4)
-        held = tf.data.Dataset.from_tensor_slices(arrays).repeat().shuffle(100, seed=7)
+    for start, buffer in ((0, 0), (5, 0), (0, 100), (5, 100)):  # 0: a permutation per epoch; 100: the original
+        streamed = squad_task.training_dataset(path, 32, 8, seed=7, start_batch=start, num_features=count,
+                                               shuffle_buffer_size=buffer).take(4)
+        held = tf.data.Dataset.from_tensor_slices(arrays)
+        held = held.repeat().shuffle(100, seed=7) if buffer else held.shuffle(count, seed=7).repeat()
         held = held.skip(start * 8).batch(8, drop_remainder=True).take(4)
         for a, b in zip(streamed, held, strict=True):
             assert a.keys() == b.keys()

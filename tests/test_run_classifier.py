@@ -241,6 +241,10 @@ def test_long_documents_in_windows_through_eval_predict_and_the_saved_model(tmp_
     again = run_classifier(*common, "--do_eval", "--do_predict")
     assert again.returncode == 0, again.stderr[-3000:]
     assert {name: (out / name).read_text() for name in first} == first
+    # Every window padded to --max_seq_length (the original's path): the same probabilities.
+    fixed = run_classifier(*common, "--do_predict", "--nodynamic_padding")
+    assert fixed.returncode == 0, fixed.stderr[-3000:]
+    np.testing.assert_allclose(np.loadtxt(out / "test_results.tsv", delimiter="\t"), probabilities, atol=1e-5)
 
     (version,) = os.listdir(export)
     texts = [text for _, text in splits["test"]]
