@@ -13,6 +13,7 @@ output unchanged.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -81,19 +82,24 @@ def predict(driver: Driver, examples: list[InputExample], label_list: list[str] 
     regression = label_list is None
     cached_features(examples, label_list, max_seq_length, tokenizer, features_path, doc_stride,
                     sort_by_length=dynamic_padding)
-
-    def outputs(model, features):
-        logits = model(features, training=False)
-        return {"outputs": logits if regression else tf.nn.softmax(logits, axis=-1),
-                "labels": features["label_ids"], "example_index": features["example_index"]}
-
     result = driver.predict(make_dataset(features_path, batch_size, max_seq_length, False, regression,
-                                         dynamic_padding=dynamic_padding), outputs)
+                                         dynamic_padding=dynamic_padding), _prediction_outputs(regression))
     combined = combine_windows(result["outputs"], result["example_index"], len(examples), regression,
                                window_pooling)
     labels = np.zeros(len(examples), result["labels"].dtype)
     labels[result["example_index"]] = result["labels"]
     return combined, labels
+
+
+@functools.cache
+def _prediction_outputs(regression):
+    """The per-batch outputs of `predict` (one function per kind, so a driver re-uses its trace)."""
+
+    def outputs(model, features):
+        logits = model(features, training=False)
+        return {"outputs": logits if regression else tf.nn.softmax(logits, axis=-1),
+                "labels": features["label_ids"], "example_index": features["example_index"]}
+    return outputs
 
 
 def combine_windows(outputs: np.ndarray, example_index: np.ndarray, num_examples: int, regression: bool,

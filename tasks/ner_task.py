@@ -13,7 +13,7 @@ from modeling import crf
 from tasks.ner_features import sentence_tags, sentence_windows
 from tasks.ner_metrics import entity_metrics
 from training.driver import TrainingTask
-from training.padding import TOKEN_FEATURES, pad_to, trim_to_longest
+from training.padding import trim_to_longest
 from training.per_example import example_totals, loss_share, num_train_steps, training_batches
 
 if TYPE_CHECKING:  # annotations only
@@ -68,8 +68,9 @@ def ner_training(sentences: list[Sentence], tokenizer: FullTokenizer, labels: li
 
 def predict_tags(driver: Driver, sentences: list[Sentence], tokenizer: FullTokenizer, labels: list[str],
                  max_seq_length: int, batch_size: int, use_crf: bool, dynamic_padding: bool = True) -> list[list[str]]:
-    """The predicted tag of every token of `sentences`: one list per sentence. Each batch is
-    cut to its longest window (`dynamic_padding`; a window has no more words than pieces)."""
+    """The predicted tag of every token of `sentences`: one list per sentence. Each batch's
+    pieces are cut to its longest window (`dynamic_padding`); the word axis keeps its length
+    (the CRF's scan needs it static; the words' positions point into the cut pieces)."""
     arrays, windows = sentence_windows(sentences, tokenizer, max_seq_length)
 
     def decode(model, features):
@@ -78,11 +79,11 @@ def predict_tags(driver: Driver, sentences: list[Sentence], tokenizer: FullToken
             tags = crf.viterbi_decode(logits, features["word_mask"], model.head.transitions)
         else:
             tags = tf.argmax(logits, axis=-1, output_type=tf.int32)
-        return {"tags": pad_to(tags, max_seq_length, 0)}
+        return {"tags": tags}
 
     data = tf.data.Dataset.from_tensor_slices(arrays).batch(batch_size)
     if dynamic_padding:
-        data = data.map(lambda batch: trim_to_longest(batch, (*TOKEN_FEATURES, "word_positions", "word_mask")))
+        data = data.map(trim_to_longest)
     ids = driver.predict(data, decode)["tags"]
     window_tags = [[labels[i] for i in row] for row in np.asarray(ids)]
     return sentence_tags(windows, window_tags, sentences)

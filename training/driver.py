@@ -112,6 +112,7 @@ class Driver:
             self._say(warning)
         self.step = 0
         self.weights = None  # the Checkpoint the weights came from (None: fresh)
+        self._predict_steps = {}  # (fn, input spec) -> its traced step: later calls re-use it
 
     def _say(self, text):
         print(text, file=self.stream, flush=True)
@@ -289,24 +290,32 @@ class Driver:
         """`fn(model, features) -> {name: [B, ...] tensor}` over every batch of `dataset`, under
         the strategy (batches split across replicas); returns {name: numpy array} with the
         examples in the dataset's order. Multi-worker runs predict on this worker alone.
-        Batches may differ in sequence length (dynamic padding): the step is traced for a
-        shape with unknown lengths after the first few, not once per length."""
+        The step is traced once for the dataset's element spec, so batches that differ in
+        sequence length (dynamic padding) share one graph; a later call with the same `fn` and
+        spec re-uses it."""
         strategy = self.strategy
         this_worker_only = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
-
-        @tf.function(reduce_retracing=True)
-        def distributed_step(features):
-            outputs = strategy.run(lambda f: fn(self.model, f), args=(features,))
-            return {k: strategy.gather(v, axis=0) for k, v in outputs.items()}
-
-        @tf.function(reduce_retracing=True)
-        def this_worker_step(features):
-            return fn(self.model, features)
-
         batches = dataset if this_worker_only else strategy.experimental_distribute_dataset(dataset)
-        step = this_worker_step if this_worker_only else distributed_step
+        key = (fn, repr(batches.element_spec))
+        if key not in self._predict_steps:
+            self._predict_steps[key] = self._predict_step(fn, batches.element_spec, this_worker_only)
+        step = self._predict_steps[key]
         parts = {}
         for features in batches:
             for name, value in step(features).items():
                 parts.setdefault(name, []).append(np.asarray(value))
         return {name: np.concatenate(values) for name, values in parts.items()}
+
+    def _predict_step(self, fn, spec, this_worker_only):
+        strategy = self.strategy
+
+        @tf.function(input_signature=[spec])
+        def distributed_step(features):
+            outputs = strategy.run(lambda f: fn(self.model, f), args=(features,))
+            return {k: strategy.gather(v, axis=0) for k, v in outputs.items()}
+
+        @tf.function(input_signature=[spec])
+        def this_worker_step(features):
+            return fn(self.model, features)
+
+        return this_worker_step if this_worker_only else distributed_step
