@@ -55,6 +55,8 @@ flags.DEFINE_string("export_dir", None, "Export a SavedModel taking raw text (te
 
 def _check_flags():
     check_finetuning_flags(3, "[CLS] A [SEP]", other_modes=("export_dir",))
+    if FLAGS.export_dir:  # before training: an export that fails would come after all of it
+        storage.check_writable_dir(FLAGS.export_dir, "--export_dir")
 
 
 def main(argv):

@@ -46,7 +46,9 @@ def run_case(case):
     stream = io.StringIO()
     driver = Driver(tf.distribute.OneDeviceStrategy("/cpu:0"), lambda: modeling.BertClassifier(config, 2), options,
                     stream=stream)
-    examples = [InputExample(f"t-{i}", text, None, label) for i, (text, label) in enumerate(case["rows"])]
+    with open(case["rows"], encoding="utf-8") as f:
+        rows = json.load(f)
+    examples = [InputExample(f"t-{i}", text, None, label) for i, (text, label) in enumerate(rows)]
     path = os.path.join(case["work_dir"], "train.tf_record")
     cached_features(examples, ["0", "1"], case["seq_length"], FullTokenizer(VOCAB_ZH), path)
     driver.train(classifier_task.classifier_task(path, case["batch_size"], case["seq_length"], False, 5e-5,
@@ -76,10 +78,12 @@ def main():
     os.makedirs(work)
     rows = [(text, str(label)) for text, label in realdata.sentiment_reviews()]
     random.Random(0).shuffle(rows)
-    rows = rows[:args.batch_size * args.steps]
+    rows_path = os.path.join(work, "rows.json")  # (too long for a command line)
+    with open(rows_path, "w", encoding="utf-8") as f:
+        json.dump(rows[:args.batch_size * args.steps], f, ensure_ascii=False)
     results = []
     for name, group, precision in CASES:
-        case = dict(name=name, group_by_length=group, precision=precision, config=args.config, rows=rows,
+        case = dict(name=name, group_by_length=group, precision=precision, config=args.config, rows=rows_path,
                     seq_length=args.seq_length, batch_size=args.batch_size, steps=args.steps, work_dir=work)
         result = run_case_process([sys.executable, __file__, "--case", json.dumps(case)])
         results.append({"case": name, "result": result})

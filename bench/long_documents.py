@@ -48,21 +48,26 @@ def main():
     with open(config, "w") as f:
         json.dump(MODEL, f)
     results = {}
-    for name, extra in (("truncated", []), ("windows", [f"--doc_stride={args.doc_stride}"])):
+    windows = [f"--doc_stride={args.doc_stride}"]
+    # (name, flags, output directory): the max-pooling row evaluates the windows run's model again.
+    variants = (("truncated", ["--do_train"], "truncated"),
+                ("windows, mean pooling", ["--do_train", *windows], "windows"),
+                ("windows, max pooling", [*windows, "--window_pooling=max"], "windows"))
+    for name, extra, directory in variants:
         start = time.time()
         proc = subprocess.run([sys.executable, os.path.join(ROOT, "run_classifier.py"), "--task_name=generic",
                                f"--data_dir={data}", f"--vocab_file={VOCAB_ZH}", f"--bert_config_file={config}",
-                               f"--output_dir={work}/{name}", "--do_train", "--do_eval",
+                               f"--output_dir={work}/{directory}", "--do_eval",
                                f"--max_seq_length={args.max_seq_length}", "--train_batch_size=32",
                                "--learning_rate=3e-4", f"--num_train_epochs={args.epochs}", *extra],
                               capture_output=True, text=True)
         if proc.returncode:
             sys.exit(proc.stderr[-3000:])
-        with open(os.path.join(work, name, "eval_results.txt")) as f:
+        with open(os.path.join(work, directory, "eval_results.txt")) as f:
             values = dict(line.strip().split(" = ", 1) for line in f)
         results[name] = {"eval_accuracy": float(values["eval_accuracy"]), "macro_f1": float(values["macro_f1"]),
                          "steps": int(values["global_step"]), "seconds": round(time.time() - start, 1)}
-        print(f"{name:<10s} dev accuracy {results[name]['eval_accuracy']:.4f}, macro-F1 "
+        print(f"{name:<22s} dev accuracy {results[name]['eval_accuracy']:.4f}, macro-F1 "
               f"{results[name]['macro_f1']:.4f}, {results[name]['steps']} steps, {results[name]['seconds']} s",
               flush=True)
     lengths = [len(text) for _, text in splits["train"]]

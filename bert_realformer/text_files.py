@@ -32,15 +32,20 @@ def decode_line(raw: bytes, path: str, number: int) -> str:
 
 
 def read_lines(path: str) -> Iterator[tuple[int, str]]:
-    """Yields (line number from 1, line with its ending) for each line of `path`."""
+    """Yields (line number from 1, line with its ending) for each line of `path`. A UTF-8
+    byte-order mark at the start of the file (as spreadsheet programs write) is not text."""
     with storage.open_file(path) as f:
         for number, raw in enumerate(f, start=1):
+            if number == 1 and raw.startswith(codecs.BOM_UTF8):
+                raw = raw[len(codecs.BOM_UTF8):]
             yield number, decode_line(raw, path, number)
 
 
 def read_text(path: str) -> str:
     """The whole of `path` as text (e.g. a JSON document); errors name the line."""
     data = storage.read_bytes(path)
+    if data.startswith(codecs.BOM_UTF8):
+        data = data[len(codecs.BOM_UTF8):]
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:

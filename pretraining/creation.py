@@ -94,8 +94,13 @@ def check_options(options: CreationOptions, input_files: list[str], output_spec:
         names = [os.path.splitext(os.path.basename(p))[0] for p in input_files]
         if len(set(names)) != len(names):
             raise InputError("--shard_mode: input files must have distinct base names")
+        output_dirs = [output_spec]
     elif any(not p.strip() for p in output_spec.split(",")):
         raise InputError(f"--output_file={output_spec}: empty file name in the list")
+    else:
+        output_dirs = sorted({os.path.dirname(p) or "." for p in output_spec.split(",")})
+    for directory in output_dirs:  # before tokenizing: a failed write would come after all of it
+        storage.check_writable_dir(directory, "--output_file")
 
 
 class TokenizingProgress:

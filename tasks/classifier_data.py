@@ -72,6 +72,21 @@ def _key(obj, key, path, number):
     return obj[key]
 
 
+def clean_label(value: str | None, where: str) -> str | None:
+    """A label as read, without surrounding whitespace (`1 ` and `1` are one class); said once
+    per file when it happens."""
+    if value is None or value == value.strip():
+        return value
+    path = where.rsplit(":", 1)[0]
+    if path not in _LABELS_STRIPPED:
+        _LABELS_STRIPPED.add(path)
+        logger.warning("%s: label %r has surrounding whitespace; labels are read without it", where, value)
+    return value.strip()
+
+
+_LABELS_STRIPPED: set[str] = set()
+
+
 class Processor:
     """Reads one task's files. Subclasses define `labels` and `_examples(data_dir, split)`."""
     labels = None
@@ -362,10 +377,11 @@ class GenericProcessor(_LabelsFromData):
         examples = []
         for number, row in self._rows(path, split):
             value = row.get(label) if split == "test" else _key(row, label, path, number)
+            where = f"{path}:{number}"
             examples.append(InputExample(
                 f"{split}-{number}", str(_key(row, text_a, path, number)),
                 str(_key(row, text_b, path, number)) if text_b else None,
-                str(value) if value is not None else None, f"{path}:{number}"))
+                clean_label(str(value), where) if value is not None else None, where))
         return examples
 
     def set_labels_from(self, data_dir):
@@ -378,7 +394,8 @@ class GenericProcessor(_LabelsFromData):
         else:
             path = self._path(data_dir, "train")
             label = self.columns[2]
-            self._labels = sort_labels({str(_key(row, label, path, n)) for n, row in self._rows(path)})
+            self._labels = sort_labels({clean_label(str(_key(row, label, path, n)), f"{path}:{n}")
+                                        for n, row in self._rows(path)})
             if not self._labels:
                 raise InputError(f"{path}: the train split has no examples")
         return self.get_labels()
@@ -409,7 +426,8 @@ class ThucnewsProcessor(_LabelsFromData):
             if "\t" not in line:
                 raise InputError(f"{path}:{number}: expected label<TAB>text")
             label, text = line.split("\t", 1)
-            examples.append(InputExample(f"{split}-{number}", text, None, label, f"{path}:{number}"))
+            where = f"{path}:{number}"
+            examples.append(InputExample(f"{split}-{number}", text, None, clean_label(label, where), where))
         return examples
 
     def set_labels_from(self, data_dir):

@@ -15,10 +15,12 @@ from bert_realformer.tfrecords import AtomicRecordWriters
 
 
 def digest(rows: Iterable) -> str:
-    """sha256 of the JSON of each row, in order (rows of strings, numbers, lists, None)."""
+    """sha256 of the JSON of each row, in order (rows of strings, numbers, lists, None). Text
+    may hold lone surrogates (JSON escapes of truncated emoji): they are hashed as they are
+    (the tokenizer drops them)."""
     h = hashlib.sha256()
     for row in rows:
-        h.update(json.dumps(row, ensure_ascii=False).encode())
+        h.update(json.dumps(row, ensure_ascii=False).encode("utf-8", "surrogatepass"))
         h.update(b"\n")
     return h.hexdigest()
 

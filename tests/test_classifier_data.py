@@ -238,3 +238,35 @@ def test_in_graph_packing_equals_python_features():
         assert packed["input_ids"].numpy().tolist() == [f["input_ids"] for f in expected]
         assert packed["token_type_ids"].numpy().tolist() == [f["segment_ids"] for f in expected]
         assert packed["input_mask"].numpy().tolist() == [f["input_mask"] for f in expected]
+
+
+def test_labels_with_surrounding_spaces_are_one_class_and_said_once(tmp_path, caplog):
+    write(tmp_path / "g" / "train.tsv", "text\tlabel\na\t1 \nb\t1\nc\t0\nd\t 0\ne\t1 \n")
+    processor = get_processor("generic", str(tmp_path / "g"))
+    with caplog.at_level("WARNING"):
+        assert processor.get_labels() == ["0", "1"]
+        assert [e.label for e in processor.get_train_examples(str(tmp_path / "g"))] == ["1", "1", "0", "0", "1"]
+    said = [r.getMessage() for r in caplog.records if "surrounding whitespace" in r.getMessage()]
+    assert said == [f"{tmp_path}/g/train.tsv:2: label '1 ' has surrounding whitespace; labels are read without it"]
+    write(tmp_path / "t" / "train.tsv", "sports \tgoal\nsports\tmatch\n")
+    assert get_processor("thucnews", str(tmp_path / "t")).get_labels() == ["sports"]
+
+
+def test_a_header_with_a_byte_order_mark_names_its_first_column(tmp_path):
+    (tmp_path / "train.csv").write_bytes("\ufefftext,label\nhello,1\n".encode())
+    examples = get_processor("generic", str(tmp_path), data_format="csv").get_train_examples(str(tmp_path))
+    assert [(e.text_a, e.label) for e in examples] == [("hello", "1")]
+
+
+def test_a_lone_surrogate_from_scraped_json_is_dropped_as_the_tokenizer_drops_it(tmp_path):
+    write(tmp_path / "train.jsonl", '{"text": "good abc\\ud83d", "label": "1"}\n{"text": "bad", "label": "0"}\n')
+    processor = get_processor("generic", str(tmp_path), data_format="jsonl")
+    examples = processor.get_train_examples(str(tmp_path))
+    assert examples[0].text_a == "good abc\ud83d"
+    tokenizer = FullTokenizer(VOCAB_EN)
+    assert tokenizer.tokenize(examples[0].text_a) == ["good", "abc"]
+    path = str(tmp_path / "train.tf_record")
+    assert cached_features(examples, ["0", "1"], 16, tokenizer, path) is False
+    record = next(iter(tf.data.TFRecordDataset(path))).numpy()
+    ids = tf.train.Example.FromString(record).features.feature["input_ids"].int64_list.value
+    assert list(ids[:4]) == tokenizer.convert_tokens_to_ids(["[CLS]", "good", "abc", "[SEP]"])

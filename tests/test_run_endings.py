@@ -105,6 +105,38 @@ def test_an_unwritable_output_dir_is_one_line_before_anything_is_built(tmp_path,
         f"error: --output_dir={blocker}/out cannot be written: Not a directory")
 
 
+@pytest.mark.parametrize("where", ["training_state", "export_dir", "output_file"])
+def test_every_output_location_is_checked_before_the_work(tmp_path, where):
+    """A read-only OUTPUT_DIR/training_state, --export_dir or --output_file directory stops the
+    run with one line before any step, any training or any tokenizing."""
+    read_only = tmp_path / "read_only"
+    if where == "training_state":
+        (tmp_path / "out").mkdir()
+        read_only = tmp_path / "out" / "training_state"
+        cmd = command(tmp_path, "--do_train", "--num_train_steps=2")
+        expected = f"error: --output_dir={read_only}"
+    elif where == "export_dir":
+        data = tmp_path / "data"
+        data.mkdir()
+        (data / "train.tsv").write_text("text\tlabel\nhello\t1\n")
+        cmd = [sys.executable, os.path.join(ROOT, "run_classifier.py"), "--task_name=generic", f"--data_dir={data}",
+               f"--vocab_file={DATA}/bert_postln_tiny/vocab.txt",
+               f"--bert_config_file={DATA}/bert_postln_tiny/bert_config.json", "--do_train",
+               f"--output_dir={tmp_path}/out", f"--export_dir={read_only}/serving"]
+        expected = f"error: --export_dir={read_only}/serving"
+    else:
+        cmd = [sys.executable, os.path.join(ROOT, "create_pretraining_data.py"),
+               f"--input_file={DATA}/pretraining_data/input.txt", f"--output_file={read_only}/data/train.tfrecord",
+               f"--vocab_file={DATA}/bert_postln_tiny/vocab.txt", "--progress"]
+        expected = f"error: --output_file={read_only}/data"
+    result = run(_read_only(read_only, cmd))
+    assert result.returncode == 2, result.stderr[-3000:]
+    line = last_line(result)
+    assert line.startswith(expected + " cannot be written: "), line
+    assert "step 1/" not in result.stderr and "tokenizing:" not in result.stderr and "wrote" not in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 # ---------------------------------------------------------------------- flags
 def test_the_shared_flags_are_in_help_and_every_bad_flag_is_an_error_line():
     help_text = run([sys.executable, os.path.join(ROOT, "run_classifier.py"), "--help"]).stdout

@@ -222,6 +222,15 @@ def test_extract_features_outputs_the_models_own_layers(tmp_path):
             np.testing.assert_allclose(feature["layers"][slot]["values"], out["all_encoder_layers"][layer][0, position],
                                        atol=1e-5)
     assert [f["token"] for f in lines[1]["features"]] == ["[CLS]", "hi", "[SEP]"]
+    # Every batch padded to --max_seq_length (the original's path): the same values.
+    fixed = subprocess.run(result.args + ["--nodynamic_padding", f"--output_file={tmp_path}/fixed.jsonl"],
+                           capture_output=True, text=True, timeout=300)
+    assert fixed.returncode == 0, fixed.stderr[-2000:]
+    for ours, theirs in zip(lines, [json.loads(line) for line in (tmp_path / "fixed.jsonl").read_text().splitlines()],
+                            strict=True):
+        for a, b in zip(ours["features"], theirs["features"], strict=True):
+            for x, y in zip(a["layers"], b["layers"], strict=True):
+                np.testing.assert_allclose(x["values"], y["values"], atol=2e-6)
 
 
 def test_answers_that_cannot_be_mapped_back_are_logged(caplog):

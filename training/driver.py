@@ -127,6 +127,8 @@ class Driver:
         training state), saving the training state every `save_checkpoints_steps` and at the
         end, then exports `OUTPUT_DIR/model.ckpt-N`. Returns N."""
         options, strategy = self.options, self.strategy
+        # Before any step: a training state that cannot be saved would lose the steps before it.
+        storage.check_writable_dir(os.path.join(self.write_dir, checkpointing.TRAINING_STATE), "--output_dir")
         with strategy.scope():
             optimizer = create_optimizer(task.learning_rate, task.num_train_steps, task.num_warmup_steps,
                                          options.optimizer, options.weight_decay)
