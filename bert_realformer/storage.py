@@ -242,6 +242,32 @@ def temporary_name(path: str) -> str:
     return f"{path}.tmp-{os.getpid()}"
 
 
+def remove_stale_temporaries(path: str) -> list[str]:
+    """Removes the `temporary_name(path)` files beside a local `path` whose process is gone (a
+    run killed while writing, or one that could not remove them: a full disk); returns them.
+    A live process's are left alone, and so are remote ones (their process may be on another
+    machine)."""
+    if not is_local(path):
+        return []
+    removed = []
+    for name in glob(f"{path}.tmp-*"):
+        pid = name.rsplit("-", 1)[1]
+        if pid.isdigit() and int(pid) != os.getpid() and not _process_alive(int(pid)):
+            remove(name)
+            removed.append(name)
+    return removed
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
 @contextlib.contextmanager
 def atomic_output(path: str, mode: str = "w") -> Iterator[io.IOBase]:
     """A file object ('w' text, UTF-8, or 'wb') whose content replaces `path` only when the
@@ -250,6 +276,7 @@ def atomic_output(path: str, mode: str = "w") -> Iterator[io.IOBase]:
     parent = os.path.dirname(path)
     if parent:
         makedirs(parent)
+    remove_stale_temporaries(path)
     tmp = temporary_name(path)
     try:
         with open_file(tmp, mode) as f:
@@ -272,6 +299,7 @@ def local_staging_name(path: str) -> str:
     if is_local(path):
         parent = os.path.dirname(os.path.abspath(_local(path)))
         os.makedirs(parent, exist_ok=True)
+        remove_stale_temporaries(_local(path))
         return temporary_name(_local(path))
     import tempfile
     fd, name = tempfile.mkstemp(suffix="-" + os.path.basename(path))

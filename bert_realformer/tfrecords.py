@@ -188,14 +188,20 @@ class AtomicRecordWriters:
         self.written += len(ends)
 
     def commit(self):
-        for f in self._files:
-            f.close()
-        for tmp, path in zip(self._tmp, self.paths):
-            storage.upload(tmp, path)
+        try:
+            for f in self._files:
+                f.close()  # (on a full disk, the last buffered bytes fail here)
+            for tmp, path in zip(self._tmp, self.paths):
+                storage.upload(tmp, path)
+        except BaseException:
+            self.abort()
+            raise
 
     def abort(self):
+        """Removes every temporary file, also when closing one fails (a full disk)."""
         for f in self._files:
-            f.close()
+            with contextlib.suppress(Exception):
+                f.close()
         for tmp in self._tmp:
             storage.remove(tmp)
 

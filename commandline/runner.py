@@ -28,9 +28,25 @@ def run_main(main, argv) -> int:
         if getattr(type(error), "is_user_error", False):
             print(f"error: {error}", file=sys.stderr)
             return getattr(error, "exit_code", 2)
+        if _is_disk_full(error):
+            where = f" writing {error.filename}" if getattr(error, "filename", None) else ""
+            print(f"error: no space left on the device{where}; the files being written were removed and "
+                  "finished ones kept: free space and run the same command again", file=sys.stderr)
+            return DISK_FULL_STATUS
         raise
     finally:
         run_claim.release_all()
+
+
+DISK_FULL_STATUS = 4
+
+
+def _is_disk_full(error: BaseException) -> bool:
+    """Python's ENOSPC/EDQUOT, or TensorFlow's error for the same (its message says so)."""
+    import errno
+    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    return "No space left on device" in str(error)
 
 
 def run(main):

@@ -194,3 +194,51 @@ def test_integer_labels_in_order_recorded_for_a_later_predict_run_and_the_savedm
                             timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
     assert served.returncode == 0, served.stderr[-3000:]
     assert json.loads(served.stdout.strip().splitlines()[-1]) == [labels[i] for i in first.argmax(1)]
+
+
+# ---------------------------------------------------------------------- a full disk
+def _on_a_small_disk(directory, script, size):
+    """`script` (sh) run where `directory` is a tmpfs of `size` KiB, in a private mount namespace."""
+    directory.mkdir()
+    if os.geteuid() != 0 or not shutil.which("unshare") or \
+            subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode:
+        pytest.skip("a small disk needs root and unshare -m")
+    return ["unshare", "-m", "sh", "-c", f'mount -t tmpfs -o size={size}k none "$0" && {script}', str(directory)]
+
+
+@pytest.mark.parametrize("writer", ["create_pretraining_data", "feature_cache", "training_state"])
+def test_a_full_disk_is_one_line_leaves_no_temporary_and_a_rerun_succeeds(tmp_path, writer):
+    disk = tmp_path / "disk"
+    # KiB: the disk, and what is free on it until the filler goes
+    size, left = {"create_pretraining_data": (256, 20), "feature_cache": (1024, 60),
+                  "training_state": (40960, 6144)}[writer]
+    if writer == "training_state":  # 4 MB of weights and 8 MB of Adam slots do not fit in 6 MB
+        cmd = [c if not c.startswith("--output_dir") else f"--output_dir={disk}/out"
+               for c in command(tmp_path, "--do_train", "--num_train_steps=2", "--save_checkpoints_steps=1")]
+    elif writer == "create_pretraining_data":
+        cmd = [sys.executable, os.path.join(ROOT, "create_pretraining_data.py"),
+               f"--input_file={DATA}/pretraining_data/input.txt", f"--output_file={disk}/train.tfrecord",
+               f"--vocab_file={DATA}/tokenization/vocab_en_uncased.txt", "--max_seq_length=64", "--dupe_factor=1"]
+    else:
+        data = tmp_path / "data"
+        data.mkdir()
+        rows = [" ".join(random.Random(i).choices("the cat sat on a mat dog ran".split(), k=40)) for i in range(600)]
+        (data / "train.tsv").write_text("text\tlabel\n" + "".join(f"{t}\t{i % 2}\n" for i, t in enumerate(rows)))
+        cmd = [sys.executable, os.path.join(ROOT, "run_classifier.py"), "--task_name=generic", f"--data_dir={data}",
+               f"--vocab_file={DATA}/bert_postln_tiny/vocab.txt",
+               f"--bert_config_file={DATA}/bert_postln_tiny/bert_config.json", "--do_train", "--max_seq_length=64",
+               "--num_train_epochs=0.01", f"--output_dir={disk}/out"]
+    command_line = " ".join(f"'{c}'" for c in cmd)
+    script = (f'head -c {(size - left) * 1024} /dev/zero > "$0/filler"; {command_line} 2> "$0/../first.err"; echo "first $?"; '
+              'find "$0" | tr "\\n" " "; echo; rm "$0/filler"; '
+              f'{command_line} 2> "$0/../second.err"; echo "second $?"')
+    result = run(_on_a_small_disk(disk, script, size))
+    lines = result.stdout.splitlines()
+    first = (tmp_path / "first.err").read_text()
+    assert "first 4" in lines, result.stdout + first[-3000:]
+    assert first.strip().splitlines()[-1].startswith("error: no space left on the device"), first[-3000:]
+    assert "Traceback" not in first
+    assert ".tmp-" not in lines[1] and "_temp" not in lines[1], lines[1]  # no temporary left behind
+    if writer == "training_state":  # the step was made; nothing of its state was kept
+        assert "step 1/2" in first and "ckpt-1" not in lines[1], lines[1]
+    assert "second 0" in lines, result.stdout + (tmp_path / "second.err").read_text()[-3000:]

@@ -139,6 +139,7 @@ class Driver:
                                     optimizer=optimizer, **loop.state())
         manager = tf.train.CheckpointManager(state, os.path.join(self.write_dir, checkpointing.TRAINING_STATE),
                                              max_to_keep=options.keep_checkpoint_max)
+        _remove_unfinished_saves(manager.directory)  # (a killed run's; one run per directory)
         self._start_training(state, manager)
         if options.is_chief:
             recorded_config.record(self.model.config, options.output_dir)
@@ -172,7 +173,7 @@ class Driver:
                 if writer is not None:
                     self._summaries(writer, step, metrics, optimizer, progress.steps_per_second, examples_per_step)
                 if step % options.save_checkpoints_steps == 0 or step >= task.num_train_steps:
-                    manager.save(checkpoint_number=step)
+                    _save_state(manager, step)
                 if history is not None and task.periodic_eval.due(step, task.num_train_steps):
                     self._evaluate_into(history, task.periodic_eval, step)
                 self._check_claim()
@@ -228,7 +229,7 @@ class Driver:
     def _stop(self, signal_number, received, step, manager):
         """Saves a training state at `step` (unless the loop just did) and ends the run."""
         if manager.latest_checkpoint is None or checkpointing.step_of(manager.latest_checkpoint) != step:
-            manager.save(checkpoint_number=step)
+            _save_state(manager, step)
         name = signal.Signals(signal_number).name
         sent = "" if received == signal_number else " (sent to another worker)"
         raise Stopped(f"stopped by {name}{sent} at step {step}: training state saved to "
@@ -321,3 +322,22 @@ class Driver:
             return fn(self.model, features)
 
         return this_worker_step if this_worker_only else distributed_step
+
+
+def _save_state(manager, step):
+    """Saves the training state of `step`; a save that fails (a full disk) leaves no partial
+    files behind."""
+    try:
+        manager.save(checkpoint_number=step)
+    except BaseException:
+        _remove_unfinished_saves(manager.directory)
+        for path in storage.glob(os.path.join(manager.directory, f"ckpt-{step}.*")):
+            storage.remove(path)
+        raise
+
+
+def _remove_unfinished_saves(state_dir):
+    """TensorFlow writes a save into `ckpt-N_temp/` and moves it into place at the end: such
+    directories are what a failed or killed save left."""
+    for path in storage.glob(os.path.join(state_dir, "ckpt-*_temp*")):
+        storage.rmtree(path)
