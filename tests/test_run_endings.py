@@ -229,7 +229,8 @@ def test_a_full_disk_is_one_line_leaves_no_temporary_and_a_rerun_succeeds(tmp_pa
                f"--bert_config_file={DATA}/bert_postln_tiny/bert_config.json", "--do_train", "--max_seq_length=64",
                "--num_train_epochs=0.01", f"--output_dir={disk}/out"]
     command_line = " ".join(f"'{c}'" for c in cmd)
-    script = (f'head -c {(size - left) * 1024} /dev/zero > "$0/filler"; {command_line} 2> "$0/../first.err"; echo "first $?"; '
+    script = (f'head -c {(size - left) * 1024} /dev/zero > "$0/filler"; '
+              f'{command_line} 2> "$0/../first.err"; echo "first $?"; '
               'find "$0" | tr "\\n" " "; echo; rm "$0/filler"; '
               f'{command_line} 2> "$0/../second.err"; echo "second $?"')
     result = run(_on_a_small_disk(disk, script, size))
