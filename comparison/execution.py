@@ -1,6 +1,8 @@
-"""Running a study's processes: each command printed as a user would type it, its output kept
-in its directory's `log.txt`, finished runs re-used and unfinished ones resumed (the scripts
-resume from their training state when run again with the same command).
+"""Running a study's processes: each command printed as a user would type it, its output
+written to its directory's `log.txt` as it comes (a killed study leaves the log of the run it
+killed) with its progress lines (step, rate, ETA) shown on the study's output, finished runs
+re-used and unfinished ones resumed (the scripts resume from their training state when run
+again with the same command).
 
 A run directory records the command that made it (`command.txt`); running the study again
 with flags that change a run's command stops with the first difference, rather than mixing two
@@ -51,16 +53,37 @@ def execute(run: Run, stream=None) -> bool:
     _check_recorded_command(run)
     print(f"[{run.name}] {shown(run.command)}", file=stream, flush=True)
     started = time.time()
-    result = subprocess.run(python_command(run), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     log = os.path.join(run.directory, LOG_FILE)
-    storage.write_atomic(log, result.stdout)
-    if result.returncode:
-        errors = [line for line in result.stdout.splitlines() if line.startswith("error:")]
-        reason = errors[-1] if errors else result.stdout.strip().splitlines()[-1:] or ["no output"]
-        raise RunFailed(f"[{run.name}] failed (exit {result.returncode}): "
-                        f"{reason if isinstance(reason, str) else reason[0]} (log: {log})")
+    returncode, output = _streamed(run, log, stream)
+    if returncode:
+        errors = [line for line in output if line.startswith("error:")]
+        reason = errors[-1] if errors else (output[-1] if output else "no output")
+        raise RunFailed(f"[{run.name}] failed (exit {returncode}): {reason} (log: {log})")
     print(f"[{run.name}] finished in {time.time() - started:.0f} s", file=stream, flush=True)
     return True
+
+
+def _streamed(run: Run, log: str, stream) -> tuple[int, list[str]]:
+    """Runs `run`, its output written to `log` line by line as it comes and its progress lines
+    (`step N/M: ...`) echoed to `stream` under the run's name. Returns (exit status, the last
+    lines of its output)."""
+    tail: list[str] = []
+    with storage.open_file(log, "w") as log_file:
+        proc = subprocess.Popen(python_command(run), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                bufsize=1)
+        try:
+            for line in proc.stdout:
+                log_file.write(line)
+                log_file.flush()
+                line = line.rstrip("\n")
+                tail = (tail + [line])[-50:]
+                if line.startswith("step "):
+                    print(f"[{run.name}] {line}", file=stream, flush=True)
+        finally:
+            if proc.poll() is None:  # (the study itself was stopped)
+                proc.terminate()
+            proc.wait()
+    return proc.returncode, [line for line in tail if line.strip()]
 
 
 def write_configs(plan: StudyPlan) -> None:

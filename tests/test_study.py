@@ -251,3 +251,37 @@ def test_one_seed_gives_every_variant_the_same_initial_weights(tmp_path):
         assert all(np.array_equal(post[k], other[k]) for k in shared), variant
     reseeded = weights("post-LN", 4)
     assert not np.array_equal(post["bert/embeddings/word_embeddings"], reseeded["bert/embeddings/word_embeddings"])
+
+
+def test_a_runs_output_is_streamed_to_its_log_and_its_progress_shown(tmp_path, capsys):
+    """While a run works, its log.txt already holds what it printed and the study shows its
+    progress lines; a run killed mid-way leaves that log."""
+    import signal
+    import threading
+    import time
+    pid_file = tmp_path / "pid"
+    run = _fake_run(tmp_path, "slow", "import os, sys, time\n"
+                    f"open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+                    "print('weights: freshly initialised', file=sys.stderr, flush=True)\n"
+                    "print('step 1/4: loss 2.5000, 3.00 steps/s, ETA 0m01s', file=sys.stderr, flush=True)\n"
+                    "time.sleep(60)\n")
+    outcome = {}
+
+    def execute():
+        try:
+            execution.execute(run)
+        except execution.RunFailed as error:
+            outcome["error"] = str(error)
+
+    thread = threading.Thread(target=execute)
+    thread.start()
+    log = tmp_path / "runs" / "slow" / "log.txt"
+    deadline = time.time() + 60
+    while time.time() < deadline and not (log.exists() and "step 1/4" in log.read_text()):
+        time.sleep(0.1)
+    assert "weights: freshly initialised\nstep 1/4: loss 2.5000" in log.read_text()  # before the run ends
+    os.kill(int(pid_file.read_text()), signal.SIGKILL)
+    thread.join(timeout=60)
+    assert outcome["error"].startswith("[slow] failed (exit -9)")
+    assert "step 1/4" in log.read_text()
+    assert "[slow] step 1/4: loss 2.5000, 3.00 steps/s, ETA 0m01s" in capsys.readouterr().out
