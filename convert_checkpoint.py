@@ -129,9 +129,19 @@ def _model_for(config, values):
     return model
 
 
+# Moved in last (and removed first): the configs (ours and TF1's; Hugging Face's and KerasHub's)
+# and the file whose presence makes a SavedModel.
+LAST_FILES = ("bert_config.json", "config.json", "saved_model.pb")
+
+
+def staging_dir():
+    """Where the output is written before it is switched into --output (beside it)."""
+    return f"{FLAGS.output.rstrip('/')}.tmp-{os.getpid()}"
+
+
 def write_target(config, values, vocab, labels=None):
     import modeling
-    kind, out = FLAGS.to, FLAGS.output
+    kind, out = FLAGS.to, staging_dir()
     written = []
     if kind == "tf1":
         modeling.write_tf1_checkpoint(values, os.path.join(out, "bert_model.ckpt"))
@@ -196,7 +206,13 @@ def main(argv):
         if FLAGS[name].value not in known:
             raise InputError(f"--{name}={FLAGS[name].value}: unknown format; expected one of {', '.join(known)}")
     config, values, vocab, labels = read_source()
-    written = write_target(config, values, vocab, labels)
+    try:
+        written = write_target(config, values, vocab, labels)
+        # Whole or not at all: a crash between two files must not leave new weights beside an
+        # old config of the same sizes (a variant key would differ silently).
+        storage.switch_in(staging_dir(), FLAGS.output, last=LAST_FILES)
+    finally:
+        storage.rmtree(staging_dir())
     variant = f"{config.layer_norm_type}-LN, residual_attention={config.residual_attention}"
     print(f"{FLAGS['from'].value} -> {FLAGS.to}: {len(values)} weights ({config.num_hidden_layers} layers, "
           f"hidden {config.hidden_size}, {variant}); wrote {', '.join(written)} in {FLAGS.output}")

@@ -237,6 +237,30 @@ def move_tree(source: str, target: str, last: tuple[str, ...] = ()) -> None:
     rmtree(source)
 
 
+def switch_in(staging: str, target: str, last: tuple[str, ...]) -> list[str]:
+    """Moves the files of directory `staging` (subdirectories too) into `target`, replacing
+    files of the same names, and removes `staging`; returns the moved names. The files named in
+    `last` (a directory's config) are removed from `target` first and moved in after all the
+    others: a process killed between two files leaves `target` without them, a set that every
+    reader refuses, never new weights beside an old config that may fit them."""
+    if is_local(staging):
+        names = [os.path.relpath(os.path.join(root, name), _local(staging))
+                 for root, _, files in os.walk(_local(staging)) for name in files]
+    else:
+        names = [os.path.join(root, name)[len(staging):].lstrip("/")
+                 for root, _, files in _gfile().walk(staging) for name in files]
+    makedirs(target)
+    for name in names:
+        if os.path.basename(name) in last:
+            remove(os.path.join(target, name))
+    for name in sorted(names, key=lambda n: os.path.basename(n) in last):
+        destination = os.path.join(target, name)
+        makedirs(os.path.dirname(destination))
+        rename(os.path.join(staging, name), destination)
+    rmtree(staging)
+    return names
+
+
 def temporary_name(path: str) -> str:
     """A name beside `path` for its content while it is written."""
     return f"{path}.tmp-{os.getpid()}"

@@ -15,6 +15,7 @@ script ends, the output directories its run claimed are released (`bert_realform
 """
 
 import os
+import signal
 import sys
 
 
@@ -24,14 +25,16 @@ def run_main(main, argv) -> int:
     from bert_realformer import run_claim
     try:
         return main(argv) or 0
+    except KeyboardInterrupt:
+        print(f"error: interrupted (SIGINT); {INTACT}", file=sys.stderr)
+        return 128 + signal.SIGINT
     except Exception as error:
         if getattr(type(error), "is_user_error", False):
             print(f"error: {error}", file=sys.stderr)
             return getattr(error, "exit_code", 2)
         if _is_disk_full(error):
             where = f" writing {error.filename}" if getattr(error, "filename", None) else ""
-            print(f"error: no space left on the device{where}; the files being written were removed and "
-                  "finished ones kept: free space and run the same command again", file=sys.stderr)
+            print(f"error: no space left on the device{where}; {INTACT} after freeing space", file=sys.stderr)
             return DISK_FULL_STATUS
         raise
     finally:
@@ -39,6 +42,14 @@ def run_main(main, argv) -> int:
 
 
 DISK_FULL_STATUS = 4
+INTACT = "the files being written were removed and finished ones kept: run the same command again"
+
+
+def _terminated(signal_number, frame):
+    """SIGTERM outside a training loop (which saves a state first, `training.preemption`):
+    end the way every stop ends, through the cleanup of what is being written."""
+    from bert_realformer.errors import Stopped
+    raise Stopped(f"stopped by SIGTERM; {INTACT}", signal.SIGTERM)
 
 
 def _is_disk_full(error: BaseException) -> bool:
@@ -58,6 +69,7 @@ def run(main):
         from absl import flags, logging
         if not flags.FLAGS["verbosity"].present:  # TensorFlow's INFO chatter off by default
             logging.set_verbosity(logging.WARNING)
+        signal.signal(signal.SIGTERM, _terminated)
         status = run_main(main, argv)
         if status:
             sys.exit(status)

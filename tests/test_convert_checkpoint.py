@@ -247,3 +247,36 @@ def test_bad_input_is_one_line(tmp_path, flags, message):
     assert result.returncode == 2
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("error: ") and message in last
+
+
+def test_a_conversion_killed_between_its_files_never_leaves_new_weights_beside_an_old_config(tmp_path, monkeypatch):
+    """The output is written beside --output and switched in, the config last: a conversion that
+    dies before its config is in leaves a directory without one (which every reader refuses),
+    not the new weights beside the old config; nothing of the staging directory stays."""
+    from helpers.in_process import run_script
+
+    from bert_realformer import storage
+    out = tmp_path / "out"
+    status, stderr = run_script("convert_checkpoint.py", "--from=tf1", "--to=tf1", f"--input={POSTLN}/bert_model.ckpt",
+                                f"--output={out}")
+    assert status == 0, stderr
+    assert sorted(os.listdir(tmp_path)) == ["out"]
+    realformer = json.loads((out / "bert_config.json").read_text())
+    assert "residual_attention" not in realformer or realformer["residual_attention"] == "none"
+
+    original_rename = storage.rename
+
+    def dies_at_the_config(source, target):
+        if target == f"{out}/bert_config.json":  # switching the new config in
+            raise KeyboardInterrupt  # as a kill between two files
+        original_rename(source, target)
+
+    monkeypatch.setattr(storage, "rename", dies_at_the_config)
+    status, stderr = run_script("convert_checkpoint.py", "--from=tf1", "--to=tf1",
+                                f"--input={REALFORMER}/bert_model.ckpt", f"--output={out}")
+    assert status == 130 and stderr.strip().splitlines()[-1].startswith("error: interrupted (SIGINT)")
+    assert not (out / "bert_config.json").exists()  # refused by every reader, never silently wrong
+    assert sorted(os.listdir(tmp_path)) == ["out"]  # no staging directory left
+    monkeypatch.setattr(storage, "rename", original_rename)
+    refused = convert("--from=tf1", "--to=hf", f"--input={out}/bert_model.ckpt", f"--output={tmp_path}/hf")
+    assert refused.returncode == 2 and "--bert_config_file is needed" in refused.stderr
