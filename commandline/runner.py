@@ -28,6 +28,9 @@ def run_main(main, argv) -> int:
     except KeyboardInterrupt:
         print(f"error: interrupted (SIGINT); {INTACT}", file=sys.stderr)
         return 128 + signal.SIGINT
+    except Terminated:
+        print(f"error: stopped by SIGTERM; {INTACT}", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except Exception as error:
         if getattr(type(error), "is_user_error", False):
             print(f"error: {error}", file=sys.stderr)
@@ -45,11 +48,14 @@ DISK_FULL_STATUS = 4
 INTACT = "the files being written were removed and finished ones kept: run the same command again"
 
 
+class Terminated(BaseException):
+    """SIGTERM outside a training loop (which saves a state first, `training.preemption`). A
+    BaseException, as KeyboardInterrupt is, so that no `except Exception` on the way (AutoGraph
+    converting a function, for one) swallows it; cleanups of what is being written run."""
+
+
 def _terminated(signal_number, frame):
-    """SIGTERM outside a training loop (which saves a state first, `training.preemption`):
-    end the way every stop ends, through the cleanup of what is being written."""
-    from bert_realformer.errors import Stopped
-    raise Stopped(f"stopped by SIGTERM; {INTACT}", signal.SIGTERM)
+    raise Terminated()
 
 
 def _is_disk_full(error: BaseException) -> bool:

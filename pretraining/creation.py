@@ -183,7 +183,8 @@ def _create(input_files, output_files, seed, vocab_ids, progress, ref_files, opt
                                             on_sentence=progress.sentence)
         except ValueError as error:  # a reference file that does not fit the input
             raise InputError(str(error)) from None
-        progress.done()
+        finally:
+            progress.done()  # (ends the progress line, also before an error's)
         if not documents:
             raise InputError(f"--input_file: {', '.join(input_files)} holds no text "
                              "(every line is blank or tokenizes to nothing)")

@@ -243,3 +243,56 @@ def test_a_full_disk_is_one_line_leaves_no_temporary_and_a_rerun_succeeds(tmp_pa
     if writer == "training_state":  # the step was made; nothing of its state was kept
         assert "step 1/2" in first and "ckpt-1" not in lines[1], lines[1]
     assert "second 0" in lines, result.stdout + (tmp_path / "second.err").read_text()[-3000:]
+
+
+# ---------------------------------------------------------------------- signals outside training
+@pytest.mark.parametrize("phase", ["export", "create_pretraining_data"])
+def test_sigterm_outside_training_is_one_line_143_with_no_temporary_left(tmp_path, phase):
+    """SIGTERM while a SavedModel is exported or while data is being made: one line, status
+    143, no temporary left, no output half-written."""
+    import signal
+    import time
+    if phase == "export":
+        data = tmp_path / "data"
+        data.mkdir()
+        (data / "labels.txt").write_text("0\n1\n2\n")
+        cmd = [sys.executable, os.path.join(ROOT, "run_classifier.py"), "--task_name=generic", f"--data_dir={data}",
+               f"--vocab_file={DATA}/bert_postln_tiny/vocab.txt", f"--label_file={data}/labels.txt",
+               f"--bert_config_file={DATA}/bert_postln_tiny/bert_config.json", "--max_seq_length=16",
+               f"--init_checkpoint={tmp_path}/trained", f"--output_dir={tmp_path}/out",
+               f"--export_dir={tmp_path}/export"]
+        import modeling
+        config = modeling.BertConfig.from_json_file(f"{DATA}/bert_postln_tiny/bert_config.json")
+        model = modeling.BertClassifier(config, 3)
+        model.build()
+        modeling.save_tf1_checkpoint(model, str(tmp_path / "trained" / "bert_model.ckpt"))
+        ready = "weights:"
+    else:
+        import realdata
+        corpus = tmp_path / "corpus.txt"
+        realdata.write_peoples_daily_corpus(str(corpus), max_documents=400)
+        cmd = [sys.executable, os.path.join(ROOT, "create_pretraining_data.py"), f"--input_file={corpus}",
+               f"--output_file={tmp_path}/out/train.tfrecord", f"--vocab_file={DATA}/tokenization/vocab_zh.txt",
+               "--do_whole_word_mask", "--chinese_word_segmentation=jieba", "--progress", "--num_workers=1"]
+        ready = "tokenizing:"
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    seen = b""
+    deadline = time.time() + 120
+    while ready.encode() not in seen and time.time() < deadline and proc.poll() is None:
+        seen += os.read(proc.stderr.fileno(), 4096)
+    assert ready.encode() in seen, seen.decode()[-2000:]
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    _, rest = proc.communicate(timeout=120)
+    stderr = (seen + rest).decode()
+    assert proc.returncode == 143, stderr[-3000:]
+    last = stderr.strip().splitlines()[-1].split("\r")[-1]
+    assert last.startswith("error: stopped by SIGTERM; the files being written were removed"), last
+    assert "Traceback" not in stderr
+    leftovers = [os.path.join(root, name) for root, dirs, names in os.walk(tmp_path)
+                 for name in names + dirs if ".tmp" in name or "_temp" in name or "tempstate" in name]
+    assert leftovers == []
+    if phase == "export":
+        assert not (tmp_path / "export").exists() or os.listdir(tmp_path / "export") == []
+    else:
+        assert not (tmp_path / "out" / "train.tfrecord").exists()
