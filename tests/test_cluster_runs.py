@@ -169,3 +169,37 @@ def test_two_workers_save_at_the_same_step_when_one_gets_sigterm(tmp_path):
     b = modeling.read_tf1_checkpoint(str(out / "model.ckpt-30"))
     for name in a:
         np.testing.assert_allclose(b[name], a[name], atol=1e-5, err_msg=name)
+
+
+def test_two_workers_restarted_from_states_of_different_steps_both_stop_naming_the_steps(tmp_path):
+    """A worker killed during a save keeps an older training state than the chief: restarted
+    with the same command, both workers stop before any step with one line naming each one's
+    step (not train on 2 steps apart and exit 0)."""
+    config = {**TINY, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+
+    def start(steps):
+        ports = free_ports(2)
+        cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+        flags = ["--do_train", f"--num_train_steps={steps}", "--iterations_per_loop=1", "--save_checkpoints_steps=2",
+                 "--keep_checkpoint_max=10", "--distribution_strategy=multi_worker"]
+        procs = [subprocess.Popen(command(tmp_path, *flags, config=config), stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, text=True,
+                                  env={**os.environ, "TF_CONFIG": json.dumps(
+                                      {"cluster": cluster, "task": {"type": "worker", "index": i}})})
+                 for i in range(2)]
+        return procs, [p.communicate(timeout=600)[1] for p in procs]
+
+    procs, outputs = start(4)
+    assert [p.returncode for p in procs] == [0, 0], outputs[0][-3000:] + outputs[1][-3000:]
+    state = tmp_path / "out" / "worker_1" / "training_state"
+    for path in state.glob("ckpt-4*"):  # worker 1 as if killed during its step-4 save
+        path.unlink()
+    (state / "checkpoint").write_text('model_checkpoint_path: "ckpt-2"\nall_model_checkpoint_paths: "ckpt-2"\n')
+    procs, outputs = start(6)
+    assert [p.returncode for p in procs] == [2, 2], outputs[0][-3000:] + outputs[1][-3000:]
+    for text in outputs:
+        last = text.strip().splitlines()[-1]
+        assert last.startswith("error: the workers would resume from training states of different steps (worker 0 "
+                               "at step 4, worker 1 at step 2): remove the training states after step 2"), last
+        assert "step 5/" not in text
+    assert not (tmp_path / "out" / "model.ckpt-6.index").exists()

@@ -33,7 +33,7 @@ import tensorflow as tf
 
 import modeling
 from bert_realformer import run_claim, storage, tfrecords
-from bert_realformer.errors import Diverged, Stopped
+from bert_realformer.errors import Diverged, InputError, Stopped
 from training import checkpointing, recorded_config
 from training.eval_history import EvalHistory, PeriodicEval
 from training.optimization import create_optimizer
@@ -144,6 +144,7 @@ class Driver:
         if options.is_chief:
             recorded_config.record(self.model.config, options.output_dir)
         step = int(optimizer.iterations.numpy())
+        self._check_workers_agree(step)
         position = int(loop.input_position.numpy())
         iterator = iter(strategy.distribute_datasets_from_function(
             lambda context: global_batch_slices(task.dataset_fn(position), task.batch_size, context)))
@@ -185,6 +186,31 @@ class Driver:
             prefix = modeling.save_tf1_checkpoint(self.model, os.path.join(self.write_dir, f"model.ckpt-{step}"))
             self._say(f"wrote {prefix}")
         return step
+
+    def _check_workers_agree(self, step):
+        """Several workers must resume from one step (each restores its own training state; one
+        killed during a save keeps an older one): one all-gather of the steps; where they
+        differ, every worker stops naming each one's step."""
+        strategy = self.strategy
+        if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+            return
+
+        @tf.function
+        def gathered(value):
+            return strategy.gather(strategy.run(lambda: tf.reshape(value, [1])), axis=0)
+
+        steps = [int(s) for s in gathered(tf.constant(step, tf.int64)).numpy()]
+        cluster = strategy.cluster_resolver.cluster_spec().as_dict()
+        workers = len(cluster.get("chief", [])) + len(cluster.get("worker", []))
+        per_worker = max(1, len(steps) // max(1, workers))  # (replicas are numbered worker by worker)
+        by_worker = steps[::per_worker]
+        if len(set(by_worker)) > 1:
+            held = ", ".join(f"worker {i} at step {s}" for i, s in enumerate(by_worker))
+            raise InputError(f"the workers would resume from training states of different steps ({held}): remove "
+                             f"the training states after step {min(by_worker)} (each worker's "
+                             f"{checkpointing.TRAINING_STATE}/ckpt-N with N > {min(by_worker)}, and name ckpt-"
+                             f"{min(by_worker)} in its 'checkpoint' file) so that all resume from there, then run "
+                             "the same command on every worker again")
 
     def _eval_history(self, task, step):
         """The chief's eval history when the task evaluates periodically, trimmed to the step
