@@ -39,7 +39,11 @@ def run_main(main, argv) -> int:
             where = f" writing {error.filename}" if getattr(error, "filename", None) else ""
             print(f"error: no space left on the device{where}; {INTACT} after freeing space", file=sys.stderr)
             return DISK_FULL_STATUS
-        raise
+        ending = _system_ending(error)
+        if ending is None:
+            raise
+        print(f"error: {ending[0]}", file=sys.stderr)
+        return ending[1]
     finally:
         run_claim.release_all()
 
@@ -56,6 +60,33 @@ class Terminated(BaseException):
 
 def _terminated(signal_number, frame):
     raise Terminated()
+
+
+OUT_OF_MEMORY_STATUS = 5
+LOST_WORKER_STATUS = 6
+PERMISSION_STATUS = 7
+
+
+def _first_line(error: BaseException) -> str:
+    text = getattr(error, "message", None) or str(error)
+    return text.strip().splitlines()[0][:300] if text.strip() else type(error).__name__
+
+
+def _system_ending(error: BaseException) -> tuple[str, int] | None:
+    """(one line, status) for what the machine, not the user's input, ended: memory, a lost
+    peer, a permission; None for anything else (a bug: its traceback is wanted)."""
+    kind = type(error).__name__
+    if kind == "ResourceExhaustedError" or "out of memory" in str(error).lower():
+        return (f"out of memory ({_first_line(error)}): the batch is too large for this device; use a smaller "
+                "--train_batch_size (with --gradient_accumulation_steps for the same update) or "
+                "--predict_batch_size / --eval_batch_size", OUT_OF_MEMORY_STATUS)
+    if kind in ("UnavailableError", "DeadlineExceededError") or "Socket closed" in str(error):
+        return (f"lost contact with another worker ({_first_line(error)}): restart every worker with the same "
+                "command (they resume from their training states)", LOST_WORKER_STATUS)
+    if isinstance(error, PermissionError):
+        where = f" to {error.filename}" if error.filename else ""
+        return f"permission denied{where}: {error.strerror or _first_line(error)}", PERMISSION_STATUS
+    return None
 
 
 def _is_disk_full(error: BaseException) -> bool:

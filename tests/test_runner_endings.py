@@ -1,0 +1,45 @@
+"""How a script ends on what the machine ends (memory, a lost worker, a full disk, a permission,
+a signal): one `error:` line and a distinct status, the output directory's claim released."""
+
+import errno
+
+import pytest
+import tensorflow as tf
+
+from commandline import runner
+
+
+def _ending(error, capsys):
+    def main(argv):
+        raise error
+    status = runner.run_main(main, [])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ")
+    return status, lines[0]
+
+
+@pytest.mark.parametrize("error, status, start", [
+    (tf.errors.ResourceExhaustedError(None, None, "OOM when allocating tensor with shape[4096,512,3072]"),
+     runner.OUT_OF_MEMORY_STATUS, "error: out of memory (OOM when allocating tensor with shape[4096,512,3072]): "
+                                  "the batch is too large for this device"),
+    (tf.errors.UnavailableError(None, None, "Socket closed\nmore"), runner.LOST_WORKER_STATUS,
+     "error: lost contact with another worker (Socket closed): restart every worker"),
+    (OSError(errno.ENOSPC, "No space left on device", "out/model.ckpt-5.index"), runner.DISK_FULL_STATUS,
+     "error: no space left on the device writing out/model.ckpt-5.index; the files being written were removed"),
+    (tf.errors.UnknownError(None, None, "out/train.tfrecord; No space left on device"), runner.DISK_FULL_STATUS,
+     "error: no space left on the device; the files being written were removed"),
+    (PermissionError(errno.EACCES, "Permission denied", "/models/out"), runner.PERMISSION_STATUS,
+     "error: permission denied to /models/out: Permission denied"),
+    (KeyboardInterrupt(), 130, "error: interrupted (SIGINT); the files being written were removed"),
+    (runner.Terminated(), 143, "error: stopped by SIGTERM; the files being written were removed"),
+])
+def test_machine_endings_are_one_line_with_their_own_status(capsys, error, status, start):
+    got_status, line = _ending(error, capsys)
+    assert got_status == status and line.startswith(start), line
+
+
+def test_a_bug_keeps_its_traceback():
+    def main(argv):
+        raise ZeroDivisionError("a bug")
+    with pytest.raises(ZeroDivisionError):
+        runner.run_main(main, [])
