@@ -20,7 +20,12 @@ from bert_realformer import storage
 from bert_realformer.errors import InputError
 from commandline import training_flags
 from commandline.runner import run
-from commandline.training_flags import check_shared_flags, define_shared_flags, finetuning_driver
+from commandline.training_flags import (
+    check_shared_flags,
+    define_order_and_padding_flags,
+    define_shared_flags,
+    finetuning_driver,
+)
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("bert_config_file", None, "The config json file corresponding to the pre-trained BERT model.")
@@ -53,6 +58,7 @@ flags.DEFINE_float("null_score_diff_threshold", 0.0, "If null_score - best_non_n
 flags.DEFINE_bool("do_eval", False, "Score the predictions of --predict_file against its answers (official EM/F1).")
 flags.DEFINE_enum("eval_metric", "squad", ["squad", "cmrc2018"],
                   "--do_eval scoring: the official SQuAD scripts, or the CMRC 2018 script (Chinese).")
+define_order_and_padding_flags()
 define_shared_flags()
 flags.adopt_module_key_flags(training_flags)  # the shared flags in --help, not only --helpfull
 

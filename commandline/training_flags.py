@@ -63,13 +63,17 @@ def define_finetuning_flags(task_help, task_default=None, data_help=None, train_
     flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.")
     flags.DEFINE_float("warmup_proportion", 0.1, "Proportion of training to perform linear learning rate "
                        "warmup for.")
-    # Ours.
+    define_order_and_padding_flags()
+    define_shared_flags()
+
+
+def define_order_and_padding_flags():
+    """The training order and the padding of evaluation batches (every fine-tuning script)."""
     flags.DEFINE_integer("shuffle_buffer_size", 0, "Training order. 0: every epoch a new permutation of the whole "
                          "training set (a file sorted by label trains as well as a shuffled one); N: the original's "
                          "shuffle through a buffer of N examples (the original used 100).", lower_bound=0)
     flags.DEFINE_bool("dynamic_padding", True, "Evaluation and prediction: pad each batch to its longest sequence "
                       "(rounded up to a multiple of 8) instead of --max_seq_length; the outputs are the same.")
-    define_shared_flags()
 
 
 def check_finetuning_flags(min_seq_length, sequence, other_modes=()):

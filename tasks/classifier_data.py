@@ -50,8 +50,13 @@ def read_tsv(path, skip_header=False, delimiter="\t"):
     return rows
 
 
+# Half of a UTF-16 pair on its own: what a JSON escape of a truncated emoji decodes to.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def read_jsonl(path):
-    """[(line number, object)]; one JSON object per line (blank lines skipped)."""
+    """[(line number, object)]; one JSON object per line (blank lines skipped); lone
+    surrogates in its strings (scraped text with truncated emoji) are dropped."""
     rows = []
     for number, line in read_lines(_check_file(path)):
         if not line.strip():
@@ -62,7 +67,7 @@ def read_jsonl(path):
             raise InputError(f"{path}:{number}: not valid JSON ({error.msg})") from None
         if not isinstance(value, dict):
             raise InputError(f"{path}:{number}: expected a JSON object")
-        rows.append((number, value))
+        rows.append((number, {k: _LONE_SURROGATE.sub("", v) if isinstance(v, str) else v for k, v in value.items()}))
     return rows
 
 

@@ -262,9 +262,13 @@ def test_a_lone_surrogate_from_scraped_json_is_dropped_as_the_tokenizer_drops_it
     write(tmp_path / "train.jsonl", '{"text": "good abc\\ud83d", "label": "1"}\n{"text": "bad", "label": "0"}\n')
     processor = get_processor("generic", str(tmp_path), data_format="jsonl")
     examples = processor.get_train_examples(str(tmp_path))
-    assert examples[0].text_a == "good abc\ud83d"
+    assert examples[0].text_a == "good abc"  # the half emoji dropped, the word kept
     tokenizer = FullTokenizer(VOCAB_EN)
-    assert tokenizer.tokenize(examples[0].text_a) == ["good", "abc"]
+    # Text that reaches the features cache with one (a SQuAD question) is hashed, not a crash;
+    # the tokenizer makes its word [UNK], as the original's does.
+    from tasks.feature_cache import digest
+    assert digest([["abc\ud83d"]]) != digest([["abc"]])
+    assert tokenizer.tokenize("good abc\ud83d") == ["good", "[UNK]"]
     path = str(tmp_path / "train.tf_record")
     assert cached_features(examples, ["0", "1"], 16, tokenizer, path) is False
     record = next(iter(tf.data.TFRecordDataset(path))).numpy()

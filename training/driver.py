@@ -128,7 +128,11 @@ class Driver:
         end, then exports `OUTPUT_DIR/model.ckpt-N`. Returns N."""
         options, strategy = self.options, self.strategy
         # Before any step: a training state that cannot be saved would lose the steps before it.
-        storage.check_writable_dir(os.path.join(self.write_dir, checkpointing.TRAINING_STATE), "--output_dir")
+        state_dir = os.path.join(self.write_dir, checkpointing.TRAINING_STATE)
+        existed = storage.isdir(state_dir)
+        storage.check_writable_dir(state_dir, "--output_dir")
+        if not existed:  # (a run refused later, e.g. for its weights, leaves nothing behind)
+            storage.rmtree(state_dir)
         with strategy.scope():
             optimizer = create_optimizer(task.learning_rate, task.num_train_steps, task.num_warmup_steps,
                                          options.optimizer, options.weight_decay)
