@@ -4,12 +4,11 @@ and real weights (all-MiniLM-L6-v2) against transformers' BertModel on PyTorch."
 import importlib.util
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 from helpers.conversions import convert
+from helpers.serving import serve
 
 import modeling
 
@@ -122,26 +121,12 @@ def test_realformer_keeps_its_variant_through_ours_and_tf1(tmp_path):
     np.testing.assert_allclose(out["sequence_output"], io["sequence_output"], atol=2e-5)
 
 
-def _serve_in_fresh_process(export_dir, signature, texts):
-    """{output name: list} of the one SavedModel version in `export_dir`, called on `texts` in a
-    new Python process (only TensorFlow and tensorflow_text imported)."""
-    (version,) = os.listdir(export_dir)
-    code = ("import json, sys, tensorflow as tf, tensorflow_text\n"
-            f"m = tf.saved_model.load({str(export_dir / version)!r})\n"
-            f"out = m.signatures[{signature!r}](text_a=tf.constant(json.loads(sys.stdin.read())))\n"
-            "print(json.dumps({k: v.numpy().tolist() for k, v in out.items()}))\n")
-    loaded = subprocess.run([sys.executable, "-c", code], input=json.dumps(texts), capture_output=True,
-                            text=True, timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
-    assert loaded.returncode == 0, loaded.stderr[-2000:]
-    return json.loads(loaded.stdout.strip().splitlines()[-1])
-
-
 def test_savedmodel_export_loads_in_a_fresh_process(tmp_path):
     result = convert("--from=tf1", "--to=savedmodel", f"--input={POSTLN}", f"--output={tmp_path}/sm",
                      "--max_seq_length=16")
     assert result.returncode == 0, result.stderr[-2000:]
     texts = ["The cat sat on the mat", "Hi"]
-    served = np.array(_serve_in_fresh_process(tmp_path / "sm", "encode", texts)["pooled_output"])
+    served = np.array(serve(tmp_path / "sm", texts, "encode")["pooled_output"])
     model = modeling.BertModel(modeling.BertConfig.from_json_file(os.path.join(POSTLN, "bert_config.json")))
     modeling.load_tf1_checkpoint(model, POSTLN)
     expected = model(_batch(os.path.join(POSTLN, "vocab.txt"), texts))["pooled_output"]
@@ -160,7 +145,7 @@ def test_regression_classifier_exports_its_score_not_a_softmax_of_one(tmp_path):
                      f"--output={tmp_path}/sm", "--max_seq_length=16")
     assert result.returncode == 0, result.stderr[-2000:]
     texts = ["The cat sat on the mat", "Hi"]
-    served = _serve_in_fresh_process(tmp_path / "sm", "classify", texts)
+    served = serve(tmp_path / "sm", texts, "classify")
     assert list(served) == ["scores"]
     model = modeling.BertModel(modeling.BertConfig.from_json_file(os.path.join(POSTLN, "bert_config.json")))
     modeling.load_tf1_checkpoint(model, POSTLN)

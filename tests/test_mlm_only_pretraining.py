@@ -5,10 +5,8 @@ device; the result converted to Hugging Face and KerasHub."""
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -20,7 +18,7 @@ from helpers.pretraining_runs import (
     assert_same_run,
     command,
     eval_results,
-    latest_saved_step,
+    killed_after_a_save,
     run,
 )
 
@@ -120,15 +118,7 @@ def test_killed_mlm_only_run_on_dynamic_masks_resumes_exactly(tmp_path, unmasked
 
     cmd = command(killed_dir, *flags, input_file=unmasked_records)
     state = killed_dir / "out" / "training_state"
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 300
-    while time.time() < deadline and latest_saved_step(state) < 10:
-        if proc.poll() is not None:
-            pytest.fail("training ended before it could be killed: " + proc.stderr.read()[-2000:])
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    last = latest_saved_step(state)
+    last = killed_after_a_save(cmd, state)
     assert 10 <= last < 30
     resumed = run(cmd)
     assert resumed.returncode == 0, resumed.stderr[-3000:]

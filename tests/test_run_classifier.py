@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 import pytest
+from helpers.serving import serve
 
 pytestmark = pytest.mark.slow  # the scripts end to end, in subprocesses
 
@@ -64,18 +65,8 @@ def test_fine_tunes_on_real_sentiment_and_exports(tmp_path, sentiment_dir):
     np.testing.assert_allclose(probabilities.sum(1), 1.0, atol=1e-5)
 
     # The SavedModel, in a fresh process, from raw text: the same probabilities.
-    (version,) = os.listdir(export)
     texts = [line.split("\t", 1)[1].rstrip("\n") for line in open(sentiment_dir / "test.tsv", encoding="utf-8")]
-    code = ("import json, sys, tensorflow as tf, tensorflow_text  # registers the tokenizer ops\n"
-            f"m = tf.saved_model.load({str(export / version)!r})\n"
-            "texts = json.loads(sys.stdin.read())\n"
-            "out = m.signatures['serving_default'](text_a=tf.constant(texts))['probabilities']\n"
-            "print(json.dumps(out.numpy().tolist()))\n")
-    loaded = subprocess.run([sys.executable, "-c", code], input=json.dumps(texts), capture_output=True,
-                            text=True, timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
-    assert loaded.returncode == 0, loaded.stderr[-3000:]
-    served = np.array(json.loads(loaded.stdout.strip().splitlines()[-1]))
-    np.testing.assert_allclose(served, probabilities, atol=1e-5)
+    np.testing.assert_allclose(np.array(serve(export, texts)["probabilities"]), probabilities, atol=1e-5)
 
 
 def test_bad_task_and_missing_files_are_one_line(tmp_path):
@@ -246,17 +237,8 @@ def test_long_documents_in_windows_through_eval_predict_and_the_saved_model(tmp_
     assert fixed.returncode == 0, fixed.stderr[-3000:]
     np.testing.assert_allclose(np.loadtxt(out / "test_results.tsv", delimiter="\t"), probabilities, atol=1e-5)
 
-    (version,) = os.listdir(export)
-    texts = [text for _, text in splits["test"]]
-    code = ("import json, sys, tensorflow as tf, tensorflow_text  # registers the tokenizer ops\n"
-            f"m = tf.saved_model.load({str(export / version)!r})\n"
-            "out = m.signatures['serving_default'](text_a=tf.constant(json.loads(sys.stdin.read())))\n"
-            "print(json.dumps(out['probabilities'].numpy().tolist()))\n")
-    loaded = subprocess.run([sys.executable, "-c", code], input=json.dumps(texts), capture_output=True,
-                            text=True, timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
-    assert loaded.returncode == 0, loaded.stderr[-3000:]
-    np.testing.assert_allclose(np.array(json.loads(loaded.stdout.strip().splitlines()[-1])), probabilities,
-                               atol=1e-5)
+    served = serve(export, [text for _, text in splits["test"]])["probabilities"]
+    np.testing.assert_allclose(np.array(served), probabilities, atol=1e-5)
 
 
 def test_a_training_file_sorted_by_label_trains_as_well_as_shuffled(tmp_path, sentiment_dir):

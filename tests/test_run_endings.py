@@ -3,7 +3,6 @@ output directory that cannot be written, a bad flag; each ends in one `error:` l
 non-zero status, and nothing lost or half-written. And the label order a classifier run
 records, used by a predict run in a later process and by the SavedModel."""
 
-import json
 import os
 import random
 import shutil
@@ -13,6 +12,7 @@ import sys
 import numpy as np
 import pytest
 from helpers.pretraining_runs import RECORDS, ROOT, command, latest_saved_step, run
+from helpers.serving import serve
 
 pytestmark = pytest.mark.slow  # the scripts in subprocesses
 
@@ -184,16 +184,8 @@ def test_integer_labels_in_order_recorded_for_a_later_predict_run_and_the_savedm
     assert again.returncode == 0, again.stderr[-3000:]
     np.testing.assert_array_equal(np.loadtxt(out / "test_results.tsv", delimiter="\t"), first)
 
-    (version,) = os.listdir(export)
-    texts = [text for text, _ in rows["test"]]
-    code = ("import json, sys, tensorflow as tf, tensorflow_text  # registers the tokenizer ops\n"
-            f"m = tf.saved_model.load({str(export / version)!r})\n"
-            "out = m.signatures['serving_default'](text_a=tf.constant(json.loads(sys.stdin.read())))\n"
-            "print(json.dumps([x.decode() for x in out['label'].numpy().tolist()]))\n")
-    served = subprocess.run([sys.executable, "-c", code], input=json.dumps(texts), capture_output=True, text=True,
-                            timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
-    assert served.returncode == 0, served.stderr[-3000:]
-    assert json.loads(served.stdout.strip().splitlines()[-1]) == [labels[i] for i in first.argmax(1)]
+    served = serve(export, [text for text, _ in rows["test"]])["label"]
+    assert served == [labels[i] for i in first.argmax(1)]
 
 
 # ---------------------------------------------------------------------- a full disk

@@ -3,10 +3,8 @@
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -19,7 +17,7 @@ from helpers.pretraining_runs import (
     command,
     eval_results,
     free_ports,
-    latest_saved_step,
+    killed_after_a_save,
     run,
     step_losses,
     uninterrupted_run,
@@ -88,15 +86,7 @@ def test_killed_and_resumed_run_equals_the_uninterrupted_run(tmp_path):
 
     cmd = command(killed_dir, *flags)
     state = killed_dir / "out" / "training_state"
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 300
-    while time.time() < deadline and latest_saved_step(state) < 10:
-        if proc.poll() is not None:
-            pytest.fail("training ended before it could be killed: " + proc.stderr.read()[-2000:])
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    last = latest_saved_step(state)
+    last = killed_after_a_save(cmd, state)
     assert 10 <= last < 200
     # A kill inside a save leaves the next state's files without the `checkpoint` file naming
     # them; make that case certain: a truncated index of the next save, and no data file.

@@ -84,3 +84,21 @@ def assert_same_run(a_dir, b_dir, step, keys=("loss", "masked_lm_loss", "next_se
     assert a_eval["global_step"] == b_eval["global_step"] == str(step)
     for key in keys:
         assert abs(float(a_eval[key]) - float(b_eval[key])) < 1e-5, key
+
+
+def killed_after_a_save(cmd, state_dir, at_least=10):
+    """Starts `cmd` and SIGKILLs it once it has saved a training state of step `at_least` or
+    later; returns the step of the newest complete state it left."""
+    import signal
+    import time
+
+    import pytest
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while time.time() < deadline and latest_saved_step(state_dir) < at_least:
+        if proc.poll() is not None:
+            pytest.fail("training ended before it could be killed: " + proc.stderr.read()[-2000:])
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    return latest_saved_step(state_dir)
