@@ -59,7 +59,14 @@ class Terminated(BaseException):
 
 
 def _terminated(signal_number, frame):
+    if os.getpid() != _SCRIPT_PROCESS[0]:  # a forked worker (a pool's): die as SIGTERM kills
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
     raise Terminated()
+
+
+_SCRIPT_PROCESS = [0]  # the process whose SIGTERM ends the script through its cleanups
 
 
 OUT_OF_MEMORY_STATUS = 5
@@ -106,6 +113,7 @@ def run(main):
         from absl import flags, logging
         if not flags.FLAGS["verbosity"].present:  # TensorFlow's INFO chatter off by default
             logging.set_verbosity(logging.WARNING)
+        _SCRIPT_PROCESS[0] = os.getpid()
         signal.signal(signal.SIGTERM, _terminated)
         status = run_main(main, argv)
         if status:
