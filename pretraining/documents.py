@@ -9,6 +9,7 @@ order of sentences, and so the output, does not depend on the number of workers.
 import array
 import multiprocessing
 import os
+import signal
 
 from bert_realformer import storage
 from bert_realformer.text_files import decode_line
@@ -92,9 +93,15 @@ def worker_pool(tokenizer_args, num_workers):
     if num_workers <= 1:
         return None
     if os.name == "posix":
-        return multiprocessing.get_context("fork").Pool(num_workers)
+        # Forked workers would inherit the script's SIGTERM handler (commandline.runner), and a
+        # worker that does not die when the pool terminates it keeps the pool waiting.
+        return multiprocessing.get_context("fork").Pool(num_workers, initializer=_default_sigterm)
     return multiprocessing.get_context("spawn").Pool(num_workers, initializer=_init_worker,
                                                      initargs=(tokenizer_args,))
+
+
+def _default_sigterm():
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def tokenized_lines(input_files, pool=None, ref_files=None):
