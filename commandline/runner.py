@@ -24,7 +24,10 @@ def run_main(main, argv) -> int:
     (after printing its one line); other exceptions propagate. Claims are released."""
     from bert_realformer import run_claim
     try:
-        return main(argv) or 0
+        status = main(argv) or 0
+        if _SIGTERM_RECEIVED[0]:  # (raised where Python ignores exceptions, e.g. a GC callback)
+            raise Terminated()
+        return status
     except KeyboardInterrupt:
         print(f"error: interrupted (SIGINT); {INTACT}", file=sys.stderr)
         return 128 + signal.SIGINT
@@ -63,9 +66,11 @@ def _terminated(signal_number, frame):
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGTERM)
         return
+    _SIGTERM_RECEIVED[0] = True
     raise Terminated()
 
 
+_SIGTERM_RECEIVED = [False]
 _SCRIPT_PROCESS = [0]  # the process whose SIGTERM ends the script through its cleanups
 
 
