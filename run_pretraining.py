@@ -27,6 +27,7 @@ from bert_realformer.errors import InputError
 from commandline import training_flags
 from commandline.runner import run
 from commandline.training_flags import (
+    check_batches_fit,
     check_shared_flags,
     define_shared_flags,
     load_config,
@@ -107,6 +108,8 @@ def main(argv):
     files = expand_input_files(FLAGS.input_file)
     eval_files = expand_input_files(FLAGS.eval_input_file, "--eval_input_file") if FLAGS.eval_input_file else files
     strategy = strategy_from_flags()  # multi-worker collectives: before TensorFlow runs any op
+    check_batches_fit(config, FLAGS.max_seq_length, strategy.num_replicas_in_sync,
+                      ("train_batch_size", "eval_batch_size"), FLAGS.max_predictions_per_seq)
     layout = check_records(sorted({*files, *eval_files}), FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,
                            config.vocab_size, next_sentence=not FLAGS.no_nsp)
     masking = DynamicMasking(FLAGS.masked_lm_prob, FLAGS.max_predictions_per_seq, config.vocab_size, FLAGS.seed)

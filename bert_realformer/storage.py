@@ -110,6 +110,15 @@ def listdir(path: str) -> list[str]:
     return sorted(names)
 
 
+def check_readable_dir(path: str) -> None:
+    """An `UnreadableFileError` naming directory `path` when its names cannot be listed (no
+    permission), so that "no such file in it" is never said of a directory that was not read."""
+    try:
+        listdir(path)
+    except _io_errors() as error:
+        raise UnreadableFileError(path, _reason(error)) from None
+
+
 def glob(pattern: str) -> list[str]:
     """The paths matching `pattern`, sorted."""
     if is_local(pattern):

@@ -38,14 +38,11 @@ def run_main(main, argv) -> int:
         if getattr(type(error), "is_user_error", False):
             print(f"error: {error}", file=sys.stderr)
             return getattr(error, "exit_code", 2)
-        if _is_disk_full(error):
-            where = f" writing {error.filename}" if getattr(error, "filename", None) else ""
-            print(f"error: no space left on the device{where}; {INTACT} after freeing space", file=sys.stderr)
-            return DISK_FULL_STATUS
         ending = _system_ending(error)
         if ending is None:
             raise
-        print(f"error: {ending[0]}", file=sys.stderr)
+        then = " after freeing space" if ending[1] == DISK_FULL_STATUS else ""
+        print(f"error: {ending[0]}; {_intact(error)}{then}", file=sys.stderr)
         return ending[1]
     finally:
         run_claim.release_all()
@@ -53,6 +50,13 @@ def run_main(main, argv) -> int:
 
 DISK_FULL_STATUS = 4
 INTACT = "the files being written were removed and finished ones kept: run the same command again"
+
+
+def _intact(error: BaseException) -> str:
+    """What survives `error`: INTACT, naming the training state when a training loop ended
+    (the driver sets `kept` on what leaves it)."""
+    kept = getattr(error, "kept", None)
+    return f"the files being written were removed and {kept}: run the same command again" if kept else INTACT
 
 
 class Terminated(BaseException):
@@ -79,18 +83,24 @@ LOST_WORKER_STATUS = 6
 PERMISSION_STATUS = 7
 
 
-def _first_line(error: BaseException) -> str:
-    text = getattr(error, "message", None) or str(error)
-    return text.strip().splitlines()[0][:300] if text.strip() else type(error).__name__
+def _first_line(error: BaseException, preferring: str = "") -> str:
+    """The error's message's first line, or its first line holding `preferring` (TensorFlow's
+    messages start with "Graph execution error:")."""
+    lines = (getattr(error, "message", None) or str(error)).strip().splitlines()
+    chosen = [line for line in lines if preferring and preferring in line] or lines or [type(error).__name__]
+    return chosen[0].strip()[:300]
 
 
 def _system_ending(error: BaseException) -> tuple[str, int] | None:
-    """(one line, status) for what the machine, not the user's input, ended: memory, a lost
-    peer, a permission; None for anything else (a bug: its traceback is wanted)."""
+    """(one line, status) for what the machine, not the user's input, ended: a full disk,
+    memory, a lost peer, a permission; None for anything else (a bug: its traceback is wanted)."""
     kind = type(error).__name__
+    if _is_disk_full(error):
+        where = f" writing {error.filename}" if getattr(error, "filename", None) else ""
+        return f"no space left on the device{where}", DISK_FULL_STATUS
     if kind == "ResourceExhaustedError" or "out of memory" in str(error).lower():
-        return (f"out of memory ({_first_line(error)}): the batch is too large for this device; use a smaller "
-                "--train_batch_size (with --gradient_accumulation_steps for the same update) or "
+        return (f"out of memory ({_first_line(error, 'OOM when allocating')}): the batch is too large for this "
+                "device; use a smaller --train_batch_size (with --gradient_accumulation_steps for the same update) or "
                 "--predict_batch_size / --eval_batch_size", OUT_OF_MEMORY_STATUS)
     if kind in ("UnavailableError", "DeadlineExceededError") or "Socket closed" in str(error):
         return (f"lost contact with another worker ({_first_line(error)}): restart every worker with the same "

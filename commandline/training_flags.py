@@ -118,6 +118,9 @@ def finetuning_driver(make_model):
         raise InputError(str(error)) from None
     config = load_config(FLAGS.bert_config_file, FLAGS.max_seq_length)
     strategy = strategy_from_flags()
+    check_batches_fit(config, FLAGS.max_seq_length, strategy.num_replicas_in_sync,
+                      [name for name in ("train_batch_size", "eval_batch_size", "predict_batch_size")
+                       if name in FLAGS])
     tokenizer = FullTokenizer(FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
     if len(tokenizer.vocab) > config.vocab_size:  # its ids would index past the embedding table
         raise InputError(f"--vocab_file={FLAGS.vocab_file} has {len(tokenizer.vocab)} entries but the model's "
@@ -142,6 +145,29 @@ def load_config(config_file, max_seq_length):
         raise InputError(f"--max_seq_length={max_seq_length} exceeds max_position_embeddings "
                          f"{config.max_position_embeddings} of {config_file}")
     return config
+
+
+TENSOR_INDEX_LIMIT = 2**31 - 1  # elements one tensor may hold: TensorFlow's kernels index with int32
+
+
+def check_batches_fit(config, seq_length, replicas, names, predictions_per_seq=0):
+    """An `InputError` for a batch flag in `names` whose largest activation on one replica (the
+    attention scores [B, heads, S, S], the feed-forward's [B, S, intermediate] or the masked LM
+    logits [B * predictions, vocab]) would hold more elements than a tensor can index: said up
+    front with what fits, instead of a shape error deep in the graph."""
+    from bert_realformer.errors import InputError
+    per_example = {"attention scores": config.num_attention_heads * seq_length * seq_length,
+                   "feed-forward activations": seq_length * config.intermediate_size,
+                   "masked LM logits": predictions_per_seq * config.vocab_size}
+    what, largest = max(per_example.items(), key=lambda item: item[1])
+    fits = TENSOR_INDEX_LIMIT // largest * replicas
+    for name in names:
+        batch = getattr(flags.FLAGS, name)
+        if batch > fits:
+            raise InputError(
+                f"--{name}={batch} is too large for the device: one replica's {what} would hold "
+                f"{-(-batch // replicas) * largest:,} values, more than the {TENSOR_INDEX_LIMIT:,} a tensor can "
+                f"index; at most {fits:,} fit (--gradient_accumulation_steps makes larger updates)")
 
 
 def strategy_from_flags():

@@ -125,12 +125,16 @@ def resolve_checkpoint_path(path: str) -> str:
     import tensorflow as tf
     path = os.fspath(path)
     if storage.isdir(path):
+        storage.check_readable_dir(path)
+        if storage.exists(os.path.join(path, "checkpoint")):
+            storage.read_bytes(os.path.join(path, "checkpoint"))  # (unreadable: said, not "no checkpoint")
         latest = tf.train.latest_checkpoint(path)
         if latest is None:
             raise CheckpointError(f"{path}: directory holds no checkpoint (no 'checkpoint' file "
                                   "or no *.index)")
         return latest
     if not storage.exists(path + ".index"):
+        storage.check_readable_dir(os.path.dirname(path) or ".")
         raise CheckpointError(f"{path}: no TF1 checkpoint found (expected {path}.index)")
     return path
 

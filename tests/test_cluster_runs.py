@@ -203,3 +203,35 @@ def test_two_workers_restarted_from_states_of_different_steps_both_stop_naming_t
                                "at step 4, worker 1 at step 2): remove the training states after step 2"), last
         assert "step 5/" not in text
     assert not (tmp_path / "out" / "model.ckpt-6.index").exists()
+
+
+def test_a_worker_lost_mid_run_ends_the_other_in_one_line_naming_its_training_state(tmp_path):
+    """SIGKILL to worker 1 mid-run: worker 0 does not hang; it ends within a minute with status
+    6, one line saying to restart every worker, and the training state that is intact."""
+    config = {**TINY, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+    ports = free_ports(2)
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+    flags = ["--do_train", "--num_train_steps=100000", "--iterations_per_loop=1", "--save_checkpoints_steps=2",
+             "--distribution_strategy=multi_worker"]
+    procs = [subprocess.Popen(command(tmp_path, *flags, config=config), stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True,
+                              env={**os.environ, "TF_CONFIG": json.dumps(
+                                  {"cluster": cluster, "task": {"type": "worker", "index": i}})})
+             for i in range(2)]
+    watchers = [StderrWatcher(p) for p in procs]
+    try:
+        watchers[0].wait_for(lambda line: _trained_step(line) >= 5)
+        procs[1].kill()
+        killed_at = time.time()
+        assert procs[0].wait(timeout=120) == 6, watchers[0].text()[-3000:]
+        assert time.time() - killed_at < 60
+    finally:
+        for proc in procs:
+            proc.kill()
+    text = watchers[0].text()
+    last = text.strip().splitlines()[-1]
+    assert last.startswith("error: lost contact with another worker (") and (
+        "restart every worker with the same command (they resume from their training states)" in last), last
+    state = last.split("the training state ")[1].split(" is intact")[0]
+    assert state.startswith(f"{tmp_path}/out/training_state/ckpt-") and os.path.exists(state + ".index"), last
+    assert "Traceback" not in text

@@ -234,7 +234,67 @@ def test_a_full_disk_is_one_line_leaves_no_temporary_and_a_rerun_succeeds(tmp_pa
     assert ".tmp-" not in lines[1] and "_temp" not in lines[1], lines[1]  # no temporary left behind
     if writer == "training_state":  # the step was made; nothing of its state was kept
         assert "step 1/2" in first and "ckpt-1" not in lines[1], lines[1]
+        assert first.strip().endswith("no training state was saved yet: run the same command again after freeing "
+                                      "space"), first[-3000:]
     assert "second 0" in lines, result.stdout + (tmp_path / "second.err").read_text()[-3000:]
+
+
+# ---------------------------------------------------------------------- the machine's limits
+def test_a_batch_too_large_for_memory_or_for_a_tensor_is_one_line(tmp_path):
+    """Out of memory (a 6 GB address space for masked LM logits of 8.5 GB) ends with status 5
+    naming the allocation and the flags to lower; a batch whose logits no tensor can index is
+    refused before any work, saying what fits."""
+    import resource
+
+    def six_gigabytes():
+        resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30))
+
+    cmd = command(tmp_path, "--do_train", "--num_train_steps=2", "--train_batch_size=7000")
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=600, preexec_fn=six_gigabytes)
+    assert result.returncode == 5, result.stderr[-3000:]
+    line = last_line(result)
+    assert line.startswith("error: out of memory (OOM when allocating tensor with shape[") and (
+        "use a smaller --train_batch_size (with --gradient_accumulation_steps for the same update)" in line), line
+    assert line.endswith("no training state was saved yet: run the same command again"), line
+    assert "Traceback" not in result.stderr
+
+    huge = run(command(tmp_path, "--do_train", "--num_train_steps=2", "--train_batch_size=200000"))
+    assert huge.returncode == 2, huge.stderr[-3000:]
+    assert last_line(huge) == (  # 10 predictions x 30522 ids per example: 2**31 // 305220 = 7035
+        "error: --train_batch_size=200000 is too large for the device: one replica's masked LM logits would hold "
+        "61,044,000,000 values, more than the 2,147,483,647 a tensor can index; at most 7,035 fit "
+        "(--gradient_accumulation_steps makes larger updates)")
+    assert "weights:" not in huge.stderr
+
+
+def test_an_unreadable_init_checkpoint_says_permission_denied(tmp_path):
+    """A checkpoint directory the user cannot read is named as such, not as one holding no
+    checkpoint (root is denied too: its capability to override permissions is dropped)."""
+    import modeling
+    config = modeling.BertConfig.from_json_file(f"{DATA}/bert_postln_tiny/bert_config.json")
+    model = modeling.BertClassifier(config, 2)
+    model.build()
+    checkpoint = tmp_path / "locked" / "bert_model.ckpt"
+    modeling.save_tf1_checkpoint(model, str(checkpoint))
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.tsv").write_text("text\tlabel\nhello\t1\n")
+    as_user = []
+    if os.geteuid() == 0:
+        if not shutil.which("setpriv"):
+            pytest.skip("denying root a read needs setpriv")
+        as_user = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"]
+    (tmp_path / "locked").chmod(0)
+    try:
+        for given in (tmp_path / "locked", checkpoint):
+            result = run([*as_user, sys.executable, os.path.join(ROOT, "run_classifier.py"), "--task_name=generic",
+                          f"--data_dir={data}", f"--vocab_file={DATA}/bert_postln_tiny/vocab.txt",
+                          f"--bert_config_file={DATA}/bert_postln_tiny/bert_config.json", "--do_train",
+                          "--max_seq_length=16", f"--init_checkpoint={given}", f"--output_dir={tmp_path}/out"])
+            assert result.returncode == 2, result.stderr[-3000:]
+            assert last_line(result) == f"error: {tmp_path / 'locked'}: cannot be read (Permission denied)"
+    finally:
+        (tmp_path / "locked").chmod(0o755)
 
 
 # ---------------------------------------------------------------------- signals outside training

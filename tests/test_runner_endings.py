@@ -43,3 +43,13 @@ def test_a_bug_keeps_its_traceback():
         raise ZeroDivisionError("a bug")
     with pytest.raises(ZeroDivisionError):
         runner.run_main(main, [])
+
+
+def test_an_ending_from_a_training_loop_names_the_training_state_that_is_intact(capsys):
+    error = tf.errors.ResourceExhaustedError(None, None, "Graph execution error:\n\nOOM when allocating tensor")
+    error.kept = "the training state out/training_state/ckpt-20 is intact"  # (the driver's, leaving its loop)
+    status, line = _ending(error, capsys)
+    assert status == runner.OUT_OF_MEMORY_STATUS
+    assert line.startswith("error: out of memory (OOM when allocating tensor): ")
+    assert line.endswith("; the files being written were removed and the training state "
+                         "out/training_state/ckpt-20 is intact: run the same command again")

@@ -20,6 +20,7 @@ and PLD draws are a function of the step (`modeling.randomness`). A run killed a
 checkpoint and restarted with the same flags ends with the weights of the uninterrupted run.
 """
 
+import contextlib
 import dataclasses
 import os
 import signal
@@ -159,7 +160,7 @@ class Driver:
         history = self._eval_history(task, step)
         sizes, agreement = LoopSizes(options.iterations_per_loop), StopAgreement(strategy)
         attempts = sizes.next()
-        with StopSignals(self.stream) as signals:
+        with StopSignals(self.stream) as signals, self._naming_what_is_kept(manager):
             while step < task.num_train_steps:
                 next_save = (step // options.save_checkpoints_steps + 1) * options.save_checkpoints_steps
                 attempts = min(attempts, next_save - step, task.num_train_steps - step)
@@ -234,11 +235,23 @@ class Driver:
         shown = ", ".join(f"{k} {v:.4f}" for k, v in sorted(result.items()) if k != "global_step")
         self._say(f"eval at step {step}: {shown}")
 
-    def _kept(self, manager):
+    @staticmethod
+    def _kept(manager):
         """What a run that fails now keeps, for its last line."""
         if manager.latest_checkpoint:
             return f"; the training state {manager.latest_checkpoint} is intact"
         return "; no training state was saved yet"
+
+    @contextlib.contextmanager
+    def _naming_what_is_kept(self, manager):
+        """An error leaving the training loop (a full disk, memory, a lost worker) carries
+        `kept`, the training state that survives it, for the script's last line
+        (`commandline.runner`)."""
+        try:
+            yield
+        except Exception as error:
+            error.kept = self._kept(manager).removeprefix("; ")
+            raise
 
     @staticmethod
     def _diverged(step, metrics, manager, task):
