@@ -206,6 +206,8 @@ def main(argv):
         if FLAGS[name].value not in known:
             raise InputError(f"--{name}={FLAGS[name].value}: unknown format; expected one of {', '.join(known)}")
     config, values, vocab, labels = read_source()
+    print(f"read {len(values)} weights from {FLAGS.input}; writing --to={FLAGS.to} beside {FLAGS.output} "
+          "(switched in when whole)", file=sys.stderr, flush=True)
     try:
         written = write_target(config, values, vocab, labels)
         # Whole or not at all: a crash between two files must not leave new weights beside an

@@ -25,6 +25,29 @@ def last_line(result):
     return result.stderr.strip().splitlines()[-1]
 
 
+def _export_command(tmp_path, output_dir, export_dir):
+    """run_classifier.py exporting a SavedModel of a 3-label tiny classifier (no training)."""
+    _tiny_classifier_checkpoint(tmp_path / "trained")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "labels.txt").write_text("0\n1\n2\n")
+    return [sys.executable, os.path.join(ROOT, "run_classifier.py"), "--task_name=generic",
+            f"--data_dir={tmp_path}/data", f"--vocab_file={DATA}/bert_postln_tiny/vocab.txt",
+            f"--label_file={tmp_path}/data/labels.txt", f"--bert_config_file={DATA}/bert_postln_tiny/bert_config.json",
+            "--max_seq_length=16", f"--init_checkpoint={tmp_path}/trained", f"--output_dir={output_dir}",
+            f"--export_dir={export_dir}"]
+
+
+def _tiny_classifier_checkpoint(directory):
+    """An untrained 3-label tiny classifier as a TF1 checkpoint with its config and vocabulary."""
+    import modeling
+    config = modeling.BertConfig.from_json_file(f"{DATA}/bert_postln_tiny/bert_config.json")
+    model = modeling.BertClassifier(config, 3)
+    model.build()
+    modeling.save_tf1_checkpoint(model, str(directory / "bert_model.ckpt"))
+    shutil.copy(f"{DATA}/bert_postln_tiny/bert_config.json", directory / "bert_config.json")
+    shutil.copy(f"{DATA}/bert_postln_tiny/vocab.txt", directory / "vocab.txt")
+
+
 # ---------------------------------------------------------------------- divergence
 def test_a_diverging_pretraining_run_exits_non_zero_and_writes_no_weights_after_it(tmp_path):
     result = run(command(tmp_path, "--do_train", "--do_eval", "--num_train_steps=60", "--save_checkpoints_steps=2",
@@ -198,13 +221,15 @@ def _on_a_small_disk(directory, script, size):
     return ["unshare", "-m", "sh", "-c", f'mount -t tmpfs -o size={size}k none "$0" && {script}', str(directory)]
 
 
-@pytest.mark.parametrize("writer", ["create_pretraining_data", "feature_cache", "training_state"])
+@pytest.mark.parametrize("writer", ["create_pretraining_data", "feature_cache", "training_state", "export"])
 def test_a_full_disk_is_one_line_leaves_no_temporary_and_a_rerun_succeeds(tmp_path, writer):
     disk = tmp_path / "disk"
     # KiB: the disk, and what is free on it until the filler goes
     size, left = {"create_pretraining_data": (256, 20), "feature_cache": (1024, 60),
-                  "training_state": (40960, 6144)}[writer]
-    if writer == "training_state":  # 4 MB of weights and 8 MB of Adam slots do not fit in 6 MB
+                  "training_state": (40960, 6144), "export": (6144, 1024)}[writer]
+    if writer == "export":  # a SavedModel of 3 MB
+        cmd = _export_command(tmp_path, disk / "out", disk / "export")
+    elif writer == "training_state":  # 4 MB of weights and 8 MB of Adam slots do not fit in 6 MB
         cmd = [c if not c.startswith("--output_dir") else f"--output_dir={disk}/out"
                for c in command(tmp_path, "--do_train", "--num_train_steps=2", "--save_checkpoints_steps=1")]
     elif writer == "create_pretraining_data":
@@ -236,6 +261,8 @@ def test_a_full_disk_is_one_line_leaves_no_temporary_and_a_rerun_succeeds(tmp_pa
         assert "step 1/2" in first and "ckpt-1" not in lines[1], lines[1]
         assert first.strip().endswith("no training state was saved yet: run the same command again after freeing "
                                       "space"), first[-3000:]
+    if writer == "export":  # no version directory, whole or not
+        assert "export/" not in lines[1], lines[1]
     assert "second 0" in lines, result.stdout + (tmp_path / "second.err").read_text()[-3000:]
 
 
@@ -270,12 +297,8 @@ def test_a_batch_too_large_for_memory_or_for_a_tensor_is_one_line(tmp_path):
 def test_an_unreadable_init_checkpoint_says_permission_denied(tmp_path):
     """A checkpoint directory the user cannot read is named as such, not as one holding no
     checkpoint (root is denied too: its capability to override permissions is dropped)."""
-    import modeling
-    config = modeling.BertConfig.from_json_file(f"{DATA}/bert_postln_tiny/bert_config.json")
-    model = modeling.BertClassifier(config, 2)
-    model.build()
+    _tiny_classifier_checkpoint(tmp_path / "locked")
     checkpoint = tmp_path / "locked" / "bert_model.ckpt"
-    modeling.save_tf1_checkpoint(model, str(checkpoint))
     data = tmp_path / "data"
     data.mkdir()
     (data / "train.tsv").write_text("text\tlabel\nhello\t1\n")
@@ -298,27 +321,20 @@ def test_an_unreadable_init_checkpoint_says_permission_denied(tmp_path):
 
 
 # ---------------------------------------------------------------------- signals outside training
-@pytest.mark.parametrize("phase", ["export", "create_pretraining_data"])
+@pytest.mark.parametrize("phase", ["export", "conversion", "create_pretraining_data"])
 def test_sigterm_outside_training_is_one_line_143_with_no_temporary_left(tmp_path, phase):
-    """SIGTERM while a SavedModel is exported or while data is being made: one line, status
-    143, no temporary left, no output half-written."""
+    """SIGTERM while a SavedModel is exported, a checkpoint converted or data made: one line,
+    status 143, no temporary left, no output half-written."""
     import signal
     import time
     if phase == "export":
-        data = tmp_path / "data"
-        data.mkdir()
-        (data / "labels.txt").write_text("0\n1\n2\n")
-        cmd = [sys.executable, os.path.join(ROOT, "run_classifier.py"), "--task_name=generic", f"--data_dir={data}",
-               f"--vocab_file={DATA}/bert_postln_tiny/vocab.txt", f"--label_file={data}/labels.txt",
-               f"--bert_config_file={DATA}/bert_postln_tiny/bert_config.json", "--max_seq_length=16",
-               f"--init_checkpoint={tmp_path}/trained", f"--output_dir={tmp_path}/out",
-               f"--export_dir={tmp_path}/export"]
-        import modeling
-        config = modeling.BertConfig.from_json_file(f"{DATA}/bert_postln_tiny/bert_config.json")
-        model = modeling.BertClassifier(config, 3)
-        model.build()
-        modeling.save_tf1_checkpoint(model, str(tmp_path / "trained" / "bert_model.ckpt"))
+        cmd = _export_command(tmp_path, tmp_path / "out", tmp_path / "export")
         ready = "weights:"
+    elif phase == "conversion":  # (a SavedModel: seconds of tracing after the weights are read)
+        _tiny_classifier_checkpoint(tmp_path / "trained")
+        cmd = [sys.executable, os.path.join(ROOT, "convert_checkpoint.py"), "--from=tf1", "--to=savedmodel",
+               f"--input={tmp_path}/trained/bert_model.ckpt", f"--output={tmp_path}/export", "--max_seq_length=16"]
+        ready = "writing --to=savedmodel"
     else:
         import realdata
         corpus = tmp_path / "corpus.txt"
@@ -347,5 +363,7 @@ def test_sigterm_outside_training_is_one_line_143_with_no_temporary_left(tmp_pat
     if phase == "export":  # nothing, or (a signal met where Python ignores it) a whole export
         versions = os.listdir(tmp_path / "export") if (tmp_path / "export").exists() else []
         assert all((tmp_path / "export" / v / "saved_model.pb").exists() for v in versions)
+    elif phase == "conversion":
+        assert not (tmp_path / "export").exists()
     else:
         assert not (tmp_path / "out" / "train.tfrecord").exists()
