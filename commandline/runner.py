@@ -103,12 +103,25 @@ def _system_ending(error: BaseException) -> tuple[str, int] | None:
                 "device; use a smaller --train_batch_size (with --gradient_accumulation_steps for the same update) or "
                 "--predict_batch_size / --eval_batch_size", OUT_OF_MEMORY_STATUS)
     if kind in ("UnavailableError", "DeadlineExceededError") or "Socket closed" in str(error):
-        return (f"lost contact with another worker ({_first_line(error)}): restart every worker with the same "
+        return (f"lost contact with another worker ({_lost_workers(error)}): restart every worker with the same "
                 "command (they resume from their training states)", LOST_WORKER_STATUS)
     if isinstance(error, PermissionError):
         where = f" to {error.filename}" if error.filename else ""
         return f"permission denied{where}: {error.strerror or _first_line(error)}", PERMISSION_STATUS
     return None
+
+
+def _lost_workers(error: BaseException) -> str:
+    """The workers TensorFlow's collective error names as gone ("worker 1 stopped sending
+    heartbeats"), else the message's first line."""
+    import re
+    text = getattr(error, "message", None) or str(error)
+    if "stopped sending heartbeats" in text:
+        listed = text.split("stopped sending heartbeats", 1)[1]
+        tasks = dict.fromkeys(re.findall(r"^/job:(\w+)/replica:\d+/task:(\d+)\s*$", listed, re.MULTILINE))
+        if tasks:
+            return ", ".join(f"{job} {task}" for job, task in tasks) + " stopped sending heartbeats"
+    return _first_line(error)
 
 
 def _is_disk_full(error: BaseException) -> bool:

@@ -24,6 +24,11 @@ def _ending(error, capsys):
                                   "the batch is too large for this device"),
     (tf.errors.UnavailableError(None, None, "Socket closed\nmore"), runner.LOST_WORKER_STATUS,
      "error: lost contact with another worker (Socket closed): restart every worker"),
+    (tf.errors.UnavailableError(None, None, (  # (TensorFlow 2.21's words when a worker's process is gone)
+        "Graph execution error:\n\nDetected at node while/CollectiveReduceV2_1 ...\nCollective ops is aborted by: "
+        "Error reported from /job:worker/task:1: The following tasks are unhealthy (stopped sending heartbeats):\n"
+        "/job:worker/replica:0/task:1\nThe tasks have crashed.")), runner.LOST_WORKER_STATUS,
+     "error: lost contact with another worker (worker 1 stopped sending heartbeats): restart every worker"),
     (OSError(errno.ENOSPC, "No space left on device", "out/model.ckpt-5.index"), runner.DISK_FULL_STATUS,
      "error: no space left on the device writing out/model.ckpt-5.index; the files being written were removed"),
     (tf.errors.UnknownError(None, None, "out/train.tfrecord; No space left on device"), runner.DISK_FULL_STATUS,
