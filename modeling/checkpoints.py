@@ -134,7 +134,8 @@ def resolve_checkpoint_path(path: str) -> str:
                                   "or no *.index)")
         return latest
     if not storage.exists(path + ".index"):
-        storage.check_readable_dir(os.path.dirname(path) or ".")
+        if storage.isdir(os.path.dirname(path) or "."):  # (but unreadable: said as such)
+            storage.check_readable_dir(os.path.dirname(path) or ".")
         raise CheckpointError(f"{path}: no TF1 checkpoint found (expected {path}.index)")
     return path
 
