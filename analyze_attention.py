@@ -1,94 +1,9 @@
-"""Attention entropy and adjacent-layer Jensen-Shannon divergence per layer and head (the
-RealFormer paper's analysis) for a checkpoint, over pretraining TFRecords or text lines.
+"""The RealFormer paper's attention analysis of a checkpoint.
 
-    python analyze_attention.py --bert_config_file=bert_config.json --init_checkpoint=out/model.ckpt-1000 \\
-      --input_file=data.tfrecord --max_seq_length=128 --max_predictions_per_seq=20 --output_dir=analysis
-    python analyze_attention.py ... --text_file=sentences.txt --vocab_file=vocab.txt
+Its module is `bert_realformer/cli/analyze_attention.py`,
+installed as the command `bert-analyze-attention`; `--help` lists its flags."""
 
-Writes OUTPUT_DIR/attention_stats.json and attention_entropy.png, attention_jsd.png.
-"""
-
-import json
-import os
-import sys
-
-from absl import flags
-
-from bert_realformer import storage
-from bert_realformer.errors import InputError
-from commandline.runner import run
-
-FLAGS = flags.FLAGS
-flags.DEFINE_string("bert_config_file", None, "Config of the checkpoint.")
-flags.DEFINE_string("init_checkpoint", None, "TF1 checkpoint (or our training state) to analyse.")
-flags.DEFINE_string("input_file", None, "Pretraining TFRecords (globs, comma-separated).")
-flags.DEFINE_string("text_file", None, "Or: text, one example per line ('a' or 'a ||| b').")
-flags.DEFINE_string("vocab_file", None, "Vocabulary, for --text_file.")
-flags.DEFINE_bool("do_lower_case", True, "For --text_file.")
-flags.DEFINE_integer("max_seq_length", 128, "Sequence length (must match the records).")
-flags.DEFINE_integer("max_predictions_per_seq", 20, "Must match the records.")
-flags.DEFINE_integer("batch_size", 16, "Examples per batch.")
-flags.DEFINE_integer("max_examples", 512, "Examples to analyse.")
-flags.DEFINE_string("output_dir", None, "Where to write the statistics and plots.")
-flags.DEFINE_string("title", "", "Plot title prefix (e.g. the model variant).")
-
-
-def batches():
-    if FLAGS.input_file:
-        from pretraining.input_pipeline import expand_input_files, make_dataset
-        files = expand_input_files(FLAGS.input_file)
-        dataset = make_dataset(files, FLAGS.batch_size, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq, False)
-        count = 0
-        for features in dataset:
-            yield {"input_ids": features["input_ids"].numpy(), "input_mask": features["input_mask"].numpy(),
-                   "token_type_ids": features["segment_ids"].numpy()}
-            count += FLAGS.batch_size
-            if count >= FLAGS.max_examples:
-                return
-        return
-    from tasks.text_features import read_text_examples, text_features
-    from tokenization import FullTokenizer
-    if not FLAGS.vocab_file:
-        raise InputError("--text_file needs --vocab_file")
-    _, arrays = text_features(read_text_examples(FLAGS.text_file, "--text_file")[:FLAGS.max_examples],
-                              FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case), FLAGS.max_seq_length)
-    for start in range(0, len(arrays["input_ids"]), FLAGS.batch_size):
-        yield {k: v[start:start + FLAGS.batch_size] for k, v in arrays.items()}
-
-
-def main(argv):
-    del argv
-    for name in ("bert_config_file", "init_checkpoint", "output_dir"):
-        if not getattr(FLAGS, name):
-            raise InputError(f"--{name} is required")
-    if bool(FLAGS.input_file) == bool(FLAGS.text_file):
-        raise InputError("give one of --input_file (TFRecords) or --text_file")
-    import tensorflow as tf
-
-    import modeling
-    from analysis.attention import AttentionStatistics, plot
-    from training.checkpointing import describe, load_weights, resolve
-    config = modeling.BertConfig.from_json_file(FLAGS.bert_config_file)
-    model = modeling.BertModel(config)
-    model.build()
-    checkpoint = resolve(FLAGS.init_checkpoint)
-    print(describe(checkpoint, load_weights(model, checkpoint, strict=True)), file=sys.stderr)
-    attention_probs = tf.function(lambda batch: model(batch, training=False, output_attention_probs=True)
-                                  ["attention_probs"])
-    stats = AttentionStatistics(config.num_hidden_layers, config.num_attention_heads)
-    for batch in batches():
-        stats.add(attention_probs(batch), batch["input_mask"])
-    storage.makedirs(FLAGS.output_dir)
-    summary = {"config": config.to_dict(), "checkpoint": FLAGS.init_checkpoint, **stats.summary()}
-    storage.write_atomic(os.path.join(FLAGS.output_dir, "attention_stats.json"), json.dumps(summary, indent=1))
-    prefix = f"{FLAGS.title}: " if FLAGS.title else ""
-    plot(stats.entropies, prefix + "attention entropy per token",
-         os.path.join(FLAGS.output_dir, "attention_entropy.png"), "entropy (nats)")
-    if config.num_hidden_layers > 1:
-        plot(stats.divergences, prefix + "JSD between adjacent layers, same head",
-             os.path.join(FLAGS.output_dir, "attention_jsd.png"), "JSD (nats)")
-    print(f"wrote {FLAGS.output_dir}/attention_stats.json and plots")
-
+from bert_realformer.cli.analyze_attention import entry
 
 if __name__ == "__main__":
-    run(main)
+    entry()

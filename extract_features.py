@@ -1,90 +1,9 @@
-"""Fixed contextual features from BERT layers, as the original extract_features.py (the
-feature-based use of BERT in the BERT paper).
+"""Fixed features from BERT layers, as the original script.
 
-    python extract_features.py --input_file=input.txt --output_file=output.jsonl \\
-      --vocab_file=vocab.txt --bert_config_file=bert_config.json \\
-      --init_checkpoint=bert_model.ckpt --layers=-1,-2,-3,-4 --max_seq_length=128 --batch_size=8
+Its module is `bert_realformer/cli/extract_features.py`,
+installed as the command `bert-extract-features`; `--help` lists its flags."""
 
-Input: one example per line, `text_a` or `text_a ||| text_b`. Output: one JSON object per line,
-{"linex_index": N, "features": [{"token": "[CLS]", "layers": [{"index": -1, "values": [...]},
-...]}, ...]}, values rounded to 6 decimals, for the real tokens of each example.
-"""
-
-import json
-import sys
-
-from absl import flags
-
-from bert_realformer import storage
-from bert_realformer.errors import InputError
-from commandline.runner import run
-
-FLAGS = flags.FLAGS
-flags.DEFINE_string("input_file", None, "Input text, one example per line ('text_a' or 'text_a ||| text_b').")
-flags.DEFINE_string("output_file", None, "Output JSON lines.")
-flags.DEFINE_string("layers", "-1,-2,-3,-4", "Encoder layers to output (negative counts from the last).")
-flags.DEFINE_string("bert_config_file", None, "The config json file corresponding to the pre-trained BERT model.")
-flags.DEFINE_integer("max_seq_length", 128, "The maximum total input sequence length after WordPiece tokenization.")
-flags.DEFINE_string("init_checkpoint", None, "Initial checkpoint (usually from a pre-trained BERT model).")
-flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
-flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text.")
-flags.DEFINE_integer("batch_size", 32, "Batch size for predictions.")
-flags.DEFINE_bool("use_tpu", False, "Accepted for compatibility; prediction runs on the default device.")
-flags.DEFINE_string("master", None, "Accepted for compatibility.")
-flags.DEFINE_integer("num_tpu_cores", 8, "Accepted for compatibility.")
-flags.DEFINE_bool("dynamic_padding", True, "Pad each batch to its longest sequence (rounded up to a multiple of 8) "
-                  "instead of --max_seq_length; the features are the same.")
-flags.DEFINE_bool("use_one_hot_embeddings", False, "Accepted for compatibility (the lookup gives the same values).")
-
-def main(argv):
-    del argv
-    for name in ("input_file", "output_file", "bert_config_file", "vocab_file", "init_checkpoint"):
-        if not getattr(FLAGS, name):
-            raise InputError(f"--{name} is required")
-    try:
-        layer_indexes = [int(x) for x in FLAGS.layers.split(",")]
-    except ValueError:
-        raise InputError(f"--layers={FLAGS.layers}: expected comma-separated integers") from None
-    import numpy as np
-    import tensorflow as tf
-
-    import modeling
-    from tasks.text_features import read_text_examples, text_features
-    from tokenization import FullTokenizer
-    from training.checkpointing import describe, load_weights, resolve
-    config = modeling.BertConfig.from_json_file(FLAGS.bert_config_file)
-    for index in layer_indexes:
-        if not -config.num_hidden_layers <= index < config.num_hidden_layers:
-            raise InputError(f"--layers: {index} is not a layer of this {config.num_hidden_layers}-layer model")
-    tokenizer = FullTokenizer(FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
-    model = modeling.BertModel(config)
-    model.build()
-    checkpoint = resolve(FLAGS.init_checkpoint)  # a TF1 checkpoint, ours, or a run directory
-    print(describe(checkpoint, load_weights(model, checkpoint, strict=True)), file=sys.stderr)
-    all_tokens, arrays = text_features(read_text_examples(FLAGS.input_file), tokenizer, FLAGS.max_seq_length)
-
-    from training.padding import LENGTH_MULTIPLE
-
-    @tf.function(reduce_retracing=True)
-    def layers_of(features):
-        layers = model(features, training=False)["all_encoder_layers"]
-        return [layers[i] for i in layer_indexes]
-
-    with storage.atomic_output(FLAGS.output_file) as writer:
-        for start in range(0, len(all_tokens), FLAGS.batch_size):
-            batch = {k: v[start:start + FLAGS.batch_size] for k, v in arrays.items()}
-            if FLAGS.dynamic_padding:  # cut to the batch's longest sequence, rounded up
-                longest = int(batch["input_mask"].sum(axis=1).max())
-                length = min(-(-longest // LENGTH_MULTIPLE) * LENGTH_MULTIPLE, FLAGS.max_seq_length)
-                batch = {k: v[:, :length] for k, v in batch.items()}
-            layers = [np.asarray(layer) for layer in layers_of(batch)]
-            for row, tokens in enumerate(all_tokens[start:start + FLAGS.batch_size]):
-                entry = {"linex_index": start + row, "features": [
-                    {"token": token, "layers": [{"index": index, "values": [round(float(x), 6) for x in layer[row, i]]}
-                                                for index, layer in zip(layer_indexes, layers, strict=True)]}
-                    for i, token in enumerate(tokens)]}
-                writer.write(json.dumps(entry) + "\n")
-
+from bert_realformer.cli.extract_features import entry
 
 if __name__ == "__main__":
-    run(main)
+    entry()

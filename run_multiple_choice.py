@@ -1,70 +1,9 @@
-"""Multiple choice (SWAG, as in the BERT paper, or your own JSON lines) with BERT.
+"""Fine-tuning for multiple choice (SWAG, or your own JSON lines).
 
-    python run_multiple_choice.py --task_name=swag --data_dir=swagaf/data --vocab_file=vocab.txt \\
-      --bert_config_file=bert_config.json --init_checkpoint=uncased_L-12_H-768_A-12/bert_model.ckpt \\
-      --do_train --do_eval --do_predict --max_seq_length=128 --train_batch_size=16 \\
-      --learning_rate=2e-5 --num_train_epochs=3.0 --output_dir=out
+Its module is `bert_realformer/cli/run_multiple_choice.py`,
+installed as the command `bert-run-multiple-choice`; `--help` lists its flags."""
 
-Writes OUTPUT_DIR/eval_results.txt (eval_accuracy, eval_loss, global_step), OUTPUT_DIR/
-test_results.tsv (each test example's choice probabilities on one line) and `model.ckpt-STEP`.
-Data formats: see tasks/multiple_choice.py.
-"""
-
-import os
-import sys
-
-from absl import flags
-
-from commandline import training_flags
-from commandline.runner import run
-from commandline.training_flags import check_finetuning_flags, define_finetuning_flags, finetuning_driver
-
-FLAGS = flags.FLAGS
-
-define_finetuning_flags("swag (SWAG's CSV files) or generic (JSON lines).",
-                        data_help="The input data dir with the train, dev and test files.",
-                        train_batch_size=16, learning_rate=2e-5,
-                        max_seq_length_help="The maximum total length of [CLS] context [SEP] ending [SEP].")
-flags.adopt_module_key_flags(training_flags)  # the shared flags in --help, not only --helpfull
-
-
-def _check_flags():
-    check_finetuning_flags(4, "[CLS] A [SEP] B [SEP]")
-
-
-def main(argv):
-    del argv
-    _check_flags()
-    import modeling
-    from tasks import classifier_task, multiple_choice
-    from training.results import write_eval_results
-    task = FLAGS.task_name.lower()
-    read = lambda split: multiple_choice.read_examples(FLAGS.data_dir, task, split)  # noqa: E731
-    train = read("train") if FLAGS.do_train else None
-    dev = read("dev") if FLAGS.do_eval else None
-    test = read("test") if FLAGS.do_predict else None
-    driver, tokenizer = finetuning_driver(modeling.BertMultipleChoice)
-    if FLAGS.do_train:
-        print(f"training on {len(train)} examples", file=sys.stderr)
-        driver.train(multiple_choice.choice_training(
-            train, tokenizer, FLAGS.max_seq_length, FLAGS.train_batch_size, FLAGS.learning_rate,
-            FLAGS.num_train_epochs, FLAGS.warmup_proportion, FLAGS.gradient_accumulation_steps, FLAGS.seed,
-            FLAGS.shuffle_buffer_size))
-    else:
-        driver.restore_for_inference()
-    if dev is not None:
-        probabilities = multiple_choice.predict_probabilities(driver, dev, tokenizer, FLAGS.max_seq_length,
-                                                              FLAGS.eval_batch_size, FLAGS.dynamic_padding)
-        result = multiple_choice.evaluation_results(dev, probabilities, driver.step)
-        write_eval_results(result, os.path.join(FLAGS.output_dir, "eval_results.txt"))
-        for key in ("eval_accuracy", "eval_loss"):
-            print(f"  {key} = {result[key]}", file=sys.stderr)
-    if test is not None:
-        probabilities = multiple_choice.predict_probabilities(driver, test, tokenizer, FLAGS.max_seq_length,
-                                                              FLAGS.predict_batch_size, FLAGS.dynamic_padding)
-        classifier_task.write_test_results(multiple_choice.test_rows(test, probabilities),
-                                           os.path.join(FLAGS.output_dir, "test_results.tsv"))
-
+from bert_realformer.cli.run_multiple_choice import entry
 
 if __name__ == "__main__":
-    run(main)
+    entry()

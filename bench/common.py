@@ -83,7 +83,7 @@ def write_report(path, benchmark, argv, **fields):
 def peoples_daily_records(work_dir, seq_length, max_predictions=20, max_documents=650):
     """Pretraining TFRecords from People's Daily (the `realdata` corpus) made with our
     create_pretraining_data.py and the 21128-token Chinese vocabulary; returns the path."""
-    import realdata
+    from bert_realformer import realdata
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     corpus = os.path.join(work_dir, "corpus.txt")
     if not os.path.exists(corpus):

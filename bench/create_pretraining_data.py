@@ -80,7 +80,7 @@ def read_records(path, max_seq_length, max_predictions):
     import numpy as np
     import tensorflow as tf
 
-    from pretraining.records import feature_spec
+    from bert_realformer.pretraining.records import feature_spec
     spec = feature_spec(max_seq_length, max_predictions)
     batches = [{k: v.numpy() for k, v in batch.items()} for batch in
                tf.data.TFRecordDataset(path).batch(4096).map(lambda r: tf.io.parse_example(r, spec))]
@@ -104,7 +104,7 @@ def main():
     if not os.path.exists(PEER_PYTHON):
         raise SystemExit(f"{PEER_PYTHON} is missing: run `make bench-peers` first")
 
-    import realdata
+    from bert_realformer import realdata
     work = tempfile.mkdtemp(prefix="bench-cpd-")
     corpus = os.path.join(work, "peoples_daily.txt")
     lines = realdata.write_peoples_daily_corpus(corpus)

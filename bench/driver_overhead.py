@@ -41,9 +41,9 @@ def bare_adamw_case(case):
     import tensorflow as tf
     from model_step import build_case
 
-    from pretraining.losses import pretraining_totals, replica_pretraining_loss
-    from training.optimization import create_optimizer
-    from training.trainer import TrainLoop
+    from bert_realformer.pretraining.losses import pretraining_totals, replica_pretraining_loss
+    from bert_realformer.training.optimization import create_optimizer
+    from bert_realformer.training.trainer import TrainLoop
     keras.utils.set_random_seed(0)
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     with strategy.scope():

@@ -34,11 +34,11 @@ def run_case(case):
     from model_step import CONFIGS
 
     import modeling
-    from tasks import classifier_task
-    from tasks.classifier_data import InputExample
-    from tasks.classifier_features import cached_features
+    from bert_realformer.tasks import classifier_task
+    from bert_realformer.tasks.classifier_data import InputExample
+    from bert_realformer.tasks.classifier_features import cached_features
+    from bert_realformer.training.driver import Driver, RunOptions
     from tokenization import FullTokenizer
-    from training.driver import Driver, RunOptions
     config = modeling.BertConfig(vocab_size=21128, max_position_embeddings=512, type_vocab_size=2,
                                  **CONFIGS[case["config"]])
     work = os.path.join(case["work_dir"], case["name"].replace(" ", "_").replace(",", "").replace("-", ""))
@@ -72,7 +72,7 @@ def main():
         return
     import shutil
 
-    import realdata
+    from bert_realformer import realdata
     work = os.path.join(ROOT, "bench", ".work", f"finetune-{args.config}")
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)

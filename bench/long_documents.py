@@ -1,6 +1,6 @@
 """Long documents: run_classifier.py truncating at --max_seq_length (the original) vs
 --doc_stride windows combined per document, on a real long-text task whose label sits at the
-end of each text (`realdata/long_reviews.py`: a People's Daily article followed by a review,
+end of each text (`bert_realformer/realdata/long_reviews.py`: a People's Daily article followed by a review,
 labelled with the review's sentiment). Both from the same small randomly initialised model,
 same flags otherwise, side by side in one run.
 
@@ -35,7 +35,7 @@ def main():
     parser.add_argument("--epochs", type=float, default=3.0)
     parser.add_argument("--article_chars", type=int, default=400)
     args = parser.parse_args()
-    from realdata.long_reviews import long_review_splits
+    from bert_realformer.realdata.long_reviews import long_review_splits
     work = os.path.join(ROOT, "bench", ".work", "long_documents")
     shutil.rmtree(work, ignore_errors=True)
     data = os.path.join(work, "data")

@@ -63,10 +63,10 @@ def ours(case):
     import tensorflow as tf
 
     import modeling
-    from tasks import classifier_task
-    from tasks.classifier_data import InputExample
+    from bert_realformer.tasks import classifier_task
+    from bert_realformer.tasks.classifier_data import InputExample
+    from bert_realformer.training.driver import Driver, RunOptions
     from tokenization import FullTokenizer
-    from training.driver import Driver, RunOptions
     model_dir, seq = case["model_dir"], case["seq_length"]
     config = modeling.BertConfig.from_json_file(os.path.join(model_dir, "bert_config.json"))
     options = RunOptions(output_dir=os.path.join(case["work_dir"], f"run-{seq}-{case['name']}"),
@@ -107,7 +107,7 @@ def main():
         return
     import numpy as np
 
-    import realdata
+    from bert_realformer import realdata
     work = os.path.join(ROOT, "bench", ".work", f"predict-{args.config}")
     os.makedirs(work, exist_ok=True)
     reviews = realdata.sentiment_reviews()

@@ -49,11 +49,11 @@ def run_case(case):
     from model_step import CONFIGS
 
     import modeling
-    from pretraining import pld
-    from pretraining.input_pipeline import make_dataset
-    from pretraining.losses import pretraining_totals, replica_pretraining_loss
-    from training.optimization import create_optimizer
-    from training.trainer import TrainLoop
+    from bert_realformer.pretraining import pld
+    from bert_realformer.pretraining.input_pipeline import make_dataset
+    from bert_realformer.pretraining.losses import pretraining_totals, replica_pretraining_loss
+    from bert_realformer.training.optimization import create_optimizer
+    from bert_realformer.training.trainer import TrainLoop
     keras.utils.set_random_seed(0)
     variant = CASES[case["name"]]
     config = modeling.BertConfig(vocab_size=case["vocab_size"], max_position_embeddings=512, type_vocab_size=2,

@@ -44,7 +44,7 @@ def _rate(lines, tokenize_all):
 
 def tokenizer_throughput(lines, vocab, num_workers=1):
     """{name: lines/s} for our tokenizers on `lines`, and our reference ids (one list per line)."""
-    from pretraining import documents as docs
+    from bert_realformer.pretraining import documents as docs
     from tokenization import FullTokenizer
     from tokenization.fast import FastTokenizer
     from tokenization.reference import BasicTokenizer
@@ -103,7 +103,7 @@ def main():
     for python in (HF_PYTHON, TFM_PYTHON):
         if not os.path.exists(python):
             raise SystemExit(f"{python} is missing: run `make bench-peers` first")
-    import realdata
+    from bert_realformer import realdata
     corpora = {"chinese": realdata.peoples_daily_lines(split_sentences=True),
                "english": realdata.english_sentences()}
     report = {}

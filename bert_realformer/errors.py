@@ -4,7 +4,7 @@ stopped on purpose (a signal) and runs that diverged."""
 
 class InputError(ValueError):
     """Bad user input; the message names the flag, file or line and what was expected. The
-    scripts print it as one line `error: <message>` and exit with status 2 (see `commandline.runner.run`)."""
+    scripts print it as one line `error: <message>` and exit with status 2 (see `bert_realformer.runner.run`)."""
     is_user_error = True
 
 

@@ -7,6 +7,7 @@ from modeling.bert import BertEmbeddings, BertModel
 from modeling.checkpoints import (
     CheckpointError,
     LoadReport,
+    get_assignment_map_from_checkpoint,
     load_tf1_checkpoint,
     read_tf1_checkpoint,
     save_tf1_checkpoint,
@@ -26,7 +27,14 @@ from modeling.heads import (
     masked_lm_loss,
     next_sentence_loss,
 )
-from modeling.layers import LayerNorm, create_initializer
+from modeling.layers import (
+    LayerNorm,
+    assert_rank,
+    create_initializer,
+    get_shape_list,
+    reshape_from_matrix,
+    reshape_to_matrix,
+)
 from modeling.models import (
     BertClassifier,
     BertMultipleChoice,
@@ -35,13 +43,6 @@ from modeling.models import (
     BertTokenClassifier,
     encoder_inputs,
     pretraining_losses,
-)
-from modeling.original_helpers import (
-    assert_rank,
-    get_assignment_map_from_checkpoint,
-    get_shape_list,
-    reshape_from_matrix,
-    reshape_to_matrix,
 )
 from modeling.randomness import Dropout, random_stream
 

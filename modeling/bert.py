@@ -16,8 +16,7 @@ from keras import ops
 
 from modeling.config import BertConfig
 from modeling.encoder import TransformerEncoder
-from modeling.layers import LayerNorm, create_initializer, dense
-from modeling.original_helpers import assert_rank
+from modeling.layers import LayerNorm, assert_rank, create_initializer, dense
 from modeling.randomness import Dropout
 
 

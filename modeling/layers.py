@@ -1,4 +1,8 @@
-"""Small building blocks shared by the embeddings, the encoder and the heads."""
+"""Small building blocks shared by the embeddings, the encoder and the heads, and the shape
+helpers of the original `modeling.py` that users' code calls (`get_shape_list`, `assert_rank`,
+`reshape_to_matrix`, `reshape_from_matrix`) on Keras 3 ops."""
+
+from collections.abc import Sequence
 
 import keras
 from keras import ops
@@ -43,3 +47,41 @@ def dense(units, initializer_range, name, activation=None):
     return keras.layers.Dense(units, activation=activation,
                               kernel_initializer=create_initializer(initializer_range),
                               name=name)
+
+
+def assert_rank(tensor, expected_rank: int | Sequence[int], name: str | None = None) -> None:
+    """A `ValueError` naming the tensor, its rank and shape and the expected rank(s) when the
+    rank of `tensor` is not `expected_rank` (an int or a list of allowed ranks)."""
+    allowed = {expected_rank} if isinstance(expected_rank, int) else set(expected_rank)
+    shape = tuple(tensor.shape)
+    if len(shape) not in allowed:
+        expected = " or ".join(str(r) for r in sorted(allowed))
+        raise ValueError(f"{name or 'the tensor'} must have rank {expected}, got rank {len(shape)} "
+                         f"(shape {list(shape)})")
+
+
+def get_shape_list(tensor, expected_rank: int | Sequence[int] | None = None, name: str | None = None) -> list:
+    """The shape as a list: Python ints where the size is static, scalar tensors where it is
+    dynamic (inside a traced function with unknown dimensions)."""
+    if expected_rank is not None:
+        assert_rank(tensor, expected_rank, name)
+    static = list(tensor.shape)
+    if all(dim is not None for dim in static):
+        return [int(dim) for dim in static]
+    dynamic = ops.shape(tensor)
+    return [int(dim) if dim is not None else dynamic[i] for i, dim in enumerate(static)]
+
+
+def reshape_to_matrix(tensor):
+    """[..., width] -> [-1, width] (a matrix as is); rank below 2 is a `ValueError`."""
+    shape = tuple(tensor.shape)
+    if len(shape) < 2:
+        raise ValueError(f"reshape_to_matrix needs rank 2 or more, got rank {len(shape)} (shape {list(shape)})")
+    return tensor if len(shape) == 2 else ops.reshape(tensor, (-1, shape[-1]))
+
+
+def reshape_from_matrix(matrix, orig_shape_list: Sequence):
+    """[-1, width] back to `orig_shape_list[:-1] + [width]` (what `reshape_to_matrix` undid)."""
+    if len(orig_shape_list) == 2:
+        return matrix
+    return ops.reshape(matrix, (*orig_shape_list[:-1], get_shape_list(matrix)[-1]))

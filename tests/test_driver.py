@@ -16,14 +16,14 @@ from helpers.tiny_training import pretraining_task as _task
 
 import modeling
 from bert_realformer.errors import InputError
-from pretraining.losses import pretraining_totals
-from tasks import squad_task
-from tasks.squad import SquadExample
+from bert_realformer.pretraining.losses import pretraining_totals
+from bert_realformer.tasks import squad_task
+from bert_realformer.tasks.squad import SquadExample
+from bert_realformer.training import checkpointing, trainer
+from bert_realformer.training.driver import Driver, RunOptions
+from bert_realformer.training.optimization import create_optimizer
+from bert_realformer.training.progress import Progress
 from tokenization import FullTokenizer
-from training import checkpointing, trainer
-from training.driver import Driver, RunOptions
-from training.optimization import create_optimizer
-from training.progress import Progress
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 def _write_empty_checkpoint(prefix):

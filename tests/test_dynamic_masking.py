@@ -11,10 +11,10 @@ import pytest
 import tensorflow as tf
 from test_create_pretraining_data import INPUT, VOCAB_EN, VOCAB_ZH
 
-from pretraining.creation import CreationOptions, create_pretraining_files
-from pretraining.dynamic_masking import EVAL_SEED, DynamicMasking, mask_batch, number_to_predict
-from pretraining.input_pipeline import make_dataset, one_pass_dataset, record_layout
-from pretraining.records import unmasked_feature_spec
+from bert_realformer.pretraining.creation import CreationOptions, create_pretraining_files
+from bert_realformer.pretraining.dynamic_masking import EVAL_SEED, DynamicMasking, mask_batch, number_to_predict
+from bert_realformer.pretraining.input_pipeline import make_dataset, one_pass_dataset, record_layout
+from bert_realformer.pretraining.records import unmasked_feature_spec
 from tokenization import FullTokenizer
 
 SEQ, PREDICTIONS = 128, 20
@@ -39,7 +39,7 @@ def _parse(path, next_sentence):
 
 @pytest.fixture(scope="module")
 def chinese_records(tmp_path_factory):
-    import realdata
+    from bert_realformer import realdata
     directory = tmp_path_factory.mktemp("zh")
     corpus = str(directory / "corpus.txt")
     try:

@@ -16,12 +16,12 @@ from helpers.tiny_training import TINY, pretraining_data, pretraining_loss_fn, p
 import modeling
 from bert_realformer import storage, tfrecords
 from bert_realformer.errors import Diverged, InputError
-from pretraining.losses import pretraining_totals
-from training import checkpointing, recorded_config, trainer
-from training.driver import Driver, RunOptions
-from training.optimization import create_optimizer
-from training.progress import LoopSizes
-from training.results import write_eval_results
+from bert_realformer.pretraining.losses import pretraining_totals
+from bert_realformer.training import checkpointing, recorded_config, trainer
+from bert_realformer.training.driver import Driver, RunOptions
+from bert_realformer.training.optimization import create_optimizer
+from bert_realformer.training.progress import LoopSizes
+from bert_realformer.training.results import write_eval_results
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 RECORDS = os.path.join(DATA, "pretraining_data", "plain.tfrecord")

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 import modeling
-from training.checkpointing import write_training_state
+from bert_realformer.training.checkpointing import write_training_state
 
 pytestmark = pytest.mark.slow  # the scripts end to end, in subprocesses
 

@@ -10,16 +10,16 @@ import pytest
 import tensorflow as tf
 
 import modeling
-from tasks import classifier_task, multiple_choice, ner_task, squad_task
-from tasks.classifier_data import InputExample
-from tasks.classifier_features import cached_features, make_dataset
-from tasks.feature_cache import record_count
-from tasks.ner_data import Sentence
-from tasks.sequences import pack, pack_windows, window_starts
+from bert_realformer.tasks import classifier_task, multiple_choice, ner_task, squad_task
+from bert_realformer.tasks.classifier_data import InputExample
+from bert_realformer.tasks.classifier_features import cached_features, make_dataset
+from bert_realformer.tasks.feature_cache import record_count
+from bert_realformer.tasks.ner_data import Sentence
+from bert_realformer.tasks.sequences import pack, pack_windows, window_starts
+from bert_realformer.training import padding
+from bert_realformer.training.driver import Driver, RunOptions
+from bert_realformer.training.per_example import training_batches
 from tokenization import FullTokenizer
-from training import padding
-from training.driver import Driver, RunOptions
-from training.per_example import training_batches
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VOCAB_EN = os.path.join(ROOT, "tests", "data", "tokenization", "vocab_en_uncased.txt")
@@ -226,7 +226,7 @@ def test_ner_squad_and_choices_with_dynamic_padding_equal_full_padding(driver, d
 
     from conftest import allennlp_fixture
 
-    from tasks.squad import read_squad_examples
+    from bert_realformer.tasks.squad import read_squad_examples
     squad, _ = read_squad_examples(allennlp_fixture("squad.json"), is_training=False)
     spans = driver(lambda config: modeling.BertSpanLabeler(config))
     args = (spans, squad, TOKENIZER, 64, 32, 24, 4, 20, 30, True)

@@ -33,7 +33,7 @@ def _saved(model, directory, config=CONFIG):
 
 
 def _our_logits(model, sentences, length):
-    from tasks.sequences import pack
+    from bert_realformer.tasks.sequences import pack
     from tokenization import FullTokenizer
     tokenizer = FullTokenizer(VOCAB, do_lower_case=True)
     ids = np.zeros((len(sentences), length), "int32")

@@ -1,6 +1,7 @@
-"""Layering: library modules change nothing global on import; each package imports only the
-packages below it (the order is `LAYERS`); only scripts use the command-line package; no script
-imports another script."""
+"""Layering: library modules change nothing global on import; each unit imports only the units
+below it (the order is `LAYERS`), at module level or inside a function; no module imports
+itself through others; only scripts use the command-line package; each wrapper at the root
+imports its own script module only."""
 
 import ast
 import os
@@ -11,28 +12,41 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# Bottom to top; a package may import its own modules and those of lower layers only. Packages
-# in one layer are independent of each other. Scripts (the repository's top-level .py files and
-# `python -m` entry points) sit above all of them.
+# Bottom to top; a unit may import its own modules and those of lower layers only. Units in one
+# layer are independent of each other. A unit is a top-level package (`modeling`, `tokenization`:
+# the original's module names), a subpackage of `bert_realformer`, or `bert_realformer`'s own
+# modules (the bottom). The repository's top-level .py files are wrappers of `bert_realformer.cli`.
 LAYERS = (
-    ("bert_realformer",),                          # errors, file I/O, TFRecords, run claims
-    ("modeling", "tokenization", "analysis", "realdata"),
-    ("training",),                                 # the step loop, driver, optimizer, checkpoints
-    ("pretraining", "tasks"),                      # what is trained: the MLM/NSP task, fine-tuning tasks
-    ("comparison",),                               # studies of variants x seeds: plan, runs, results
-    ("commandline",),                              # the scripts' runner and training flags
+    ("bert_realformer",),                               # errors, file I/O, TFRecords, run claims
+    ("modeling", "tokenization", "bert_realformer.analysis", "bert_realformer.realdata"),
+    ("bert_realformer.training",),                      # the step loop, driver, optimizer, checkpoints
+    ("bert_realformer.pretraining", "bert_realformer.tasks"),  # what is trained
+    ("bert_realformer.comparison",),                    # studies of variants x seeds
+    ("bert_realformer.commandline",),                   # the training scripts' shared flags
+    ("bert_realformer.cli",),                           # the scripts, one module each
 )
-PACKAGES = tuple(package for layer in LAYERS for package in layer)
+UNITS = tuple(unit for layer in LAYERS for unit in layer)
 SCRIPTS = sorted(f[:-3] for f in os.listdir(ROOT) if f.endswith(".py"))
 
 
-def _library_modules():
+def _unit(module):
+    """The layering unit `module` belongs to (None: not this project's)."""
+    parts = module.split(".")
+    if parts[0] == "bert_realformer" and len(parts) > 1 and f"bert_realformer.{parts[1]}" in UNITS:
+        return f"bert_realformer.{parts[1]}"
+    return parts[0] if parts[0] in UNITS else None
+
+
+def _library_modules(with_main=False):
+    """Every module of the units (a unit's `__main__` too when `with_main`)."""
     names = []
-    for package in PACKAGES:
-        names.append(package)
-        for info in pkgutil.iter_modules([os.path.join(ROOT, package)]):
-            if info.name != "__main__":
-                names.append(f"{package}.{info.name}")
+    for unit in UNITS:
+        directory = os.path.join(ROOT, *unit.split("."))
+        names.append(unit)
+        for info in pkgutil.iter_modules([directory]):
+            name = f"{unit}.{info.name}"
+            if (info.name != "__main__" or with_main) and _unit(name) == unit:
+                names.append(name)
     return names
 
 
@@ -54,51 +68,97 @@ def test_importing_any_library_module_changes_no_environment_variable():
 
 
 def _imports(path):
+    """Every module `path` imports, at module level or inside a function: `from p import m`
+    counts as `p.m` when `m` is a module."""
     tree = ast.parse(open(path, encoding="utf-8").read())
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module:
             yield node.module
+            for alias in node.names:
+                if _module_path(f"{node.module}.{alias.name}") is not None:
+                    yield f"{node.module}.{alias.name}"
 
 
 def _module_path(module):
     path = os.path.join(ROOT, *module.split(".")) + ".py"
     path = path if os.path.exists(path) else os.path.join(ROOT, *module.split("."), "__init__.py")
-    return path if os.path.exists(path) else None  # None: a compiled extension
+    return path if os.path.exists(path) else None  # None: a compiled extension, or not a module
 
 
 def _upward_imports(module, names):
     """The imports among `names` that `module` may not make under `LAYERS`."""
-    layer_of = {package: level for level, layer in enumerate(LAYERS) for package in layer}
-    package = module.split(".")[0]
-    return [name for name in names if name.split(".")[0] in layer_of and name.split(".")[0] != package
-            and layer_of[name.split(".")[0]] >= layer_of[package]]
+    layer_of = {unit: level for level, layer in enumerate(LAYERS) for unit in layer}
+    unit = _unit(module)
+    return [name for name in names if _unit(name) is not None and _unit(name) != unit
+            and layer_of[_unit(name)] >= layer_of[unit]]
+
+
+def _circles(graph):
+    """The import cycles of `graph` ({module: modules it imports}), each as a list of modules."""
+    found, state = [], {}
+
+    def visit(module, path):
+        state[module] = "open"
+        for name in sorted(graph.get(module, ())):
+            if state.get(name) == "open":
+                found.append(path[path.index(name):] + [name])
+            elif name not in state:
+                visit(name, path + [name])
+        state[module] = "done"
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    return found
+
+
+def _import_graph():
+    modules = _library_modules(with_main=True)
+    graph = {}
+    for module in modules:
+        path = _module_path(module)
+        if path is not None:
+            package = module if path.endswith("__init__.py") else module.rsplit(".", 1)[0]
+            graph[module] = {name for name in _imports(path) if name in modules and name != package
+                             and not module.startswith(name + ".")}
+    return graph
 
 
 def test_each_package_imports_only_the_layers_below_it():
     wrong = {}
-    for module in _library_modules():
+    for module in _library_modules(with_main=True):
         path = _module_path(module)
         if path is not None and _upward_imports(module, _imports(path)):
             wrong[module] = _upward_imports(module, _imports(path))
     assert not wrong, wrong
 
 
-def test_the_layer_rule_finds_upward_and_sideways_imports():
-    assert _upward_imports("training.driver", ["tasks.squad", "modeling", "training.trainer", "numpy"]) == [
-        "tasks.squad"]
+def test_no_module_imports_itself_through_others():
+    assert _circles(_import_graph()) == []
+
+
+def test_the_layer_rule_finds_upward_and_sideways_imports_and_circles():
+    assert _upward_imports("bert_realformer.training.driver", [
+        "bert_realformer.tasks.squad", "modeling", "bert_realformer.training.trainer", "numpy"]) == [
+        "bert_realformer.tasks.squad"]
     assert _upward_imports("modeling.bert", ["tokenization", "bert_realformer.storage"]) == ["tokenization"]
-    assert _upward_imports("pretraining.task", ["tasks.classifier_task", "training.driver"]) == [
-        "tasks.classifier_task"]
+    assert _upward_imports("bert_realformer.pretraining.task", [
+        "bert_realformer.tasks.classifier_task", "bert_realformer.training.driver"]) == [
+        "bert_realformer.tasks.classifier_task"]
+    assert _upward_imports("bert_realformer.storage", ["bert_realformer.training.driver"]) == [
+        "bert_realformer.training.driver"]
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
+    assert _circles({"a": {"b"}, "b": set()}) == []
 
 
-def test_library_code_does_not_use_the_command_line_package_and_scripts_do_not_import_scripts():
+def test_only_scripts_use_the_command_line_package_and_the_wrappers_only_their_script():
     for module in _library_modules():
         path = _module_path(module)
-        if path is None or module.startswith("commandline"):
+        if path is None or module.startswith(("bert_realformer.commandline", "bert_realformer.cli")):
             continue
-        assert not any(name.startswith("commandline") for name in _imports(path)), module
+        assert not any(name.startswith("bert_realformer.commandline") for name in _imports(path)), module
     for script in SCRIPTS:
-        imported = {name.split(".")[0] for name in _imports(os.path.join(ROOT, f"{script}.py"))}
-        assert not imported & (set(SCRIPTS) - {script}), (script, imported & set(SCRIPTS))
+        imported = set(_imports(os.path.join(ROOT, f"{script}.py")))
+        assert imported == {f"bert_realformer.cli.{script}"}, (script, imported)

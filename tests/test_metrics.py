@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from tasks import metrics
+from bert_realformer.tasks import metrics
 
 
 def test_three_class_report_by_hand():

@@ -9,16 +9,16 @@ import random
 import numpy as np
 import pytest
 
+from bert_realformer.pretraining import instances as python_path
+from bert_realformer.pretraining import native
+from bert_realformer.pretraining.instances import MaskingOptions, VocabIds
+from bert_realformer.pretraining.records import instance_to_example
 from bert_realformer.tfrecords import frame_record
-from pretraining import instances as python_path
-from pretraining import native
-from pretraining.instances import MaskingOptions, VocabIds
-from pretraining.records import instance_to_example
 
 if not native.available():
     if os.environ.get("REQUIRE_NATIVE"):
-        raise RuntimeError("pretraining._native is not built or disagrees with random.Random")
-    pytest.skip("pretraining._native is not built", allow_module_level=True)
+        raise RuntimeError("bert_realformer.pretraining._native is not built or disagrees with random.Random")
+    pytest.skip("bert_realformer.pretraining._native is not built", allow_module_level=True)
 
 TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "##s", "sat", "on", "mat",
           "##ting", "a", "dog", "##gy", "ran"]
@@ -142,10 +142,11 @@ def test_a_built_module_that_disagrees_is_not_used_and_says_so_once(caplog):
     """The pure-Python path makes the same records, 8x slower: the fallback is worth a line."""
     import pytest
 
-    from pretraining import native
+    from bert_realformer.pretraining import native
     native.available.cache_clear()
     try:
-        with pytest.MonkeyPatch.context() as patch, caplog.at_level("WARNING", logger="pretraining.native"):
+        with (pytest.MonkeyPatch.context() as patch,
+              caplog.at_level("WARNING", logger="bert_realformer.pretraining.native")):
             patch.setattr(native._native, "random_draws", lambda words, index, kinds: ([0] * len(kinds), None))
             assert native.available() is False and native.available() is False
     finally:

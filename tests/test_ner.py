@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from bert_realformer.errors import InputError
-from tasks import ner_data, ner_features, ner_metrics
+from bert_realformer.tasks import ner_data, ner_features, ner_metrics
 from tokenization import FullTokenizer
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
@@ -123,7 +123,7 @@ def test_every_token_gets_exactly_one_prediction_slot():
 
 # ---------------------------------------------------------------------- People's Daily
 def test_peoples_daily_pos_tags_to_bio():
-    import realdata
+    from bert_realformer import realdata
     chars, tags = realdata.pos_line_to_bio(
         "中共中央/nt  总书记/n  江/nr  泽民/nr  、/w  李/nr  鹏/nr  在/p  [中国/ns  政府/n]nt  "
         "北京/ns  上海/ns  [国务院/n  办公厅/n]nz  克林顿/nr")

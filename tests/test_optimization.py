@@ -6,7 +6,13 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from training.optimization import AdamWeightDecay, Lamb, WarmupLinearDecay, clip_by_global_norm, create_optimizer
+from bert_realformer.training.optimization import (
+    AdamWeightDecay,
+    Lamb,
+    WarmupLinearDecay,
+    clip_by_global_norm,
+    create_optimizer,
+)
 
 
 def test_original_adam_test_converges():

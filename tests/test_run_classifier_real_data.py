@@ -17,8 +17,8 @@ def test_long_documents_in_windows_through_eval_predict_and_the_saved_model(tmp_
     """--doc_stride on articles whose label sits in a review at their end: one row per document
     in test_results.tsv and one example per document in eval_results.txt; an eval-only run in a
     later process reproduces them; the SavedModel takes the raw long texts and agrees."""
-    import realdata
-    from realdata.long_reviews import long_review_splits
+    from bert_realformer import realdata
+    from bert_realformer.realdata.long_reviews import long_review_splits
     try:
         splits = long_review_splits(article_chars=150, sizes={"train": 40, "dev": 10, "test": 6})
     except realdata.MissingDataError as error:

@@ -336,7 +336,7 @@ def test_sigterm_outside_training_is_one_line_143_with_no_temporary_left(tmp_pat
                f"--input={tmp_path}/trained/bert_model.ckpt", f"--output={tmp_path}/export", "--max_seq_length=16"]
         ready = "writing --to=savedmodel"
     else:
-        import realdata
+        from bert_realformer import realdata
         corpus = tmp_path / "corpus.txt"
         realdata.write_peoples_daily_corpus(str(corpus), max_documents=400)
         cmd = [sys.executable, os.path.join(ROOT, "create_pretraining_data.py"), f"--input_file={corpus}",

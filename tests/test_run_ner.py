@@ -11,7 +11,7 @@ import sys
 import pytest
 from conftest import allennlp_fixture
 
-from tasks import ner_data, ner_metrics
+from bert_realformer.tasks import ner_data, ner_metrics
 
 pytestmark = pytest.mark.slow  # the scripts end to end, in subprocesses
 

@@ -218,7 +218,7 @@ def test_records_made_with_another_vocabulary_are_refused_at_the_start():
     import tensorflow as tf
 
     from bert_realformer.errors import InputError
-    from pretraining.input_pipeline import check_records
+    from bert_realformer.pretraining.input_pipeline import check_records
     largest = max(max(tf.train.Example.FromString(r.numpy()).features.feature[name].int64_list.value)
                   for r in tf.data.TFRecordDataset(RECORDS).take(16) for name in ("input_ids", "masked_lm_ids"))
     check_records([RECORDS], 64, 10, vocab_size=largest + 1)

@@ -6,7 +6,7 @@ import errno
 import pytest
 import tensorflow as tf
 
-from commandline import runner
+from bert_realformer import runner
 
 
 def _ending(error, capsys):

@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
+from bert_realformer.comparison import execution, plan, results, statistics
 from bert_realformer.errors import InputError
-from comparison import execution, plan, results, statistics
-from training.eval_history import EvalHistory, PeriodicEval, read_history
+from bert_realformer.training.eval_history import EvalHistory, PeriodicEval, read_history
 
 
 def test_summary_is_mean_and_sample_standard_deviation():
@@ -201,7 +201,7 @@ def test_peoples_daily_articles_group_paragraphs_under_their_headlines(real_data
 
 
 def test_the_word_class_task_has_many_human_labelled_classes(real_data):
-    from realdata.word_classes import word_class_splits
+    from bert_realformer.realdata.word_classes import word_class_splits
     splits = word_class_splits()
     labels = {label for label, _, _ in splits["train"]}
     assert len(labels) >= 20 and "w" not in labels and {"n", "v", "vn", "nr", "Ng"} <= labels
@@ -234,7 +234,7 @@ def test_one_seed_gives_every_variant_the_same_initial_weights(tmp_path):
     import tensorflow as tf
 
     import modeling
-    from training.driver import Driver, RunOptions
+    from bert_realformer.training.driver import Driver, RunOptions
 
     def weights(variant, seed):
         config = modeling.BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,

@@ -11,10 +11,10 @@ import pytest
 import tensorflow as tf
 
 import modeling
-from pretraining import pld
-from pretraining.losses import pretraining_totals, replica_pretraining_loss
-from training.optimization import create_optimizer
-from training.trainer import TrainLoop
+from bert_realformer.pretraining import pld
+from bert_realformer.pretraining.losses import pretraining_totals, replica_pretraining_loss
+from bert_realformer.training.optimization import create_optimizer
+from bert_realformer.training.trainer import TrainLoop
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -178,7 +178,7 @@ def test_pld_skips_layers_and_keeps_all_at_eval():
 def _three_compiled_steps(accumulation_steps, random_draws, jit_compile):
     """(last loss, weights) after a tf.function of 3 attempts on one fixed batch, on the
     pretraining loss with RealFormer and fp16 loss scaling; `random_draws`: dropout and PLD."""
-    from pretraining.task import pretraining_task
+    from bert_realformer.pretraining.task import pretraining_task
     keras.utils.set_random_seed(7)
     dropout = 0.1 if random_draws else 0.0
     config = modeling.BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=3, num_attention_heads=2,

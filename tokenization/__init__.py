@@ -5,9 +5,9 @@
     ids = tokenizer.convert_tokens_to_ids(tokenizer.tokenize("Hello, world!"))
 """
 
+from tokenization.full import FullTokenizer
 from tokenization.reference import (
     BasicTokenizer,
-    FullTokenizer,
     WordpieceTokenizer,
     _is_control,
     _is_punctuation,

@@ -10,7 +10,7 @@ from absl import flags
 
 from bert_realformer import storage
 from bert_realformer.errors import InputError
-from commandline.runner import run
+from bert_realformer.runner import run
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
@@ -37,7 +37,7 @@ def main(argv):
         raise InputError("--vocab_file is required")
     if not storage.isfile(FLAGS.vocab_file):
         raise InputError(f"--vocab_file={FLAGS.vocab_file}: no such file")
-    from tokenization.reference import FullTokenizer
+    from tokenization.full import FullTokenizer
     reference = FullTokenizer(FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
     if FLAGS.fast:
         from tokenization.fast import FastTokenizer

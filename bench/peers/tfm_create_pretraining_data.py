@@ -50,7 +50,7 @@ def _original_masking(tokens, masked_lm_prob, max_predictions_per_seq, vocab_wor
 
 def _our_masking(module):
     sys.path.insert(0, ROOT)
-    from pretraining.instances import MaskingOptions, VocabIds, create_masked_lm_predictions
+    from bert_realformer.pretraining.instances import MaskingOptions, VocabIds, create_masked_lm_predictions
     state = {}
 
     def masked(tokens, masked_lm_prob, max_predictions_per_seq, vocab_words, rng,

@@ -21,10 +21,10 @@ cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 
 import modeling  # noqa: E402
-from pretraining.dynamic_masking import DynamicMasking  # noqa: E402
-from pretraining.input_pipeline import check_records  # noqa: E402
-from pretraining.task import pretraining_task  # noqa: E402
-from training.driver import Driver, RunOptions  # noqa: E402
+from bert_realformer.pretraining.dynamic_masking import DynamicMasking  # noqa: E402
+from bert_realformer.pretraining.input_pipeline import check_records  # noqa: E402
+from bert_realformer.pretraining.task import pretraining_task  # noqa: E402
+from bert_realformer.training.driver import Driver, RunOptions  # noqa: E402
 
 CONFIG = modeling.BertConfig(vocab_size=30522, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                              intermediate_size=32, max_position_embeddings=64, type_vocab_size=2,

@@ -3,7 +3,7 @@ lines would (for journeys on TensorFlow's in-process `ram://` filesystem).
 
 Each call imports the script afresh (its flags are defined), parses the arguments, runs its
 `main` with stderr captured, and then removes the flags it defined, so the next script can
-define its own. Errors and stops end as the scripts' runner ends them (`commandline.runner.run_main`).
+define its own. Errors and stops end as the scripts' runner ends them (`bert_realformer.runner.run_main`).
 """
 
 import contextlib
@@ -18,13 +18,14 @@ def run_script(script, *argv):
     """(exit status, stderr text) of `python SCRIPT ARGV...` run in this process."""
     from absl import flags
 
-    from commandline.runner import run_main
+    from bert_realformer.runner import run_main
     FLAGS = flags.FLAGS
     path = os.path.join(ROOT, script)
     defined_before = set(FLAGS)
     stderr = io.StringIO()
     try:
-        spec = importlib.util.spec_from_file_location(f"_in_process_{script[:-3]}", path)
+        source = os.path.join(ROOT, "bert_realformer", "cli", script)  # (the wrapper's module, loaded afresh)
+        spec = importlib.util.spec_from_file_location(f"_in_process_{script[:-3]}", source)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         FLAGS([path, *argv])

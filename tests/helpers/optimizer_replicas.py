@@ -16,7 +16,7 @@ import tensorflow as tf  # noqa: E402
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 
-from training.optimization import AdamWeightDecay  # noqa: E402
+from bert_realformer.training.optimization import AdamWeightDecay  # noqa: E402
 
 strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
 with strategy.scope():

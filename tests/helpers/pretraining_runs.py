@@ -38,7 +38,7 @@ def latest_saved_step(state_dir):
     names (it is rewritten atomically after a save's files are in place), 0 before any."""
     import tensorflow as tf
 
-    from training.checkpointing import step_of
+    from bert_realformer.training.checkpointing import step_of
 
     latest = tf.train.latest_checkpoint(str(state_dir)) if state_dir.exists() else None
     return step_of(latest) if latest else 0

@@ -4,8 +4,8 @@ import numpy as np
 import tensorflow as tf
 
 import modeling
-from pretraining.losses import pretraining_totals, replica_pretraining_loss
-from training.driver import TrainingTask
+from bert_realformer.pretraining.losses import pretraining_totals, replica_pretraining_loss
+from bert_realformer.training.driver import TrainingTask
 
 TINY = modeling.BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                            intermediate_size=32, max_position_embeddings=16, type_vocab_size=2)

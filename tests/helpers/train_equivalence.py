@@ -24,10 +24,10 @@ tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfigur
 import keras  # noqa: E402
 
 import modeling  # noqa: E402
-from pretraining.losses import pretraining_totals, replica_pretraining_loss  # noqa: E402
-from training.driver import Driver, RunOptions  # noqa: E402
-from training.optimization import create_optimizer  # noqa: E402
-from training.trainer import TrainLoop, global_batch_slices, replica_stream  # noqa: E402
+from bert_realformer.pretraining.losses import pretraining_totals, replica_pretraining_loss  # noqa: E402
+from bert_realformer.training.driver import Driver, RunOptions  # noqa: E402
+from bert_realformer.training.optimization import create_optimizer  # noqa: E402
+from bert_realformer.training.trainer import TrainLoop, global_batch_slices, replica_stream  # noqa: E402
 
 CONFIG = modeling.BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                              intermediate_size=32, max_position_embeddings=16, type_vocab_size=2,

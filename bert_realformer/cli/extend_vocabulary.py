@@ -1,0 +1,76 @@
+"""Adds a domain's tokens to a released checkpoint's vocabulary.
+
+    python extend_vocabulary.py --vocab_file=chinese_roberta_wwm_ext/vocab.txt \\
+      --bert_config_file=chinese_roberta_wwm_ext/bert_config.json \\
+      --init_checkpoint=chinese_roberta_wwm_ext/bert_model.ckpt \\
+      --new_tokens=domain_tokens.txt --output_dir=extended
+
+OUTPUT_DIR gets vocab.txt (the old lines unchanged, the new tokens appended in file order),
+bert_config.json (the new vocab_size) and bert_model.ckpt, in the layout of the released
+checkpoints: every script takes it as --init_checkpoint. New tokens start from the mean
+embedding (and MLM output bias) of the pieces the old vocabulary cut them into; tokens the old
+vocabulary could only call [UNK] start from [UNK]'s. Tokens already present are skipped and
+listed. A token the tokenizer would never produce whole (a Chinese word of several characters,
+a token with punctuation inside) stops the script before anything is written. Optimizer slots
+in the checkpoint are left out.
+"""
+
+import sys
+
+from absl import flags
+
+from bert_realformer import storage
+from bert_realformer.errors import InputError
+from bert_realformer.runner import script_entry
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_string("vocab_file", None, "The vocabulary the checkpoint was trained with.")
+flags.DEFINE_string("bert_config_file", None, "The checkpoint's bert_config.json.")
+flags.DEFINE_string("init_checkpoint", None, "The checkpoint to extend (a TF1 prefix, a directory, or one of "
+                    "our runs or training states).")
+flags.DEFINE_string("new_tokens", None, "A UTF-8 file with one new token per line (blank lines skipped).")
+flags.DEFINE_string("output_dir", None, "Where vocab.txt, bert_config.json and bert_model.ckpt are written.")
+flags.DEFINE_bool("do_lower_case", True, "As the tokenizer the model is used with (True for uncased and Chinese "
+                  "models): tokens must be given as it sees them.")
+
+
+def _read_weights(path):
+    """{TF1 name: array} of the model weights of a checkpoint, and whether slots were left out."""
+    from bert_realformer.training import checkpointing
+    from modeling.checkpoints import checkpoint_keys
+    found = checkpointing.resolve(path)
+    if found.kind == checkpointing.TRAINING_STATE_KIND:
+        return checkpointing.read_training_state(found.prefix), True
+    import modeling
+    slots = any(key.endswith(("/adam_m", "/adam_v", "/lamb_m", "/lamb_v")) for key in checkpoint_keys(found.prefix))
+    return modeling.read_tf1_checkpoint(found.prefix), slots
+
+
+def main(argv):
+    del argv
+    for name in ("vocab_file", "bert_config_file", "init_checkpoint", "new_tokens", "output_dir"):
+        if not getattr(FLAGS, name):
+            raise InputError(f"--{name} is required")
+    if not storage.isfile(FLAGS.bert_config_file):
+        raise InputError(f"--bert_config_file={FLAGS.bert_config_file}: no such file")
+    from bert_realformer.pretraining import vocabulary_extension as extension
+    tokens = extension.read_new_tokens(FLAGS.new_tokens)
+    plan = extension.plan_extension(tokens, FLAGS.vocab_file, FLAGS.do_lower_case, FLAGS.new_tokens)
+    storage.check_writable_dir(FLAGS.output_dir, "--output_dir")
+    weights, slots_left_out = _read_weights(FLAGS.init_checkpoint)
+    values = extension.extended_weights(plan, weights)
+    extension.write_extension(plan, values, FLAGS.bert_config_file, FLAGS.output_dir)
+    size = plan.old_size + len(plan.added)
+    print(f"added {len(plan.added)} tokens (ids {plan.old_size}-{size - 1}; vocab_size {plan.old_size} -> {size})"
+          + (f"; skipped, already in the vocabulary: {' '.join(plan.skipped)}" if plan.skipped else "")
+          + (f"; starting from [UNK]'s row (the old vocabulary had no pieces for them): {' '.join(plan.unknown)}"
+             if plan.unknown else "")
+          + ("; optimizer slots left out" if slots_left_out else ""), file=sys.stderr)
+    print(f"wrote vocab.txt, bert_config.json and bert_model.ckpt in {FLAGS.output_dir}", file=sys.stderr)
+
+
+entry = script_entry(main, __doc__)  # the installed command `bert-extend-vocabulary`
+
+if __name__ == "__main__":
+    entry()

@@ -1,0 +1,93 @@
+"""Named-entity recognition (token classification) with BERT, optionally with a CRF on top.
+
+    python run_ner.py --task_name=conll2003 --data_dir=conll2003 --vocab_file=vocab.txt \\
+      --bert_config_file=bert_config.json --init_checkpoint=cased_L-12_H-768_A-12/bert_model.ckpt \\
+      --do_lower_case=False --do_train --do_eval --do_predict --max_seq_length=128 \\
+      --train_batch_size=32 --learning_rate=5e-5 --num_train_epochs=3.0 --output_dir=out [--crf]
+
+DATA_DIR holds train/dev/test files in CoNLL column format (see tasks/ner_data.py). Writes
+OUTPUT_DIR/eval_results.txt (entity precision/recall/F1 over chunks, see tasks/ner_metrics.py; token
+accuracy, per-type scores), OUTPUT_DIR/eval_predictions.txt and test_predictions.txt (each
+input line with the predicted tag appended: conlleval's input), and `model.ckpt-STEP`.
+"""
+
+import os
+import sys
+
+from absl import flags
+
+from bert_realformer.commandline import training_flags
+from bert_realformer.commandline.training_flags import (
+    check_finetuning_flags,
+    define_finetuning_flags,
+    finetuning_driver,
+)
+from bert_realformer.runner import script_entry
+
+FLAGS = flags.FLAGS
+
+define_finetuning_flags("generic, conll2003, msra or peoples_daily (file names and entity types).",
+                        task_default="generic",
+                        data_help="The input data dir with the train, dev and test files (CoNLL format).",
+                        max_seq_length_help="WordPieces per window; longer sentences are split into windows.")
+flags.adopt_module_key_flags(training_flags)  # the shared flags in --help, not only --helpfull
+flags.DEFINE_bool("crf", False, "A linear-chain CRF over the tag scores (Viterbi decoding).")
+
+
+def _check_flags():
+    check_finetuning_flags(3, "[CLS] token [SEP]")
+
+
+def _read_data(task):
+    """(labels, train file or None, dev file or None, test file or None), checked."""
+    from bert_realformer.tasks import ner_data
+    path = lambda split: ner_data.data_path(FLAGS.data_dir, task, split)  # noqa: E731
+    train = ner_data.read_conll(path("train")) if FLAGS.do_train or task == "generic" else None
+    dev = ner_data.read_conll(path("dev")) if FLAGS.do_eval else None
+    test = ner_data.read_conll(path("test"), tagged=False) if FLAGS.do_predict else None
+    labels = ner_data.labels_for(task, train or dev or test)
+    role = "the training file" if task == "generic" else task
+    for conll_file in (train, dev, test):
+        if conll_file is not None:
+            ner_data.check_labels(conll_file, labels, role)
+    return labels, train, dev, test
+
+
+def main(argv):
+    del argv
+    _check_flags()
+    import modeling
+    from bert_realformer.tasks import ner_data, ner_task
+    from bert_realformer.training.results import write_eval_results
+    task = FLAGS.task_name.lower()
+    labels, train, dev, test = _read_data(task)
+    driver, tokenizer = finetuning_driver(
+        lambda config: modeling.BertTokenClassifier(config, len(labels), crf=FLAGS.crf))
+    if FLAGS.do_train:
+        training, windows = ner_task.ner_training(
+            train.sentences, tokenizer, labels, FLAGS.max_seq_length, FLAGS.train_batch_size,
+            FLAGS.learning_rate, FLAGS.num_train_epochs, FLAGS.warmup_proportion, FLAGS.crf,
+            FLAGS.gradient_accumulation_steps, FLAGS.seed, FLAGS.shuffle_buffer_size)
+        print(f"training on {len(train.sentences)} sentences ({windows} windows), labels: "
+              f"{' '.join(labels)}", file=sys.stderr)
+        driver.train(training)
+    else:
+        driver.restore_for_inference()
+    for conll_file, batch_size, name in ((dev, FLAGS.eval_batch_size, "eval"),
+                                         (test, FLAGS.predict_batch_size, "test")):
+        if conll_file is None:
+            continue
+        predicted = ner_task.predict_tags(driver, conll_file.sentences, tokenizer, labels,
+                                          FLAGS.max_seq_length, batch_size, FLAGS.crf, FLAGS.dynamic_padding)
+        ner_data.write_predictions(conll_file, predicted, os.path.join(FLAGS.output_dir, f"{name}_predictions.txt"))
+        if name == "eval":
+            result = ner_task.evaluation_results(conll_file.sentences, predicted, driver.step)
+            write_eval_results(result, os.path.join(FLAGS.output_dir, "eval_results.txt"))
+            for key in ("precision", "recall", "f1", "accuracy"):
+                print(f"  {key} = {result[key]}", file=sys.stderr)
+
+
+entry = script_entry(main, __doc__)  # the installed command `bert-run-ner`
+
+if __name__ == "__main__":
+    entry()

@@ -1,0 +1,157 @@
+"""MLM + NSP pretraining, as the original run_pretraining.py, on one CPU/GPU, several GPUs,
+several machines or a TPU; MLM alone with --no_nsp; records made with
+create_pretraining_data.py --dynamic_masking are masked anew as they are read.
+
+    python run_pretraining.py --bert_config_file=bert_config.json --input_file=data/*.tfrecord \\
+      --output_dir=out --do_train --do_eval --train_batch_size=32 --max_seq_length=128 \\
+      --max_predictions_per_seq=20 --num_train_steps=10000 --num_warmup_steps=1000 \\
+      --learning_rate=1e-4 [--init_checkpoint=uncased_L-12_H-768_A-12/bert_model.ckpt]
+
+Training state (weights, optimizer slots, step) is checkpointed to OUTPUT_DIR/training_state/
+every --save_checkpoints_steps; a restarted run resumes from there. At the end, OUTPUT_DIR gets
+a TF1 name-based `model.ckpt-STEP` (what the original writes, and what --init_checkpoint of the
+fine-tuning scripts reads), and --do_eval writes OUTPUT_DIR/eval_results.txt. With
+--eval_every_steps=N --eval_input_file=HELD_OUT, training evaluates the held-out records every N
+steps into OUTPUT_DIR/eval_history.jsonl (one JSON object per step; a resumed run neither
+repeats nor misses a point) and TensorBoard's OUTPUT_DIR/eval/, starting with step 0 (the model
+the run starts from).
+"""
+
+import os
+import sys
+
+from absl import flags
+
+from bert_realformer import storage, tfrecords
+from bert_realformer.commandline import training_flags
+from bert_realformer.commandline.training_flags import (
+    check_batches_fit,
+    check_shared_flags,
+    define_shared_flags,
+    load_config,
+    run_options,
+    strategy_from_flags,
+)
+from bert_realformer.errors import InputError
+from bert_realformer.runner import script_entry
+
+FLAGS = flags.FLAGS
+
+# The original's flags.
+flags.DEFINE_string("bert_config_file", None, "The config json file corresponding to the pre-trained BERT model.")
+flags.DEFINE_string("input_file", None, "Input TF example files (can be a glob or comma separated).")
+flags.DEFINE_string("output_dir", None, "The output directory where the model checkpoints will be written.")
+flags.DEFINE_string("init_checkpoint", None, "Initial checkpoint (usually from a pre-trained BERT model).")
+flags.DEFINE_integer("max_seq_length", 128, "The maximum total input sequence length after WordPiece tokenization. "
+                     "Must match the data.")
+flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum number of masked LM predictions per sequence. Must match "
+                     "the data.")
+flags.DEFINE_bool("do_train", False, "Whether to run training.")
+flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
+flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training (over all replicas, per micro-batch).")
+flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.")
+flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.")
+flags.DEFINE_integer("num_train_steps", 100000, "Number of training steps.")
+flags.DEFINE_integer("num_warmup_steps", 10000, "Number of warmup steps.")
+flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.")
+# Ours.
+flags.DEFINE_bool("check_input_files", False, "Check the framing and CRCs of every record of every input file "
+                  "before training (a damaged file is also named when training meets it).")
+flags.DEFINE_integer("eval_every_steps", 0, "With --do_train: evaluate on --eval_input_file every N steps (and at the "
+                     "last step) into OUTPUT_DIR/eval_history.jsonl and TensorBoard's eval/; 0: never.")
+flags.DEFINE_string("eval_input_file", None, "Held-out TF example files (a glob or comma separated) for "
+                    "--eval_every_steps and --do_eval (default for --do_eval: --input_file, as the original).")
+flags.DEFINE_bool("no_nsp", False, "MLM-only pretraining (as RoBERTa and chinese-roberta-wwm-ext): no next-sentence "
+                  "head, no NSP loss or metrics; the records need no next_sentence_labels.")
+flags.DEFINE_float("masked_lm_prob", 0.15, "Unmasked records (create_pretraining_data.py --dynamic_masking): the share "
+                   "of tokens to predict, at most --max_predictions_per_seq per sequence. Masked records keep "
+                   "the masks they were made with.")
+define_shared_flags(pld=True)
+flags.adopt_module_key_flags(training_flags)  # the shared flags in --help, not only --helpfull
+
+
+def _check_flags():
+    for name in ("bert_config_file", "input_file", "output_dir"):
+        if not getattr(FLAGS, name):
+            raise InputError(f"--{name} is required")
+    if not FLAGS.do_train and not FLAGS.do_eval:
+        raise InputError("at least one of --do_train or --do_eval must be true")
+    for name in ("train_batch_size", "eval_batch_size", "max_seq_length", "max_predictions_per_seq",
+                 "max_eval_steps"):
+        if getattr(FLAGS, name) < 1:
+            raise InputError(f"--{name}={getattr(FLAGS, name)}: must be at least 1")
+    check_shared_flags()
+    if FLAGS.num_train_steps < 0 or FLAGS.num_warmup_steps < 0:
+        raise InputError("--num_train_steps and --num_warmup_steps must not be negative")
+    if FLAGS.eval_every_steps < 0:
+        raise InputError(f"--eval_every_steps={FLAGS.eval_every_steps}: must not be negative")
+    if FLAGS.eval_every_steps and not FLAGS.eval_input_file:
+        raise InputError("--eval_every_steps needs --eval_input_file (held-out TFRecords)")
+    if not 0 < FLAGS.masked_lm_prob <= 1:
+        raise InputError(f"--masked_lm_prob={FLAGS.masked_lm_prob}: must be in (0, 1]")
+    if not 0 < FLAGS.pld_theta <= 1:
+        raise InputError(f"--pld_theta={FLAGS.pld_theta}: must be in (0, 1]")
+    storage.check_writable_dir(FLAGS.output_dir, "--output_dir")
+
+
+def main(argv):
+    del argv
+    _check_flags()
+    import modeling
+    from bert_realformer.pretraining.dynamic_masking import DynamicMasking
+    from bert_realformer.pretraining.input_pipeline import check_records, expand_input_files
+    from bert_realformer.pretraining.task import evaluate, pretraining_task
+    from bert_realformer.training.driver import Driver
+    from bert_realformer.training.eval_history import PeriodicEval
+    from bert_realformer.training.results import write_eval_results
+    config = load_config(FLAGS.bert_config_file, FLAGS.max_seq_length)
+    files = expand_input_files(FLAGS.input_file)
+    eval_files = expand_input_files(FLAGS.eval_input_file, "--eval_input_file") if FLAGS.eval_input_file else files
+    strategy = strategy_from_flags()  # multi-worker collectives: before TensorFlow runs any op
+    check_batches_fit(config, FLAGS.max_seq_length, strategy.num_replicas_in_sync,
+                      ("train_batch_size", "eval_batch_size"), FLAGS.max_predictions_per_seq)
+    layout = check_records(sorted({*files, *eval_files}), FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,
+                           config.vocab_size, next_sentence=not FLAGS.no_nsp)
+    masking = DynamicMasking(FLAGS.masked_lm_prob, FLAGS.max_predictions_per_seq, config.vocab_size, FLAGS.seed)
+    if layout.unmasked:
+        print(f"records are unmasked: masking {FLAGS.masked_lm_prob:g} of the tokens as they are read "
+              f"(at most {FLAGS.max_predictions_per_seq} per sequence)", file=sys.stderr)
+    if FLAGS.check_input_files:
+        tfrecords.check_files(files, "--input_file")
+        print(f"checked every record of {len(files)} input files", file=sys.stderr)
+    if FLAGS.init_checkpoint:
+        modeling.checkpoints.resolve_checkpoint_path(FLAGS.init_checkpoint)  # exists?
+    if FLAGS.train_batch_size % strategy.num_replicas_in_sync:
+        raise InputError(f"--train_batch_size={FLAGS.train_batch_size} is not divisible by the "
+                         f"{strategy.num_replicas_in_sync} replicas")
+    options = run_options(strategy, FLAGS.output_dir, FLAGS.init_checkpoint)
+    driver = Driver(strategy, lambda: modeling.BertPretrainer(config, next_sentence=not FLAGS.no_nsp), options)
+
+    def held_out_eval(step=None):
+        flag = "--eval_input_file" if FLAGS.eval_input_file else "--input_file"
+        with tfrecords.naming_damaged_file(eval_files, flag):
+            return evaluate(driver, eval_files, FLAGS.eval_batch_size, FLAGS.max_seq_length,
+                            FLAGS.max_predictions_per_seq, FLAGS.max_eval_steps, layout, masking)
+
+    if FLAGS.do_train:
+        task = pretraining_task(
+            files, FLAGS.train_batch_size, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,
+            FLAGS.learning_rate, FLAGS.num_train_steps, FLAGS.num_warmup_steps, seed=FLAGS.seed,
+            pld_options=(FLAGS.pld_theta, FLAGS.pld_gamma) if FLAGS.pld else None,
+            next_sentence=not FLAGS.no_nsp, layout=layout, masking=masking)
+        if FLAGS.eval_every_steps:
+            task.periodic_eval = PeriodicEval(FLAGS.eval_every_steps, held_out_eval)
+        driver.train(task)
+    if FLAGS.do_eval and options.is_chief:
+        if not FLAGS.do_train:
+            driver.restore_for_inference()
+        result = held_out_eval()
+        write_eval_results(result, os.path.join(FLAGS.output_dir, "eval_results.txt"))
+        for key in sorted(result):
+            print(f"  {key} = {result[key]}", file=sys.stderr)
+
+
+entry = script_entry(main, __doc__)  # the installed command `bert-run-pretraining`
+
+if __name__ == "__main__":
+    entry()

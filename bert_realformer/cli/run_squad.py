@@ -1,0 +1,134 @@
+"""SQuAD v1.1 / v2.0 fine-tuning and prediction, as the original run_squad.py.
+
+    python run_squad.py --vocab_file=vocab.txt --bert_config_file=bert_config.json \\
+      --init_checkpoint=uncased_L-12_H-768_A-12/bert_model.ckpt --do_train --train_file=train-v1.1.json \\
+      --do_predict --predict_file=dev-v1.1.json --do_eval --max_seq_length=384 --doc_stride=128 \\
+      --output_dir=out [--version_2_with_negative]
+
+Writes OUTPUT_DIR/predictions.json, nbest_predictions.json, null_odds.json (v2.0) and, with
+--do_eval, eval_results.txt with the official scripts' scores.
+"""
+
+import json
+import logging
+import os
+import sys
+
+from absl import flags
+
+from bert_realformer import storage
+from bert_realformer.commandline import training_flags
+from bert_realformer.commandline.training_flags import (
+    check_shared_flags,
+    define_order_and_padding_flags,
+    define_shared_flags,
+    finetuning_driver,
+)
+from bert_realformer.errors import InputError
+from bert_realformer.runner import script_entry
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("bert_config_file", None, "The config json file corresponding to the pre-trained BERT model.")
+flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
+flags.DEFINE_string("output_dir", None, "The output directory where the model checkpoints will be written.")
+flags.DEFINE_string("train_file", None, "SQuAD json for training. E.g., train-v1.1.json")
+flags.DEFINE_string("predict_file", None, "SQuAD json for predictions. E.g., dev-v1.1.json or test-v1.1.json")
+flags.DEFINE_string("init_checkpoint", None, "Initial checkpoint (usually from a pre-trained BERT model).")
+flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text.")
+flags.DEFINE_integer("max_seq_length", 384, "The maximum total input sequence length after WordPiece tokenization.")
+flags.DEFINE_integer("doc_stride", 128, "When splitting up a long document into chunks, how much stride to take "
+                     "between chunks.")
+flags.DEFINE_integer("max_query_length", 64, "The maximum number of tokens for the question.")
+flags.DEFINE_bool("do_train", False, "Whether to run training.")
+flags.DEFINE_bool("do_predict", False, "Whether to predict the answers of --predict_file.")
+flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training.")
+flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predictions.")
+flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.")
+flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.")
+flags.DEFINE_float("warmup_proportion", 0.1, "Proportion of training to perform linear learning rate warmup for.")
+flags.DEFINE_integer("n_best_size", 20, "The total number of n-best predictions to generate in the "
+                     "nbest_predictions.json output file.")
+flags.DEFINE_integer("max_answer_length", 30, "The maximum length of an answer that can be generated.")
+flags.DEFINE_bool("verbose_logging", False, "If true, all of the warnings related to data processing will be "
+                  "printed (answers that cannot be mapped back onto the original text).")
+flags.DEFINE_bool("version_2_with_negative", False, "If true, the SQuAD examples contain some that do not have an "
+                  "answer.")
+flags.DEFINE_float("null_score_diff_threshold", 0.0, "If null_score - best_non_null is greater than the threshold "
+                   "predict null.")
+flags.DEFINE_bool("do_eval", False, "Score the predictions of --predict_file against its answers (official EM/F1).")
+flags.DEFINE_enum("eval_metric", "squad", ["squad", "cmrc2018"],
+                  "--do_eval scoring: the official SQuAD scripts, or the CMRC 2018 script (Chinese).")
+define_order_and_padding_flags()
+define_shared_flags()
+flags.adopt_module_key_flags(training_flags)  # the shared flags in --help, not only --helpfull
+
+
+def main(argv):
+    del argv
+    if FLAGS.verbose_logging:
+        logging.getLogger("bert_realformer.tasks.squad").setLevel(logging.INFO)
+    for name in ("bert_config_file", "vocab_file", "output_dir"):
+        if not getattr(FLAGS, name):
+            raise InputError(f"--{name} is required")
+    if not FLAGS.do_train and not FLAGS.do_predict:
+        raise InputError("at least one of --do_train or --do_predict must be true")
+    if FLAGS.do_train and not FLAGS.train_file:
+        raise InputError("--do_train needs --train_file")
+    if FLAGS.do_predict and not FLAGS.predict_file:
+        raise InputError("--do_predict needs --predict_file")
+    for name in ("vocab_file", "train_file", "predict_file"):
+        value = getattr(FLAGS, name)
+        if value and not storage.isfile(value):
+            raise InputError(f"--{name}={value}: no such file")
+    if FLAGS.max_seq_length <= FLAGS.max_query_length + 3:
+        raise InputError(f"--max_seq_length={FLAGS.max_seq_length} must exceed --max_query_length + 3")
+    check_shared_flags()
+    import modeling
+    from bert_realformer.tasks import squad_task
+    from bert_realformer.tasks.squad import read_squad_examples
+    driver, tokenizer = finetuning_driver(modeling.BertSpanLabeler)
+    windows = (FLAGS.max_seq_length, FLAGS.doc_stride, FLAGS.max_query_length)
+    if FLAGS.do_train:
+        examples, skipped = read_squad_examples(FLAGS.train_file, True, FLAGS.version_2_with_negative)
+        if not examples:
+            raise InputError(f"--train_file={FLAGS.train_file}: no usable questions")
+        features_path = os.path.join(FLAGS.output_dir, "train.tf_record")
+        storage.makedirs(FLAGS.output_dir)
+        task, num_features, reused = squad_task.squad_training(
+            examples, tokenizer, *windows, FLAGS.train_batch_size, FLAGS.learning_rate,
+            FLAGS.num_train_epochs, FLAGS.warmup_proportion, features_path, FLAGS.gradient_accumulation_steps,
+            FLAGS.seed, FLAGS.shuffle_buffer_size)
+        print(f"{'re-used' if reused else 'wrote'} {features_path} ({num_features} features)", file=sys.stderr)
+        print(f"training on {len(examples)} questions ({skipped} skipped), {num_features} features",
+              file=sys.stderr)
+        driver.train(task)
+    else:
+        driver.restore_for_inference()
+    if FLAGS.do_predict:
+        examples, _ = read_squad_examples(FLAGS.predict_file, False, FLAGS.version_2_with_negative)
+        predictions, nbest, null_odds = squad_task.predict(
+            driver, examples, tokenizer, *windows, FLAGS.predict_batch_size, FLAGS.n_best_size,
+            FLAGS.max_answer_length, FLAGS.do_lower_case, FLAGS.version_2_with_negative,
+            FLAGS.null_score_diff_threshold, FLAGS.dynamic_padding)
+        squad_task.write_predictions(FLAGS.output_dir, predictions, nbest,
+                                     null_odds if FLAGS.version_2_with_negative else None)
+        if FLAGS.do_eval:
+            from bert_realformer.tasks import cmrc2018_evaluate
+            from bert_realformer.tasks.squad_evaluate import evaluate, evaluate_v1
+            from bert_realformer.text_files import read_text
+            from bert_realformer.training.results import write_eval_results
+            dataset = json.loads(read_text(FLAGS.predict_file))["data"]
+            if FLAGS.eval_metric == "cmrc2018":
+                result = cmrc2018_evaluate.evaluate(dataset, predictions)
+            elif FLAGS.version_2_with_negative:
+                result = evaluate(dataset, predictions, null_odds, FLAGS.null_score_diff_threshold)
+            else:
+                result = evaluate_v1(dataset, predictions)
+            write_eval_results(result, os.path.join(FLAGS.output_dir, "eval_results.txt"), step=driver.step)
+            print(json.dumps(result), file=sys.stderr)
+
+
+entry = script_entry(main, __doc__)  # the installed command `bert-run-squad`
+
+if __name__ == "__main__":
+    entry()

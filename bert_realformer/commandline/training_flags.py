@@ -1,0 +1,212 @@
+"""Flags that run_pretraining.py and the fine-tuning scripts share: the original TPU flags and
+our distribution, precision, optimizer, variant and PLD flags."""
+
+import os
+
+from absl import flags
+
+
+def define_shared_flags(pld=False):
+    # The original's TPU flags.
+    flags.DEFINE_bool("use_tpu", False, "Whether to use TPU (same as --distribution_strategy=tpu).")
+    flags.DEFINE_string("tpu_name", None, "The Cloud TPU to use for training.")
+    flags.DEFINE_string("tpu_zone", None, "GCE zone where the Cloud TPU is located in.")
+    flags.DEFINE_string("gcp_project", None, "Project name for the Cloud TPU-enabled project.")
+    flags.DEFINE_string("master", None, "TensorFlow master URL.")
+    flags.DEFINE_integer("num_tpu_cores", 8, "Only used if use_tpu is True. Total number of TPU cores to use.")
+    flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save the model checkpoint.")
+    flags.DEFINE_integer("iterations_per_loop", 1000, "The most steps to make on the device between two "
+                         "returns to the host (progress line, summaries, stop check); loops are sized to "
+                         "take about 10 s (growing to a minute), the first is one step.")
+    # Ours.
+    flags.DEFINE_enum("distribution_strategy", "one_device", ["one_device", "mirrored", "multi_worker", "tpu"],
+                      "one_device, mirrored (all local GPUs), multi_worker (machines from TF_CONFIG), tpu.")
+    flags.DEFINE_enum("mixed_precision", "none", ["none", "bf16", "fp16"], "Mixed precision; fp16 uses dynamic loss "
+                      "scaling.")
+    flags.DEFINE_bool("use_xla", False, "Compile the forward and backward pass with XLA.")
+    flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"], "adamw (the original's) or lamb.")
+    flags.DEFINE_float("weight_decay", 0.01, "Weight decay (not on LayerNorm and bias weights).")
+    flags.DEFINE_integer("gradient_accumulation_steps", 1, "Micro-batches of the train batch size per optimizer step.")
+    flags.DEFINE_enum("layer_norm_type", None, ["post", "pre"], "Override the config's layer_norm_type.")
+    flags.DEFINE_enum("residual_attention", None, ["none", "sum", "mean"], "Override the config's residual_attention "
+                      "(RealFormer).")
+    flags.DEFINE_integer("keep_checkpoint_max", 5, "Training-state checkpoints to keep.")
+    flags.DEFINE_integer("seed", 12345, "Random seed (initialisation, dropout, data order).")
+    if pld:
+        flags.DEFINE_bool("pld", False, "Progressive Layer Dropping during training.")
+        flags.DEFINE_float("pld_theta", 0.5, "PLD: the final keep probability theta_bar.")
+        flags.DEFINE_float("pld_gamma", 0.001, "PLD: how fast theta(t) decays towards theta_bar.")
+
+
+def define_finetuning_flags(task_help, task_default=None, data_help=None, train_batch_size=32,
+                            learning_rate=5e-5, max_seq_length_help=None):
+    """The original run_classifier.py's flags, which the fine-tuning scripts share, and the
+    shared training flags."""
+    flags.DEFINE_string("data_dir", None, data_help or "The input data dir. Should contain the .tsv files "
+                        "(or other data files) for the task.")
+    flags.DEFINE_string("bert_config_file", None, "The config json file corresponding to the pre-trained BERT model.")
+    flags.DEFINE_string("task_name", task_default, task_help)
+    flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
+    flags.DEFINE_string("output_dir", None, "The output directory where the model checkpoints will be written.")
+    flags.DEFINE_string("init_checkpoint", None, "Initial checkpoint (usually from a pre-trained BERT model).")
+    flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text. Should be True for uncased "
+                      "models and False for cased models.")
+    flags.DEFINE_integer("max_seq_length", 128, max_seq_length_help or "The maximum total input sequence "
+                         "length after WordPiece tokenization.")
+    flags.DEFINE_bool("do_train", False, "Whether to run training.")
+    flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
+    flags.DEFINE_bool("do_predict", False, "Whether to run the model in inference mode on the test set.")
+    flags.DEFINE_integer("train_batch_size", train_batch_size, "Total batch size for training.")
+    flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.")
+    flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predict.")
+    flags.DEFINE_float("learning_rate", learning_rate, "The initial learning rate for Adam.")
+    flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.")
+    flags.DEFINE_float("warmup_proportion", 0.1, "Proportion of training to perform linear learning rate "
+                       "warmup for.")
+    define_order_and_padding_flags()
+    define_shared_flags()
+
+
+def define_order_and_padding_flags():
+    """The training order and the padding of evaluation batches (every fine-tuning script)."""
+    flags.DEFINE_integer("shuffle_buffer_size", 0, "Training order. 0: every epoch a new permutation of the whole "
+                         "training set (a file sorted by label trains as well as a shuffled one); N: the original's "
+                         "shuffle through a buffer of N examples (the original used 100).", lower_bound=0)
+    flags.DEFINE_bool("dynamic_padding", True, "Evaluation and prediction: pad each batch to its longest sequence "
+                      "(rounded up to a multiple of 8) instead of --max_seq_length; the outputs are the same.")
+
+
+def check_finetuning_flags(min_seq_length, sequence, other_modes=()):
+    """One-line errors for the fine-tuning flags: required ones, files, modes, ranges.
+    `sequence` names what must fit in `min_seq_length` (for the message); `other_modes` are
+    flags besides --do_train/--do_eval/--do_predict that give a run something to do."""
+    from bert_realformer import storage
+    from bert_realformer.errors import InputError
+    FLAGS = flags.FLAGS
+    for name in ("data_dir", "bert_config_file", "task_name", "vocab_file", "output_dir"):
+        if not getattr(FLAGS, name):
+            raise InputError(f"--{name} is required")
+    modes = ("do_train", "do_eval", "do_predict", *other_modes)
+    if not any(getattr(FLAGS, name) for name in modes):
+        raise InputError(f"at least one of {', '.join('--' + m for m in modes)} is needed")
+    for name in ("vocab_file", "bert_config_file"):
+        if not storage.isfile(getattr(FLAGS, name)):
+            raise InputError(f"--{name}={getattr(FLAGS, name)}: no such file")
+    if not storage.isdir(FLAGS.data_dir):
+        raise InputError(f"--data_dir={FLAGS.data_dir}: no such directory")
+    storage.check_writable_dir(FLAGS.output_dir, "--output_dir")
+    for name in ("train_batch_size", "eval_batch_size", "predict_batch_size", "max_seq_length"):
+        if getattr(FLAGS, name) < 1:
+            raise InputError(f"--{name}={getattr(FLAGS, name)}: must be at least 1")
+    if FLAGS.max_seq_length < min_seq_length:
+        raise InputError(f"--max_seq_length={FLAGS.max_seq_length}: too small for {sequence}")
+    check_shared_flags()
+
+
+def finetuning_driver(make_model):
+    """(driver, tokenizer) of a fine-tuning script from its flags: --do_lower_case checked
+    against a released checkpoint's name, the config with its variant overrides, the strategy,
+    the tokenizer, --init_checkpoint checked to exist, and the model `make_model(config)`."""
+    import modeling
+    from bert_realformer.errors import InputError
+    from bert_realformer.training.driver import Driver
+    from tokenization import FullTokenizer, validate_case_matches_checkpoint
+    FLAGS = flags.FLAGS
+    try:
+        validate_case_matches_checkpoint(FLAGS.do_lower_case, FLAGS.init_checkpoint)
+    except ValueError as error:
+        raise InputError(str(error)) from None
+    config = load_config(FLAGS.bert_config_file, FLAGS.max_seq_length)
+    strategy = strategy_from_flags()
+    check_batches_fit(config, FLAGS.max_seq_length, strategy.num_replicas_in_sync,
+                      [name for name in ("train_batch_size", "eval_batch_size", "predict_batch_size")
+                       if name in FLAGS])
+    tokenizer = FullTokenizer(FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
+    if len(tokenizer.vocab) > config.vocab_size:  # its ids would index past the embedding table
+        raise InputError(f"--vocab_file={FLAGS.vocab_file} has {len(tokenizer.vocab)} entries but the model's "
+                         f"vocab_size is {config.vocab_size} (--bert_config_file): another model's vocabulary?")
+    if FLAGS.init_checkpoint:
+        modeling.checkpoints.resolve_checkpoint_path(FLAGS.init_checkpoint)  # exists?
+    driver = Driver(strategy, lambda: make_model(config),
+                    run_options(strategy, FLAGS.output_dir, FLAGS.init_checkpoint))
+    return driver, tokenizer
+
+
+def load_config(config_file, max_seq_length):
+    """The config with the variant overrides applied; checks max_seq_length against it."""
+    import modeling
+    from bert_realformer.errors import InputError
+    FLAGS = flags.FLAGS
+    config = modeling.BertConfig.from_json_file(config_file)
+    overrides = {k: getattr(FLAGS, k) for k in ("layer_norm_type", "residual_attention")
+                 if getattr(FLAGS, k) is not None}
+    config = config.replace(**overrides) if overrides else config
+    if max_seq_length > config.max_position_embeddings:
+        raise InputError(f"--max_seq_length={max_seq_length} exceeds max_position_embeddings "
+                         f"{config.max_position_embeddings} of {config_file}")
+    return config
+
+
+TENSOR_INDEX_LIMIT = 2**31 - 1  # elements one tensor may hold: TensorFlow's kernels index with int32
+
+
+def check_batches_fit(config, seq_length, replicas, names, predictions_per_seq=0):
+    """An `InputError` for a batch flag in `names` whose largest activation on one replica (the
+    attention scores [B, heads, S, S], the feed-forward's [B, S, intermediate] or the masked LM
+    logits [B * predictions, vocab]) would hold more elements than a tensor can index: said up
+    front with what fits, instead of a shape error deep in the graph."""
+    from bert_realformer.errors import InputError
+    per_example = {"attention scores": config.num_attention_heads * seq_length * seq_length,
+                   "feed-forward activations": seq_length * config.intermediate_size,
+                   "masked LM logits": predictions_per_seq * config.vocab_size}
+    what, largest = max(per_example.items(), key=lambda item: item[1])
+    fits = TENSOR_INDEX_LIMIT // largest * replicas
+    for name in names:
+        batch = getattr(flags.FLAGS, name)
+        if batch > fits:
+            raise InputError(
+                f"--{name}={batch} is too large for the device: one replica's {what} would hold "
+                f"{-(-batch // replicas) * largest:,} values, more than the {TENSOR_INDEX_LIMIT:,} a tensor can "
+                f"index; at most {fits:,} fit (--gradient_accumulation_steps makes larger updates)")
+
+
+def strategy_from_flags():
+    """The tf.distribute strategy the flags ask for (create it before any TF op runs)."""
+    from bert_realformer.training.distribution import make_strategy
+    FLAGS = flags.FLAGS
+    name = "tpu" if FLAGS.use_tpu else FLAGS.distribution_strategy
+    return make_strategy(name, FLAGS.tpu_name, FLAGS.tpu_zone, FLAGS.gcp_project, FLAGS.master)
+
+
+def run_options(strategy, output_dir, init_checkpoint):
+    """The driver's `RunOptions` from the shared flags; non-chief workers keep their training
+    state in OUTPUT_DIR/worker_N."""
+    from bert_realformer.training.driver import RunOptions
+    FLAGS = flags.FLAGS
+    chief = is_chief(strategy)
+    write_dir = None if chief else os.path.join(output_dir, f"worker_{strategy.cluster_resolver.task_id}")
+    return RunOptions(
+        output_dir=output_dir, init_checkpoint=init_checkpoint, seed=FLAGS.seed,
+        mixed_precision=FLAGS.mixed_precision, use_xla=FLAGS.use_xla, optimizer=FLAGS.optimizer,
+        weight_decay=FLAGS.weight_decay, gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
+        save_checkpoints_steps=FLAGS.save_checkpoints_steps, iterations_per_loop=FLAGS.iterations_per_loop,
+        keep_checkpoint_max=FLAGS.keep_checkpoint_max, is_chief=chief, write_dir=write_dir,
+        claim_output_dir=chief and FLAGS.do_train)
+
+
+def check_shared_flags():
+    """One-line errors for shared flags out of range."""
+    from bert_realformer.errors import InputError
+    FLAGS = flags.FLAGS
+    for name in ("gradient_accumulation_steps", "save_checkpoints_steps", "iterations_per_loop",
+                 "keep_checkpoint_max"):
+        if getattr(FLAGS, name) < 1:
+            raise InputError(f"--{name}={getattr(FLAGS, name)}: must be at least 1")
+
+
+def is_chief(strategy):
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.task_type:
+        return True
+    return resolver.task_type == "chief" or (resolver.task_type == "worker" and resolver.task_id == 0
+                                             and "chief" not in resolver.cluster_spec().as_dict())

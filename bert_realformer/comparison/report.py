@@ -1,0 +1,171 @@
+"""`OUTPUT_DIR/report.md` and its plots: the study's tables in the paper's format (mean +- std
+over seeds), paired differences to post-LN with 95% confidence intervals, the baselines, and
+
+* `mlm_accuracy.png`: held-out MLM accuracy against the step, mean and min-max band per variant;
+* `attention_entropy.png`: per variant and layer, each head's median per-token entropy (heads
+  sorted within a layer, then averaged rank by rank over seeds, since a head's index means
+  nothing across seeds), coloured by that median, as the RealFormer paper's Figs. 6-8;
+* `attention_jsd.png`: per variant, the median JSD between the same head of adjacent layers,
+  sorted and averaged the same way, as its Figs. 9-10.
+"""
+
+import json
+import os
+
+import numpy as np
+
+from bert_realformer import storage
+from bert_realformer.comparison.plan import ATTENTION, BASELINE_VARIANT, PRETRAINING, StudyPlan
+from bert_realformer.text_files import read_text
+
+# What the tables show, in order: (task or None for every downstream task, metric, heading).
+PRETRAINING_COLUMNS = (("masked_lm_accuracy", "MLM accuracy"), ("masked_lm_loss", "MLM loss"),
+                       ("next_sentence_accuracy", "NSP accuracy"))
+DOWNSTREAM_COLUMNS = (("eval_accuracy", "dev accuracy"), ("macro_f1", "dev macro-F1"))
+ATTENTION_COLUMNS = (("entropy_median", "median attention entropy (nats)"),
+                     ("adjacent_jsd_median", "median adjacent-layer JSD (nats)"))
+
+
+def _entry(summary_rows, task, metric, variant):
+    return next((e for e in summary_rows if (e["task"], e["metric"], e["variant"]) == (task, metric, variant)), None)
+
+
+def mean_std(entry, digits=4):
+    if entry is None:
+        return "-"
+    if entry["n"] == 1:
+        return f"{entry['mean']:.{digits}f}"
+    return f"{entry['mean']:.{digits}f} ± {entry['std']:.{digits}f}"
+
+
+def difference(entry, digits=4):
+    diff = entry and entry.get("difference_to_post_ln")
+    if not diff:
+        return "-"
+    text = f"{diff['mean']:+.{digits}f}"
+    if diff["ci95"]:
+        low, high = diff["ci95"]
+        verdict = "within noise" if low <= 0 <= high else ("higher" if low > 0 else "lower")
+        text += f" [{low:+.{digits}f}, {high:+.{digits}f}] {verdict}"
+    return text
+
+
+def _table(summary_rows, variants, task, columns, baselines=None):
+    lines = ["| variant | " + " | ".join(h for _, h in columns) + " |",
+             "| --- |" + " --- |" * len(columns)]
+    for variant in variants:
+        lines.append(f"| {variant} | " + " | ".join(mean_std(_entry(summary_rows, task, m, variant))
+                                                   for m, _ in columns) + " |")
+    if baselines:
+        lines.append("| *baseline (no model)* | " + " | ".join(
+            f"{baselines[m]:.4f}" if m in baselines else "-" for m, _ in columns) + " |")
+    return lines
+
+
+def _differences(summary_rows, variants, task, columns):
+    others = [v for v in variants if v != BASELINE_VARIANT]
+    if not others or BASELINE_VARIANT not in variants:
+        return []
+    lines = ["| variant − post-LN | " + " | ".join(h for _, h in columns) + " |",
+             "| --- |" + " --- |" * len(columns)]
+    for variant in others:
+        lines.append(f"| {variant} | " + " | ".join(difference(_entry(summary_rows, task, m, variant))
+                                                   for m, _ in columns) + " |")
+    return lines
+
+
+def _sorted_head_medians(plan, variant, key):
+    """[layers, heads]: each layer's head medians sorted, averaged over seeds rank by rank."""
+    per_seed = []
+    for seed in plan.seeds:
+        path = os.path.join(plan.run_dir(variant, seed, ATTENTION), "attention_stats.json")
+        if storage.exists(path):
+            stats = json.loads(read_text(path))[key]
+            per_seed.append([sorted(head["quantiles"]["0.5"] for head in layer) for layer in stats])
+    return np.mean(np.array(per_seed), axis=0) if per_seed else None
+
+
+def plot_mlm_accuracy(rows, variants, path, unigram=None):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    for variant in variants:
+        curves = {}
+        for row in rows:
+            if (row["task"], row["metric"], row["variant"]) == (PRETRAINING, "masked_lm_accuracy", variant):
+                curves.setdefault(row["step"], []).append(row["value"])
+        if not curves:
+            continue
+        steps = sorted(curves)
+        values = [np.array(curves[s]) for s in steps]
+        line, = ax.plot(steps, [v.mean() for v in values], label=variant)
+        ax.fill_between(steps, [v.min() for v in values], [v.max() for v in values], color=line.get_color(),
+                        alpha=0.2)
+    if unigram is not None:
+        ax.axhline(unigram, color="grey", linestyle="--", linewidth=1, label="unigram baseline")
+    ax.set_xlabel("step")
+    ax.set_ylabel("held-out MLM accuracy")
+    ax.set_title("mean over seeds; band: min to max")
+    ax.legend()
+    fig.tight_layout()
+    storage.save_figure(fig, path)
+    plt.close(fig)
+
+
+def plot_heads(plan, key, title, path):
+    """One panel per variant: x = layer (pair), a dot per head coloured by its median."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    panels = [(v, _sorted_head_medians(plan, v, key)) for v in plan.variants]
+    panels = [(v, m) for v, m in panels if m is not None and m.size]
+    if not panels:
+        return False
+    top = max(float(m.max()) for _, m in panels)
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.2 * len(panels), 3.2), sharey=True, squeeze=False)
+    for ax, (variant, medians) in zip(axes[0], panels):
+        layers, heads = medians.shape
+        xs = np.repeat(np.arange(layers), heads) + np.tile(np.linspace(-0.25, 0.25, heads), layers)
+        points = ax.scatter(xs, medians.reshape(-1), c=medians.reshape(-1), cmap="viridis", vmin=0, vmax=top, s=18)
+        ax.set_title(variant)
+        ax.set_xticks(range(layers))
+        ax.set_xticklabels([str(i) if key == "entropy" else f"{i}-{i + 1}" for i in range(layers)])
+        ax.set_xlabel("layer" if key == "entropy" else "layers")
+    axes[0][0].set_ylabel(title)
+    fig.subplots_adjust(bottom=0.18, left=0.08, right=0.86, wspace=0.1)
+    fig.colorbar(points, ax=axes[0].tolist())
+    storage.save_figure(fig, path)
+    plt.close(fig)
+    return True
+
+
+def write_report(plan: StudyPlan, rows, summary_rows, baselines, path, description: str) -> None:
+    """report.md and its three plots beside it."""
+    directory = os.path.dirname(path)
+    variants = plan.variants
+    # MLM-only studies (--no_nsp) have no NSP column.
+    pretraining_columns = [(metric, heading) for metric, heading in PRETRAINING_COLUMNS
+                           if any((row["task"], row["metric"]) == (PRETRAINING, metric) for row in summary_rows)]
+    lines = ["# Post-LN, Pre-LN and RealFormer compared", "", description, "",
+             f"Variants: {', '.join(variants)}; seeds: {', '.join(map(str, plan.seeds))}. Each cell is the mean ± "
+             "sample standard deviation over seeds at the last step; differences to post-LN are paired by seed, "
+             "with the 95% confidence interval of the mean difference (t distribution, n − 1 degrees of "
+             "freedom). \"within noise\": the interval contains 0.", "",
+             "## Held-out pretraining metrics", "",
+             *_table(summary_rows, variants, PRETRAINING, pretraining_columns, baselines.get(PRETRAINING)), "",
+             *_differences(summary_rows, variants, PRETRAINING, pretraining_columns), "",
+             "![held-out MLM accuracy](mlm_accuracy.png)", ""]
+    for task in plan.tasks:
+        lines += [f"## {task.name} (`{task.script} {' '.join(task.flags)}`)", "",
+                  *_table(summary_rows, variants, task.name, DOWNSTREAM_COLUMNS, baselines.get(task.name)), "",
+                  *_differences(summary_rows, variants, task.name, DOWNSTREAM_COLUMNS), ""]
+    lines += ["## Attention", "", *_table(summary_rows, variants, ATTENTION, ATTENTION_COLUMNS), "",
+              *_differences(summary_rows, variants, ATTENTION, ATTENTION_COLUMNS), "",
+              "Per head (sorted within each layer, averaged over seeds rank by rank):", "",
+              "![attention entropy](attention_entropy.png)", "", "![adjacent-layer JSD](attention_jsd.png)", ""]
+    plot_mlm_accuracy(rows, variants, os.path.join(directory, "mlm_accuracy.png"),
+                      baselines.get(PRETRAINING, {}).get("masked_lm_accuracy"))
+    plot_heads(plan, "entropy", "median attention entropy (nats)", os.path.join(directory, "attention_entropy.png"))
+    plot_heads(plan, "jsd_adjacent", "median JSD, adjacent layers (nats)", os.path.join(directory, "attention_jsd.png"))
+    storage.write_atomic(path, "\n".join(lines))

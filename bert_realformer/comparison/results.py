@@ -1,0 +1,117 @@
+"""A study's numbers: every run's metrics read back from its directory, and their aggregation
+per variant over seeds (`OUTPUT_DIR/results.json`).
+
+    rows = collect(plan)                    # [{"variant", "seed", "task", "metric", "value", "step"}]
+    summary = aggregate(rows, plan.variants)
+
+Rows: held-out pretraining metrics at every evaluated step (`eval_history.jsonl`); attention
+statistics (`entropy_median`, `adjacent_jsd_median`: the mean over layers and heads of each
+head's median per-token entropy, and over adjacent layer pairs of the median JSD); every
+number a downstream run's `eval_results.txt` holds, per-class figures left out.
+Aggregates use each run's last step.
+"""
+
+import json
+import os
+
+import numpy as np
+
+from bert_realformer import storage
+from bert_realformer.comparison.plan import ATTENTION, BASELINE_VARIANT, PRETRAINING, StudyPlan
+from bert_realformer.comparison.statistics import paired_difference, summary
+from bert_realformer.text_files import read_text
+from bert_realformer.training.eval_history import FILE_NAME as HISTORY_FILE
+from bert_realformer.training.eval_history import read_history
+
+
+def _key_values(path):
+    values = {}
+    for line in read_text(path).splitlines():
+        key, sep, value = line.partition(" = ")
+        if sep:
+            try:
+                values[key] = float(value)
+            except ValueError:
+                pass  # (a confusion matrix)
+    return values
+
+
+def attention_summary(stats: dict) -> dict:
+    """The two attention numbers of one `attention_stats.json`."""
+    entropy = [head["quantiles"]["0.5"] for layer in stats["entropy"] for head in layer]
+    result = {"entropy_median": float(np.mean(entropy))}
+    if stats.get("jsd_adjacent"):
+        jsd = [head["quantiles"]["0.5"] for layer in stats["jsd_adjacent"] for head in layer]
+        result["adjacent_jsd_median"] = float(np.mean(jsd))
+    return result
+
+
+def collect(plan: StudyPlan) -> list[dict]:
+    """The rows of every finished run of the plan (unfinished runs are left out)."""
+    rows = []
+    for run in plan.runs():
+        if not storage.exists(run.done_marker):
+            continue
+
+        def add(metric, value, step, run=run):
+            rows.append({"variant": run.variant, "seed": run.seed, "task": run.kind, "metric": metric,
+                         "value": float(value), "step": int(step)})
+
+        if run.kind == PRETRAINING:
+            history = read_history(os.path.join(run.directory, HISTORY_FILE))
+            for point in history:
+                for metric, value in sorted(point.items()):
+                    if metric != "step":
+                        add(metric, value, point["step"])
+            if not history:
+                final = _key_values(run.done_marker)
+                for metric, value in sorted(final.items()):
+                    if metric != "global_step":
+                        add(metric, value, final.get("global_step", plan.num_train_steps))
+        elif run.kind == ATTENTION:
+            stats = json.loads(read_text(run.done_marker))
+            for metric, value in attention_summary(stats).items():
+                add(metric, value, plan.num_train_steps)
+        else:
+            values = _key_values(run.done_marker)
+            for metric, value in sorted(values.items()):
+                if metric != "global_step" and not metric.startswith("class_"):
+                    add(metric, value, values.get("global_step", 0))
+    return rows
+
+
+def final_values(rows: list[dict]) -> dict:
+    """{(task, metric, variant): {seed: value at the run's last step}}."""
+    last = {}
+    for row in rows:
+        key = (row["task"], row["metric"], row["variant"], row["seed"])
+        if key not in last or row["step"] >= last[key]["step"]:
+            last[key] = row
+    values = {}
+    for (task, metric, variant, seed), row in last.items():
+        values.setdefault((task, metric, variant), {})[seed] = row["value"]
+    return values
+
+
+def aggregate(rows: list[dict], variants) -> list[dict]:
+    """Per task, metric and variant: mean, std and n over seeds, and (variants other than
+    post-LN) the paired difference to post-LN over the seeds both have, with its 95% CI."""
+    values = final_values(rows)
+    order = {v: i for i, v in enumerate(variants)}
+    result = []
+    for (task, metric, variant), by_seed in sorted(values.items(), key=lambda kv: (kv[0][0], kv[0][1],
+                                                                                   order.get(kv[0][2], 99))):
+        entry = {"task": task, "metric": metric, "variant": variant,
+                 **summary([by_seed[s] for s in sorted(by_seed)])}
+        baseline = values.get((task, metric, BASELINE_VARIANT))
+        if variant != BASELINE_VARIANT and baseline:
+            entry["difference_to_post_ln"] = paired_difference(by_seed, baseline)
+        result.append(entry)
+    return result
+
+
+def write_results(plan: StudyPlan, rows, summary_rows, baselines, path) -> None:
+    data = {"variants": list(plan.variants), "seeds": list(plan.seeds), "config": plan.base_config,
+            "num_train_steps": plan.num_train_steps, "baselines": baselines, "summary": summary_rows,
+            "runs": rows}
+    storage.write_atomic(path, json.dumps(data, indent=1, sort_keys=True) + "\n")

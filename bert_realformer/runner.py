@@ -1,0 +1,172 @@
+"""How every command-line script runs: user mistakes end in one line, not a traceback.
+
+    from bert_realformer.runner import script_entry
+    ...
+    entry = script_entry(main, __doc__)  # what the console command and the wrapper call
+
+    if __name__ == "__main__":
+        entry()
+
+A flag that does not parse is such a mistake too. An exception class with
+`is_user_error = True` (`bert_realformer.errors.InputError`, `modeling.ConfigError`,
+`modeling.CheckpointError`, `bert_realformer.errors.Stopped` and `.Diverged`) is such an
+ending: `run` prints `error: <message>` and exits 2 (or the error's `exit_code`). Whatever way the
+script ends, the output directories its run claimed are released (`bert_realformer.run_claim`).
+`run` also quiets TensorFlow's start-up log (unless the user set `TF_CPP_MIN_LOG_LEVEL`) before
+`main` imports TensorFlow, and absl's INFO lines (unless `--verbosity` is given).
+"""
+
+import errno
+import os
+import re
+import signal
+import sys
+
+
+def run_main(main, argv) -> int:
+    """`main(argv)` with the scripts' endings: 0, or the status a user error or stop ends with
+    (after printing its one line); other exceptions propagate. Claims are released."""
+    from bert_realformer import run_claim
+    try:
+        status = main(argv) or 0
+        if _SIGTERM_RECEIVED[0]:  # (raised where Python ignores exceptions, e.g. a GC callback)
+            raise Terminated()
+        return status
+    except KeyboardInterrupt:
+        print(f"error: interrupted (SIGINT); {INTACT}", file=sys.stderr)
+        return 128 + signal.SIGINT
+    except Terminated:
+        print(f"error: stopped by SIGTERM; {INTACT}", file=sys.stderr)
+        return 128 + signal.SIGTERM
+    except Exception as error:
+        if getattr(type(error), "is_user_error", False):
+            print(f"error: {error}", file=sys.stderr)
+            return getattr(error, "exit_code", 2)
+        ending = _system_ending(error)
+        if ending is None:
+            raise
+        then = " after freeing space" if ending[1] == DISK_FULL_STATUS else ""
+        print(f"error: {ending[0]}; {_intact(error)}{then}", file=sys.stderr)
+        return ending[1]
+    finally:
+        run_claim.release_all()
+
+
+DISK_FULL_STATUS = 4
+INTACT = "the files being written were removed and finished ones kept: run the same command again"
+
+
+def _intact(error: BaseException) -> str:
+    """What survives `error`: INTACT, naming the training state when a training loop ended
+    (the driver sets `kept` on what leaves it)."""
+    kept = getattr(error, "kept", None)
+    return f"the files being written were removed and {kept}: run the same command again" if kept else INTACT
+
+
+class Terminated(BaseException):
+    """SIGTERM outside a training loop (which saves a state first, `training.preemption`). A
+    BaseException, as KeyboardInterrupt is, so that no `except Exception` on the way (AutoGraph
+    converting a function, for one) swallows it; cleanups of what is being written run."""
+
+
+def _terminated(signal_number, frame):
+    if os.getpid() != _SCRIPT_PROCESS[0]:  # a forked worker (a pool's): die as SIGTERM kills
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
+    _SIGTERM_RECEIVED[0] = True
+    raise Terminated()
+
+
+_SIGTERM_RECEIVED = [False]
+_SCRIPT_PROCESS = [0]  # the process whose SIGTERM ends the script through its cleanups
+
+
+OUT_OF_MEMORY_STATUS = 5
+LOST_WORKER_STATUS = 6
+PERMISSION_STATUS = 7
+
+
+def _first_line(error: BaseException, preferring: str = "") -> str:
+    """The error's message's first line, or its first line holding `preferring` (TensorFlow's
+    messages start with "Graph execution error:")."""
+    lines = (getattr(error, "message", None) or str(error)).strip().splitlines()
+    chosen = [line for line in lines if preferring and preferring in line] or lines or [type(error).__name__]
+    return chosen[0].strip()[:300]
+
+
+def _system_ending(error: BaseException) -> tuple[str, int] | None:
+    """(one line, status) for what the machine, not the user's input, ended: a full disk,
+    memory, a lost peer, a permission; None for anything else (a bug: its traceback is wanted)."""
+    kind = type(error).__name__
+    if _is_disk_full(error):
+        where = f" writing {error.filename}" if getattr(error, "filename", None) else ""
+        return f"no space left on the device{where}", DISK_FULL_STATUS
+    if kind == "ResourceExhaustedError" or "out of memory" in str(error).lower():
+        return (f"out of memory ({_first_line(error, 'OOM when allocating')}): the batch is too large for this "
+                "device; use a smaller --train_batch_size (with --gradient_accumulation_steps for the same update) or "
+                "--predict_batch_size / --eval_batch_size", OUT_OF_MEMORY_STATUS)
+    if kind in ("UnavailableError", "DeadlineExceededError") or "Socket closed" in str(error):
+        return (f"lost contact with another worker ({_lost_workers(error)}): restart every worker with the same "
+                "command (they resume from their training states)", LOST_WORKER_STATUS)
+    if isinstance(error, PermissionError):
+        where = f" to {error.filename}" if error.filename else ""
+        return f"permission denied{where}: {error.strerror or _first_line(error)}", PERMISSION_STATUS
+    return None
+
+
+def _lost_workers(error: BaseException) -> str:
+    """The workers TensorFlow's collective error names as gone ("worker 1 stopped sending
+    heartbeats"), else the message's first line."""
+    text = getattr(error, "message", None) or str(error)
+    if "stopped sending heartbeats" in text:
+        listed = text.split("stopped sending heartbeats", 1)[1]
+        tasks = dict.fromkeys(re.findall(r"^/job:(\w+)/replica:\d+/task:(\d+)\s*$", listed, re.MULTILINE))
+        if tasks:
+            return ", ".join(f"{job} {task}" for job, task in tasks) + " stopped sending heartbeats"
+    return _first_line(error)
+
+
+def _is_disk_full(error: BaseException) -> bool:
+    """Python's ENOSPC/EDQUOT, or TensorFlow's error for the same (its message says so)."""
+    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    return "No space left on device" in str(error)
+
+
+def script_entry(main, usage: str | None):
+    """The function a script's command runs: `run(main)`, with `usage` (the script's docstring)
+    as what `--help` prints first, whatever module started it (the repository's wrapper, an
+    installed console command, `python -m`)."""
+    def entry() -> None:
+        sys.modules["__main__"].__doc__ = usage
+        run(main)
+    return entry
+
+
+def run(main):
+    """`absl.app.run(main)`, printing `error: <message>` and exiting 2 on a user mistake."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from absl import app
+
+    def guarded(argv):
+        from absl import flags, logging
+        if not flags.FLAGS["verbosity"].present:  # TensorFlow's INFO chatter off by default
+            logging.set_verbosity(logging.WARNING)
+        _SCRIPT_PROCESS[0] = os.getpid()
+        signal.signal(signal.SIGTERM, _terminated)
+        status = run_main(main, argv)
+        if status:
+            sys.exit(status)
+    app.run(guarded, flags_parser=_parse_flags)
+
+
+def _parse_flags(argv):
+    """absl's flag parsing, with a bad flag ending as every user mistake does: one `error:`
+    line and status 2."""
+    from absl import flags
+    try:
+        return flags.FLAGS(argv)
+    except flags.Error as error:
+        print(f"error: {error} (see --help)", file=sys.stderr)
+        sys.exit(2)

@@ -1,0 +1,195 @@
+"""Sentence (pair) classification and STS-B regression as a task for the training driver:
+the loss, the training task over cached features, predictions, and the eval_results.txt and
+test_results.tsv the original writes.
+
+Long documents (`doc_stride`): training uses every window with its document's label;
+prediction combines the windows of a document into one row (`combine_windows`): by default the
+mean of the windows' log-probabilities, renormalised (a geometric mean of their
+probabilities: every window's evidence counts), or with `window_pooling="max"` each class's
+largest log-probability, renormalised (a class that one window is sure of wins); regression
+scores are averaged (or their maximum taken). A document of one window keeps that window's
+output unchanged.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+from typing import TYPE_CHECKING
+
+import numpy as np
+import tensorflow as tf
+
+from bert_realformer import storage
+from bert_realformer.tasks import metrics
+from bert_realformer.tasks.classifier_features import cached_features, make_dataset
+from bert_realformer.tasks.feature_cache import record_count
+from bert_realformer.training.driver import TrainingTask
+from bert_realformer.training.per_example import example_totals, loss_share
+
+logger = logging.getLogger(__name__)
+
+if TYPE_CHECKING:  # annotations only
+    from bert_realformer.tasks.classifier_data import InputExample
+    from bert_realformer.training.driver import Driver
+    from tokenization import FullTokenizer
+
+
+def classifier_loss_fn(regression):
+    """This replica's share of the batch's mean cross-entropy (squared error for regression)."""
+
+    def loss_fn(model, features, step, totals):
+        logits = model(features, training=True)
+        if regression:
+            per_example = tf.square(tf.squeeze(logits, -1) - tf.cast(features["label_ids"], tf.float32))
+        else:
+            log_probs = tf.nn.log_softmax(logits, axis=-1)
+            per_example = -tf.gather(log_probs, features["label_ids"], batch_dims=1)
+        return loss_share(tf.reduce_sum(per_example), totals["examples"])
+
+    return loss_fn
+
+
+WINDOW_POOLINGS = ("mean", "max")
+
+
+def classifier_task(features_path: str, batch_size: int, max_seq_length: int, regression: bool,
+                    learning_rate: float, num_train_steps: int, warmup_proportion: float,
+                    seed: int = 12345, shuffle_buffer_size: int = 0, group_by_length: bool = False) -> TrainingTask:
+    """The `TrainingTask` over a cached features file (`cached_features`): every record (window)
+    once per epoch in a new order (`training.per_example.training_batches`)."""
+    count = record_count(features_path)
+    return TrainingTask(
+        loss_fn=classifier_loss_fn(regression), totals_fn=example_totals,
+        dataset_fn=lambda start: make_dataset(features_path, batch_size, max_seq_length, True,
+                                              regression, seed, start_batch=start, num_examples=count,
+                                              shuffle_buffer_size=shuffle_buffer_size,
+                                              group_by_length=group_by_length),
+        batch_size=batch_size, learning_rate=learning_rate, num_train_steps=num_train_steps,
+        num_warmup_steps=int(num_train_steps * warmup_proportion))
+
+
+def predict(driver: Driver, examples: list[InputExample], label_list: list[str] | None, tokenizer: FullTokenizer,
+            features_path: str, batch_size: int, max_seq_length: int, doc_stride: int | None = None,
+            window_pooling: str = "mean", dynamic_padding: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """(probabilities [N, C], or scores [N, 1] for regression; labels [N]) for `examples`, in
+    order, with the driver's model (features cached at `features_path`): one row per example,
+    its windows combined (`combine_windows`). With `dynamic_padding` (the default) the
+    sequences are run in order of length, each batch cut to its longest; False: in file order,
+    every batch at `max_seq_length`, as the original."""
+    regression = label_list is None
+    cached_features(examples, label_list, max_seq_length, tokenizer, features_path, doc_stride,
+                    sort_by_length=dynamic_padding)
+    result = driver.predict(make_dataset(features_path, batch_size, max_seq_length, False, regression,
+                                         dynamic_padding=dynamic_padding), _prediction_outputs(regression))
+    combined = combine_windows(result["outputs"], result["example_index"], len(examples), regression,
+                               window_pooling)
+    labels = np.zeros(len(examples), result["labels"].dtype)
+    labels[result["example_index"]] = result["labels"]
+    return combined, labels
+
+
+@functools.cache
+def _prediction_outputs(regression):
+    """The per-batch outputs of `predict` (one function per kind, so a driver re-uses its trace)."""
+
+    def outputs(model, features):
+        logits = model(features, training=False)
+        return {"outputs": logits if regression else tf.nn.softmax(logits, axis=-1),
+                "labels": features["label_ids"], "example_index": features["example_index"]}
+    return outputs
+
+
+def combine_windows(outputs: np.ndarray, example_index: np.ndarray, num_examples: int, regression: bool,
+                    pooling: str = "mean") -> np.ndarray:
+    """Window outputs [W, C] (probabilities, or scores for regression) of examples
+    `example_index` [W] -> one row per example [N, C] (see the module docstring)."""
+    counts = np.bincount(example_index, minlength=num_examples)
+    if np.all(counts == 1):
+        combined = np.empty_like(outputs)
+        combined[example_index] = outputs
+        return combined
+    values = outputs.astype(np.float64) if regression else np.log(np.maximum(outputs.astype(np.float64), 1e-30))
+    if pooling == "max":
+        pooled = np.full((num_examples, outputs.shape[1]), -np.inf)
+        np.maximum.at(pooled, example_index, values)
+    else:
+        pooled = np.zeros((num_examples, outputs.shape[1]))
+        np.add.at(pooled, example_index, values)
+        pooled /= np.maximum(counts, 1)[:, None]
+    if not regression:
+        pooled = np.exp(pooled - pooled.max(axis=1, keepdims=True))
+        pooled /= pooled.sum(axis=1, keepdims=True)
+    combined = pooled.astype(outputs.dtype)
+    single = counts[example_index] == 1
+    combined[example_index[single]] = outputs[single]  # one window: its output, unchanged
+    return combined
+
+
+def evaluation_results(task, outputs, labels, label_list, global_step):
+    """The eval_results.txt entries (key -> value)."""
+    if label_list is None:
+        scores = outputs[:, 0]
+        return {"eval_loss": float(np.mean((scores - labels) ** 2)), "pearson": metrics.pearson(scores, labels),
+                "spearman": metrics.spearman(scores, labels), "global_step": global_step}
+    predictions = outputs.argmax(-1)
+    loss = float(np.mean(-np.log(np.maximum(outputs[np.arange(len(labels)), labels], 1e-30))))
+    report = metrics.classification_metrics(labels, predictions, len(label_list))
+    result = {"eval_accuracy": report["accuracy"], "eval_loss": loss, "global_step": global_step}
+    for key in ("macro_precision", "macro_recall", "macro_f1", "weighted_precision", "weighted_recall",
+                "weighted_f1"):
+        result[key] = report[key]
+    if task == "cola":
+        result["matthews_corrcoef"] = metrics.matthews_corrcoef(labels, predictions)
+    if task in ("mrpc", "qqp"):
+        result["f1"] = metrics.binary_f1(labels, predictions)
+    per_class = report["per_class"]
+    for i, label in enumerate(label_list):
+        for name in ("precision", "recall", "f1", "support"):
+            value = per_class[name][i]
+            result[f"class_{label}_{name}"] = int(value) if name == "support" else float(value)
+    result["confusion_matrix"] = json.dumps(report["confusion_matrix"].tolist())
+    return result
+
+
+LABEL_LIST = "label_list.txt"  # OUTPUT_DIR/label_list.txt: the column order of test_results.tsv
+
+
+def recorded_label_list(output_dir: str) -> list[str] | None:
+    """The labels a run recorded in OUTPUT_DIR/label_list.txt (one per line), or None."""
+    from bert_realformer.text_files import read_lines
+    path = os.path.join(output_dir, LABEL_LIST)
+    if not storage.isfile(path):
+        return None
+    return [line.rstrip("\r\n") for _, line in read_lines(path) if line.strip()]
+
+
+def settle_label_list(label_list: list[str], output_dir: str) -> list[str]:
+    """The run's label list, written to OUTPUT_DIR/label_list.txt. Where the directory
+    already records one (a run that trained there), its order wins: it is the order of the
+    classifier's outputs. Other labels than the recorded ones are an `InputError`."""
+    from bert_realformer.errors import InputError
+    path = os.path.join(output_dir, LABEL_LIST)
+    recorded = recorded_label_list(output_dir)
+    if recorded is not None and recorded != label_list:
+        if sorted(recorded) != sorted(label_list):
+            def shown(labels):
+                return ", ".join(labels[:10]) + (" ..." if len(labels) > 10 else "")
+            raise InputError(f"the labels of this run ({shown(label_list)}) are not those the model in "
+                             f"{output_dir} was trained on ({shown(recorded)}, {path}): another task's "
+                             "output directory?")
+        logger.info("using the label order recorded in %s", path)
+        return recorded
+    if recorded is None:
+        storage.write_atomic(path, "".join(f"{label}\n" for label in label_list))
+    return label_list
+
+
+def write_test_results(outputs, path):
+    """test_results.tsv: one line of tab-separated probabilities (or the score) per example,
+    in the order of OUTPUT_DIR/label_list.txt, written under a temporary name and renamed."""
+    with storage.atomic_output(path) as f:
+        for row in outputs:
+            f.write("\t".join(str(float(v)) for v in row) + "\n")

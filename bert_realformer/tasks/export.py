@@ -1,0 +1,208 @@
+"""SavedModel exports that take raw text: a fine-tuned classifier, or the encoder.
+
+The tensorflow-text tokenizer (`tokenization.fast`, the same ids as the reference) runs inside
+the graph; loading needs `import tensorflow_text` (it registers the ops). Signatures:
+  classifier: `serving_default` / `classify`: text_a [B] string -> probabilities [B, C]
+    (a regression model, one output: scores [B, 1]); `classify_pair`: text_a, text_b -> the same;
+  encoder: `serving_default` / `encode` and `encode_pair` -> sequence_output, pooled_output.
+The directory layout is TF Serving's: EXPORT_DIR/<version>/saved_model.pb, version = seconds
+since the epoch. Written under a temporary name and renamed.
+
+Each request is padded to its longest sequence (rounded up to a multiple of 8, at most
+max_seq_length), not to max_seq_length: short texts cost what their tokens cost. A classifier
+exported with `doc_stride` takes texts of any length: text_a is cut into overlapping windows
+as run_classifier.py --doc_stride cuts it, and a text's windows are combined into one row the
+same way (`window_pooling`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import TYPE_CHECKING
+
+import tensorflow as tf
+
+from bert_realformer import storage
+from bert_realformer.training.checkpointing import named_variables
+from bert_realformer.training.padding import padded_length
+from tokenization.fast import FastTokenizer
+
+if TYPE_CHECKING:  # annotations only
+    import keras
+
+
+def _keep_first(ids, lengths):
+    """The first `lengths[i]` ids of each row of a ragged [B, (n)] tensor."""
+    positions = tf.ragged.range(ids.row_lengths())
+    return tf.ragged.boolean_mask(ids, positions < tf.expand_dims(lengths, 1))
+
+
+def pack_inputs(ids_a, ids_b, max_seq_length, cls_id, sep_id):
+    """Ragged ids -> dense `input_ids`, `input_mask`, `token_type_ids` [B, max_seq_length], with
+    the original's truncation: pop from the end of the longer text (B on ties) until they fit.
+    In closed form: B keeps min(len_b, max(m // 2, m - len_a)) and A keeps what remains, m the
+    room left by [CLS] and the [SEP]s."""
+    batch = ids_a.nrows()
+    cls = tf.fill([batch, 1], tf.constant(cls_id, tf.int64))
+    sep = tf.fill([batch, 1], tf.constant(sep_id, tf.int64))
+    len_a = ids_a.row_lengths()
+    if ids_b is None:
+        a = _keep_first(ids_a, tf.minimum(len_a, tf.constant(max_seq_length - 2, tf.int64)))
+        ids = tf.concat([cls, a, sep], axis=1)
+        types = tf.zeros_like(ids)
+    else:
+        room = tf.constant(max_seq_length - 3, tf.int64)
+        len_b = ids_b.row_lengths()
+        keep_b = tf.minimum(len_b, tf.maximum(room // 2, room - len_a))
+        keep_a = tf.minimum(len_a, room - keep_b)
+        a, b = _keep_first(ids_a, keep_a), _keep_first(ids_b, keep_b)
+        first = tf.concat([cls, a, sep], axis=1)
+        second = tf.concat([b, sep], axis=1)
+        ids = tf.concat([first, second], axis=1)
+        types = tf.concat([tf.zeros_like(first), tf.ones_like(second)], axis=1)
+    shape = tf.stack([ids.nrows(), padded_length(ids.row_lengths(), max_seq_length)])
+    return {"input_ids": tf.cast(ids.to_tensor(0, shape=shape), tf.int32),
+            "input_mask": tf.cast(tf.ones_like(ids).to_tensor(0, shape=shape), tf.int32),
+            "token_type_ids": tf.cast(types.to_tensor(0, shape=shape), tf.int32)}
+
+
+class TextServing(tf.Module):
+    """Raw text -> the fast tokenizer -> packed features -> `outputs(features)`."""
+
+    def __init__(self, model, vocab_file, do_lower_case, max_seq_length):
+        super().__init__()
+        self._model = model
+        self.model_variables = named_variables(model)  # tracked, so the SavedModel holds them
+        self._tokenizer = FastTokenizer(vocab_file, do_lower_case=do_lower_case)
+        self.wordpiece = self._tokenizer._wordpiece
+        self._max_seq_length = max_seq_length
+        self._cls = self._tokenizer.vocab["[CLS]"]
+        self._sep = self._tokenizer.vocab["[SEP]"]
+
+    def outputs(self, features):
+        raise NotImplementedError
+
+    def texts_outputs(self, ids_a, ids_b):
+        """Token ids (ragged [B, (n)]; `ids_b` None for single texts) -> the outputs."""
+        return self.outputs(pack_inputs(ids_a, ids_b, self._max_seq_length, self._cls, self._sep))
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text_a")])
+    def serve(self, text_a):
+        return self.texts_outputs(self._tokenizer.tokenize(text_a), None)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text_a"),
+                                  tf.TensorSpec([None], tf.string, name="text_b")])
+    def serve_pair(self, text_a, text_b):
+        return self.texts_outputs(self._tokenizer.tokenize(text_a), self._tokenizer.tokenize(text_b))
+
+
+class ClassifierServing(TextServing):
+    """A `BertClassifier`: {probabilities [B, C], label [B] (the most probable label's name)},
+    or {scores [B, 1]} for regression (`label_list` None). With `doc_stride`, long texts are
+    cut into windows whose outputs are combined per text (`window_pooling`)."""
+
+    def __init__(self, model, vocab_file, do_lower_case, max_seq_length, label_list, doc_stride=None,
+                 window_pooling="mean"):
+        super().__init__(model, vocab_file, do_lower_case, max_seq_length)
+        self._regression = label_list is None
+        self.labels = tf.constant(label_list or ["score"])
+        self._doc_stride = doc_stride
+        self._window_pooling = window_pooling
+
+    def outputs(self, features):
+        logits = tf.cast(self._model(features, training=False), tf.float32)
+        return self._named(logits if self._regression else tf.nn.softmax(logits, axis=-1))
+
+    def _named(self, values):
+        if self._regression:
+            return {"scores": values}
+        return {"probabilities": values, "label": tf.gather(self.labels, tf.argmax(values, axis=-1))}
+
+    def texts_outputs(self, ids_a, ids_b):
+        """Without `doc_stride`, the original truncation; with it, the outputs of every window
+        of text_a (with text_b, cut to half the room when the pair does not fit), combined per
+        text as `classifier_task.combine_windows` combines them."""
+        if not self._doc_stride:
+            return super().texts_outputs(ids_a, ids_b)
+        room = self._max_seq_length - 2 if ids_b is None else self._max_seq_length - 3
+        if ids_b is not None:
+            too_long = ids_a.row_lengths() + ids_b.row_lengths() > room
+            keep_b = tf.where(too_long, tf.minimum(ids_b.row_lengths(), tf.maximum(
+                tf.constant(room // 2, tf.int64), room - ids_a.row_lengths())), ids_b.row_lengths())
+            ids_b = _keep_first(ids_b, keep_b)
+            room_a = room - ids_b.row_lengths()
+        else:
+            room_a = tf.fill([ids_a.nrows()], tf.constant(room, tf.int64))
+        windows, document = _windows_of(ids_a, room_a, tf.constant(self._doc_stride, tf.int64))
+        pair = None if ids_b is None else tf.gather(ids_b, document)
+        values = self.outputs(pack_inputs(windows, pair, self._max_seq_length, self._cls, self._sep))
+        values = values["scores"] if self._regression else values["probabilities"]
+        counts = tf.math.bincount(tf.cast(document, tf.int32), minlength=tf.cast(ids_a.nrows(), tf.int32))
+        pooled_in = values if self._regression else tf.math.log(tf.maximum(values, 1e-30))
+        pool = tf.math.segment_max if self._window_pooling == "max" else tf.math.segment_mean
+        pooled = pool(pooled_in, document)
+        if not self._regression:
+            pooled = tf.nn.softmax(pooled, axis=-1)
+        # A text of one window keeps that window's output unchanged.
+        first = tf.gather(values, tf.math.segment_min(tf.range(tf.shape(document)[0], dtype=tf.int64), document))
+        return self._named(tf.where(tf.expand_dims(counts == 1, 1), first, pooled))
+
+
+def _windows_of(ids, room, stride):
+    """Ragged ids [B, (n)] and each text's room [B] -> (windows [W, (<= room)], the text of
+    each window [W]): the windows of `sequences.window_starts` (one per text that fits), in
+    text order."""
+    lengths = ids.row_lengths()
+    stride = tf.minimum(room, stride)  # (as window_starts: never past a window's end)
+    counts = 1 + tf.maximum(lengths - room + stride - 1, 0) // stride
+    document = tf.repeat(tf.range(ids.nrows()), counts)
+    starts = tf.ragged.range(counts).flat_values * tf.gather(stride, document)
+    ends = tf.minimum(starts + tf.gather(room, document), tf.gather(lengths, document))
+    offsets = tf.gather(ids.row_starts(), document)
+    positions = tf.ragged.range(offsets + starts, offsets + ends)
+    return tf.gather(ids.flat_values, positions), document
+
+
+class EncoderServing(TextServing):
+    """A `BertModel`: {sequence_output [B, S, H], pooled_output [B, H], input_mask [B, S]}."""
+
+    def outputs(self, features):
+        out = self._model(features, training=False)
+        return {"sequence_output": tf.cast(out["sequence_output"], tf.float32),
+                "pooled_output": tf.cast(out["pooled_output"], tf.float32),
+                "input_mask": features["input_mask"]}
+
+
+def _save(module, export_dir, names):
+    """Writes EXPORT_DIR/<version> (seconds since the epoch) atomically; returns its path."""
+    version = str(int(time.time()))
+    path = os.path.join(export_dir, version)
+    tmp = os.path.join(export_dir, f".tmp-{version}-{os.getpid()}")
+    storage.makedirs(export_dir)
+    single, pair = names
+    try:
+        tf.saved_model.save(module, tmp, signatures={"serving_default": module.serve, single: module.serve,
+                                                     pair: module.serve_pair})
+    except BaseException:
+        storage.rmtree(tmp)
+        raise
+    storage.rmtree(path)
+    storage.move_tree(tmp, path, last=("saved_model.pb",))
+    return path
+
+
+def export_classifier(model: keras.Model, vocab_file: str, do_lower_case: bool, max_seq_length: int,
+                      label_list: list[str] | None, export_dir: str, doc_stride: int | None = None,
+                      window_pooling: str = "mean") -> str:
+    """Signatures `serving_default`/`classify` (text_a) and `classify_pair` (text_a, text_b)."""
+    module = ClassifierServing(model, vocab_file, do_lower_case, max_seq_length, label_list, doc_stride,
+                               window_pooling)
+    return _save(module, export_dir, ("classify", "classify_pair"))
+
+
+def export_encoder(model: keras.Model, vocab_file: str, do_lower_case: bool, max_seq_length: int,
+                   export_dir: str) -> str:
+    """Signatures `serving_default`/`encode` (text_a) and `encode_pair` (text_a, text_b)."""
+    module = EncoderServing(model, vocab_file, do_lower_case, max_seq_length)
+    return _save(module, export_dir, ("encode", "encode_pair"))

@@ -1,0 +1,164 @@
+"""SQuAD as a task for the training driver: the span loss, the original's training set-up
+(examples shuffled with `random.Random(12345)`, steps counted from examples), and predictions
+written as the original's predictions.json / nbest_predictions.json / null_odds.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from typing import TYPE_CHECKING
+
+import numpy as np
+import tensorflow as tf
+
+from bert_realformer import storage
+from bert_realformer.tasks.feature_cache import cached_records, digest, file_digest
+from bert_realformer.tasks.squad import RawResult, compute_predictions, convert_examples_to_features, iter_features
+from bert_realformer.tfrecords import encode_example, int64_feature
+from bert_realformer.training.driver import TrainingTask
+from bert_realformer.training.padding import pad_to, trim_to_longest
+from bert_realformer.training.per_example import example_totals, loss_share, num_train_steps, training_batches
+
+PADDING_LOGIT = -10000.0  # start/end logits past a batch's longest window (dynamic padding)
+
+if TYPE_CHECKING:  # annotations only
+    from bert_realformer.tasks.squad import SquadExample
+    from bert_realformer.training.driver import Driver
+    from tokenization import FullTokenizer
+
+EXAMPLE_SHUFFLE_SEED = 12345  # the original pre-shuffles the training examples with this seed
+
+
+def span_loss_fn(model, features, step, totals):
+    """This replica's share of the batch's mean of (start NLL + end NLL) / 2."""
+    start_logits, end_logits = model(features, training=True)
+
+    def nll(logits, positions):
+        return -tf.gather(tf.nn.log_softmax(logits, -1), positions, batch_dims=1)
+
+    per_example = (nll(start_logits, features["start_positions"])
+                   + nll(end_logits, features["end_positions"])) / 2.0
+    return loss_share(tf.reduce_sum(per_example), totals["examples"])
+
+
+def feature_arrays(features, is_training):
+    """InputFeatures -> {name: int32 array [N, ...]} (with the answer positions for training)."""
+    out = {"input_ids": np.array([f.input_ids for f in features], "int32"),
+           "input_mask": np.array([f.input_mask for f in features], "int32"),
+           "segment_ids": np.array([f.segment_ids for f in features], "int32")}
+    if is_training:
+        out["start_positions"] = np.array([f.start_position for f in features], "int32")
+        out["end_positions"] = np.array([f.end_position for f in features], "int32")
+    return out
+
+
+def shuffled_training_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length):
+    """The training windows of the examples taken in the order `random.Random(12345)`
+    shuffles them, as the original pre-shuffles its training examples (a generator)."""
+    examples = list(examples)
+    random.Random(EXAMPLE_SHUFFLE_SEED).shuffle(examples)
+    return iter_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length, True)
+
+
+TRAINING_SPEC = ("input_ids", "input_mask", "segment_ids", "start_positions", "end_positions")
+
+
+def write_training_features(examples: list[SquadExample], tokenizer: FullTokenizer, max_seq_length: int,
+                            doc_stride: int, max_query_length: int, path: str) -> tuple[bool, int]:
+    """Streams the training windows (`shuffled_training_features`) to TFRecord `path`, one at a
+    time, as the original writes train.tf_record; re-uses the file while the examples, vocabulary,
+    casing and window flags are the same. Returns (re-used, number of features)."""
+    key = {"examples": digest([e.qas_id, e.question_text, e.doc_tokens, e.orig_answer_text, e.start_position,
+                               e.end_position, e.is_impossible] for e in examples),
+           "vocab": file_digest(tokenizer.vocab_file), "do_lower_case": tokenizer.do_lower_case,
+           "windows": [max_seq_length, doc_stride, max_query_length], "shuffle_seed": EXAMPLE_SHUFFLE_SEED}
+
+    def records():
+        for f in shuffled_training_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length):
+            yield encode_example({"input_ids": int64_feature(f.input_ids), "input_mask": int64_feature(f.input_mask),
+                                  "segment_ids": int64_feature(f.segment_ids),
+                                  "start_positions": int64_feature([f.start_position]),
+                                  "end_positions": int64_feature([f.end_position])})
+
+    return cached_records(path, key, records)
+
+
+def training_dataset(path: str, max_seq_length: int, batch_size: int, seed: int,
+                     start_batch: int = 0, num_features: int | None = None,
+                     shuffle_buffer_size: int = 0) -> tf.data.Dataset:
+    """The training input: the `num_features` records in a new order every epoch (or the
+    original's shuffle buffer, `shuffle_buffer_size`), repeated, batched without remainder; from
+    batch `start_batch` of the seed's sequence on. int32 features."""
+    lengths = {"input_ids": max_seq_length, "input_mask": max_seq_length, "segment_ids": max_seq_length,
+               "start_positions": 1, "end_positions": 1}
+    spec = {name: tf.io.FixedLenFeature([lengths[name]], tf.int64) for name in TRAINING_SPEC}
+
+    def decode(records):
+        parsed = tf.io.parse_example(records, spec)
+        out = {k: tf.cast(v, tf.int32) for k, v in parsed.items()}
+        out["start_positions"] = out["start_positions"][:, 0]
+        out["end_positions"] = out["end_positions"][:, 0]
+        return out
+
+    data = training_batches(tf.data.TFRecordDataset(path), batch_size, seed, start_batch, num_features,
+                            shuffle_buffer_size)
+    return data.map(decode, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+
+def squad_training(examples: list[SquadExample], tokenizer: FullTokenizer, max_seq_length: int, doc_stride: int,
+                   max_query_length: int, batch_size: int, learning_rate: float, num_train_epochs: float,
+                   warmup_proportion: float, features_path: str, accumulation_steps: int = 1,
+                   seed: int = 12345, shuffle_buffer_size: int = 0) -> tuple[TrainingTask, int, bool]:
+    """(the `TrainingTask`, number of features, whether the cached features were re-used). As
+    the original: `int(examples / batch size * epochs)` steps, the examples shuffled with
+    `random.Random(12345)` before windowing; the features (streamed to `features_path`) in a new
+    order every epoch (`training_batches`)."""
+    reused, count = write_training_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length,
+                                            features_path)
+    steps = num_train_steps(len(examples), batch_size, num_train_epochs, accumulation_steps)
+    task = TrainingTask(loss_fn=span_loss_fn, totals_fn=example_totals,
+                        dataset_fn=lambda start: training_dataset(features_path, max_seq_length, batch_size,
+                                                                  seed, start, count, shuffle_buffer_size),
+                        batch_size=batch_size, learning_rate=learning_rate, num_train_steps=steps,
+                        num_warmup_steps=int(steps * warmup_proportion))
+    return task, count, reused
+
+
+def predict(driver: Driver, examples: list[SquadExample], tokenizer: FullTokenizer, max_seq_length: int,
+            doc_stride: int, max_query_length: int, batch_size: int, n_best_size: int, max_answer_length: int,
+            do_lower_case: bool, version_2_with_negative: bool = False,
+            null_score_diff_threshold: float = 0.0, dynamic_padding: bool = True) -> tuple[dict, dict, dict]:
+    """Runs the driver's model over the examples' windows; returns (predictions, nbest,
+    null odds) as `compute_predictions`. With `dynamic_padding` each batch is cut to its
+    longest window; the logits of the positions past it (padding, never an answer) are
+    `PADDING_LOGIT`."""
+    features = convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride,
+                                            max_query_length, False)
+
+    def logits(model, batch):
+        start, end = model(batch, training=False)
+        return {"start": pad_to(start, max_seq_length, PADDING_LOGIT),
+                "end": pad_to(end, max_seq_length, PADDING_LOGIT)}
+
+    dataset = tf.data.Dataset.from_tensor_slices(feature_arrays(features, False)).batch(batch_size)
+    if dynamic_padding:
+        dataset = dataset.map(trim_to_longest)
+    out = driver.predict(dataset, logits)
+    results = [RawResult(f.unique_id, np.asarray(s, np.float64).tolist(), np.asarray(e, np.float64).tolist())
+               for f, s, e in zip(features, out["start"], out["end"])]
+    return compute_predictions(examples, features, results, n_best_size, max_answer_length,
+                               do_lower_case, version_2_with_negative, null_score_diff_threshold)
+
+
+def write_predictions(output_dir, predictions, nbest, null_odds=None):
+    """predictions.json, nbest_predictions.json and (v2.0) null_odds.json, each written under a
+    temporary name and renamed."""
+    outputs = {"predictions.json": predictions, "nbest_predictions.json": nbest}
+    if null_odds is not None:
+        outputs["null_odds.json"] = null_odds
+    for name, value in outputs.items():
+        path = os.path.join(output_dir, name)
+        with storage.atomic_output(path) as f:
+            json.dump(value, f, indent=2, ensure_ascii=False)

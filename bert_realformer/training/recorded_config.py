@@ -1,0 +1,94 @@
+"""The model config a run directory was trained with, and what a later run makes of it.
+
+A training run writes the config it used (variant keys included) to `OUTPUT_DIR/bert_config.json`,
+beside its checkpoints, as the released checkpoints carry theirs. A later run on the directory
+(eval, predict, export, resume) whose config differs in a size stops (the weights would not
+fit); one that differs in the variant (`layer_norm_type`, `residual_attention`) runs, with a
+warning line (the same weights serve every variant). A run starting from another directory's
+or a release's checkpoint gets one line naming the variant change (`variant_change`).
+"""
+
+import logging
+import os
+
+import modeling
+from bert_realformer import storage
+from bert_realformer.errors import InputError
+from bert_realformer.training.checkpointing import run_directory
+
+FILE_NAME = "bert_config.json"
+SIZE_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+             "max_position_embeddings", "type_vocab_size")
+VARIANT_KEYS = ("layer_norm_type", "residual_attention")
+
+logger = logging.getLogger(__name__)
+
+
+def variant_name(config: modeling.BertConfig) -> str:
+    """'post-LN', 'pre-LN', 'post-LN RealFormer', 'pre-LN RealFormer (running mean)', ..."""
+    name = f"{config.layer_norm_type}-LN"
+    if config.residual_attention == "sum":
+        name += " RealFormer"
+    elif config.residual_attention == "mean":
+        name += " RealFormer (running mean)"
+    return name
+
+
+def read(directory: str) -> modeling.BertConfig | None:
+    """The config recorded in a run directory (or beside a release's checkpoint), or None."""
+    path = os.path.join(directory, FILE_NAME)
+    return modeling.BertConfig.from_json_file(path) if storage.isfile(path) else None
+
+
+def record(config: modeling.BertConfig, directory: str) -> None:
+    """Writes `config` to DIRECTORY/bert_config.json (atomically). A file there that already
+    says the same (the user's own config file, say) is left as it is."""
+    path = os.path.join(directory, FILE_NAME)
+    try:
+        recorded = read(directory)
+    except (InputError, modeling.ConfigError):
+        recorded = None  # not a config: replaced
+    if recorded is None or recorded.to_dict() != config.to_dict():
+        storage.write_atomic(path, config.to_json_string())
+
+
+def check_against_recorded(config: modeling.BertConfig, directory: str) -> str | None:
+    """Compares the run's config with the one recorded in `directory`: a size that differs is
+    an `InputError`; a variant that differs returns a warning line (None when they agree or
+    nothing is recorded)."""
+    recorded = read(directory)
+    if recorded is None:
+        return None
+    path = os.path.join(directory, FILE_NAME)
+    sizes = [f"{key} {getattr(config, key)} (recorded: {getattr(recorded, key)})"
+             for key in SIZE_KEYS if getattr(config, key) != getattr(recorded, key)]
+    if sizes:
+        raise InputError(f"--bert_config_file does not match the model trained in {directory}: "
+                         f"{', '.join(sizes)}; use its {path}")
+    if variant_name(config) != variant_name(recorded):
+        return (f"warning: {directory} was trained as {variant_name(recorded)} ({path}); this run uses "
+                f"{variant_name(config)} with the same weights")
+    return None
+
+
+def config_beside(prefix: str) -> modeling.BertConfig | None:
+    """The config recorded beside a checkpoint prefix: in its directory (a release, a run's
+    `model.ckpt-N`) or the run directory holding its `training_state/`; None if there is none."""
+    directory = run_directory(prefix)
+    try:
+        return read(directory)
+    except (InputError, modeling.ConfigError) as error:  # a stray unreadable file: no record
+        logger.warning("ignoring %s: %s", os.path.join(directory, FILE_NAME), error)
+        return None
+
+
+def variant_change(config: modeling.BertConfig, prefix: str) -> str | None:
+    """One line when the checkpoint at `prefix` was recorded as another variant than `config`
+    (continued pretraining of a post-LN release as RealFormer, say), else None."""
+    recorded = config_beside(prefix)
+    if recorded is None or variant_name(recorded) == variant_name(config):
+        return None
+    line = f"variant: {variant_name(recorded)} checkpoint -> {variant_name(config)}"
+    if recorded.layer_norm_type != config.layer_norm_type:
+        line += " (LayerNorms the checkpoint lacks start fresh)"
+    return line

@@ -1,0 +1,274 @@
+"""The optimizer step on a tf.distribute strategy, and N of them in one `tf.function` call.
+
+One attempt takes `accumulation_steps` micro-batches from the (distributed) iterator,
+accumulates gradients of the step's loss over all of them (per replica, in local variables),
+all-reduces across replicas, clips to global norm 1.0 (the original's `clip_by_global_norm` of
+the global gradient), and applies the optimizer once. So N micro-batches of B give the update of
+one batch of N*B, under every strategy. With fp16, dynamic loss scaling: an attempt whose
+gradients are not finite changes no weight, slot or step counter and halves the scale (the
+run still makes its number of real steps); 2000 finite steps in a row double it.
+
+Divergence: an attempt whose loss or gradient norm is not finite (without loss scaling, or with
+the scale at its floor of 1) changes nothing and ends the loop of steps at once, with
+`diverged` set in its metrics; the driver stops the run there (no per-step host sync: the flag
+is carried in the loop).
+
+Randomness: each replica's micro-batch runs in `modeling.random_stream(step, stream)` with
+`stream = micro-batch index * replicas + replica id`, so replicas, machines and micro-batches
+draw their own dropout and PLD values, and the draws are a function of the step alone (a
+resumed run draws what the uninterrupted one drew). `input_position` counts the global
+micro-batches consumed, so that a resumed run can continue the input where it stopped.
+"""
+
+import functools
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import tensorflow as tf
+
+from bert_realformer.training.optimization import global_norm_scale, squared_norms
+from modeling.randomness import random_stream
+
+INITIAL_LOSS_SCALE = 2.0 ** 15
+LOSS_SCALE_GROWTH_INTERVAL = 2000
+
+class LossFn(Protocol):
+    """This replica's and micro-batch's share of the step's loss, and metrics as shares too
+    (the shares add up to the step's values; see `pretraining.losses`), from a forward pass in
+    training mode. `step` is the optimizer step (for PLD); `totals` the step-wide sums of the
+    `TotalsFn`."""
+
+    def __call__(self, model, features: dict, step, totals: dict) -> tuple[Any, dict]: ...
+
+
+class TotalsFn(Protocol):
+    """{name: scalar} of one micro-batch's features, summed over every replica and
+    micro-batch of a step before the loss is computed (e.g. the MLM weight sum)."""
+
+    def __call__(self, features: dict) -> dict: ...
+
+
+def global_batch_slices(dataset, global_batch_size, context):
+    """For `strategy.distribute_datasets_from_function`: every input pipeline (worker) reads
+    the same sequence of global batches and keeps its own slice, cut into per-replica batches.
+    So each step trains on the same examples under any strategy and number of machines (the
+    pipelines must read deterministically: same files, same seed)."""
+    pipelines, index = context.num_input_pipelines, context.input_pipeline_id
+    if global_batch_size % context.num_replicas_in_sync:
+        raise ValueError(f"batch size {global_batch_size} is not divisible by "
+                         f"{context.num_replicas_in_sync} replicas")
+    per_pipeline = global_batch_size // pipelines
+    if pipelines > 1:
+        dataset = dataset.map(lambda batch: {k: v[index * per_pipeline:(index + 1) * per_pipeline]
+                                             for k, v in batch.items()})
+    per_replica = context.get_per_replica_batch_size(global_batch_size)
+    if per_replica != per_pipeline:
+        dataset = dataset.rebatch(per_replica)
+    return dataset
+
+
+def replica_stream(micro_index=0):
+    """In a replica context: the random stream of this replica's `micro_index`-th micro-batch,
+    `micro_index * replicas + replica id` (global over machines). The pieces of a global batch
+    are numbered in batch order either way, so one device accumulating N micro-batches and N
+    replicas draw the same per-example values."""
+    context = tf.distribute.get_replica_context()
+    replica = tf.cast(context.replica_id_in_sync_group, tf.int64)
+    return micro_index * context.num_replicas_in_sync + replica
+
+
+class TrainLoop:
+    """Args:
+      strategy: the tf.distribute strategy the model was built under.
+      model: a Keras model (built).
+      optimizer: an `AdamWeightDecay`/`Lamb` from `training.optimization`.
+      loss_fn: `loss_fn(model, features, step, totals) -> (loss, {name: scalar})` (`LossFn`).
+      totals_fn: `totals_fn(features) -> {name: scalar}` (`TotalsFn`).
+      metric_names: the keys of `loss_fn`'s metrics.
+      accumulation_steps: micro-batches per optimizer step.
+      loss_scaling: dynamic loss scaling (fp16).
+      use_xla: compile the replica's forward and backward pass with XLA.
+    """
+
+    def __init__(self, strategy: tf.distribute.Strategy, model, optimizer, loss_fn: LossFn,
+                 totals_fn: TotalsFn, metric_names: Sequence[str] = ("loss",),
+                 accumulation_steps: int = 1, loss_scaling: bool = False, use_xla: bool = False,
+                 clip_norm: float = 1.0):
+        self.strategy = strategy
+        self.model = model
+        self.optimizer = optimizer
+        self.loss_fn = loss_fn
+        self.totals_fn = totals_fn
+        self.metric_names = tuple(metric_names)
+        self.accumulation_steps = accumulation_steps
+        self.loss_scaling = loss_scaling
+        self.clip_norm = clip_norm
+        self._variables = [v.value for v in model.trainable_variables]
+        with strategy.scope():
+            optimizer.build(model.trainable_variables)
+            self._accumulators = [
+                tf.Variable(tf.zeros_like(v), trainable=False,
+                            synchronization=tf.VariableSynchronization.ON_READ,
+                            aggregation=tf.VariableAggregation.SUM, name="accumulated_gradient")
+                for v in self._variables] if accumulation_steps > 1 else []
+            first_replica = tf.VariableAggregation.ONLY_FIRST_REPLICA
+            self.loss_scale = tf.Variable(INITIAL_LOSS_SCALE if loss_scaling else 1.0,
+                                          trainable=False, dtype=tf.float32, name="loss_scale",
+                                          aggregation=first_replica)
+            self.good_steps = tf.Variable(0, trainable=False, dtype=tf.int64, name="good_steps",
+                                          aggregation=first_replica)
+            self.input_position = tf.Variable(0, trainable=False, dtype=tf.int64,
+                                               name="input_position", aggregation=first_replica)
+        self._compute = tf.function(self._gradients, jit_compile=True) if use_xla else self._gradients
+        self._run_steps = None
+
+    def state(self):
+        """The loop's variables a training state must hold besides model and optimizer."""
+        return {"loss_scale": self.loss_scale, "good_steps": self.good_steps,
+                "input_position": self.input_position}
+
+    # ------------------------------------------------------------------ replica functions
+    def _totals(self, *micro_batches):
+        """Sums of `totals_fn` over these micro-batches and all replicas."""
+        totals = None
+        for features in micro_batches:
+            part = self.totals_fn(features)
+            totals = part if totals is None else {k: totals[k] + part[k] for k in totals}
+        context = tf.distribute.get_replica_context()
+        return {k: context.all_reduce(tf.distribute.ReduceOp.SUM, v) for k, v in totals.items()}
+
+    def _gradients(self, features, totals, stream):
+        """(gradients, None where a variable got none; this share's metrics)."""
+        step = self.optimizer.iterations
+        with random_stream(step, stream), tf.GradientTape() as tape:
+            loss, metrics = self.loss_fn(self.model, features, step, totals)
+            scaled = tf.cast(loss, tf.float32)
+            if self.loss_scaling:
+                scaled = scaled * self.loss_scale
+        grads = tape.gradient(scaled, self._variables)
+        metrics = {name: tf.cast(metrics[name], tf.float32) for name in self.metric_names}
+        return [None if g is None else tf.convert_to_tensor(g) for g in grads], metrics
+
+    def _accumulate(self, features, totals, micro_index):
+        grads, metrics = self._compute(features, totals, replica_stream(micro_index))
+        for accumulator, g in zip(self._accumulators, grads):
+            if g is not None:
+                accumulator.assign_add(g)
+        return metrics
+
+    def _apply(self, grads):
+        """All-reduce, unscale, clip, apply (replica context). Returns the global norm. A
+        gradient that is not finite changes nothing (no weight, slot or step counter)."""
+        context = tf.distribute.get_replica_context()
+        if context.num_replicas_in_sync > 1:  # (one replica: a copy of every gradient saved)
+            present = [i for i, g in enumerate(grads) if g is not None]
+            reduced = context.all_reduce(tf.distribute.ReduceOp.SUM, [grads[i] for i in present])
+            grads = list(grads)
+            for i, g in zip(present, reduced):
+                grads[i] = g
+        squares = squared_norms(grads)
+        if self.loss_scaling:  # the squares of the scaled gradients are finite iff they are
+            squares = [None if s is None else s / tf.square(self.loss_scale) for s in squares]
+            finite = tf.reduce_all([tf.math.is_finite(s) for s in squares if s is not None])
+        scale, norm = global_norm_scale(squares, self.clip_norm)
+        if self.loss_scaling:
+            scale = scale / self.loss_scale
+        else:
+            finite = tf.math.is_finite(norm)
+        # An all-zero gradient (a layer Progressive Layer Dropping skipped) updates nothing.
+        has_gradient = [None if s is None else s > 0 for s in squares]
+        self.optimizer.apply(grads, self._variables, scale=scale, has_gradient=has_gradient, apply_mask=finite)
+        if self.loss_scaling:
+            self._update_loss_scale(finite)
+        return norm
+
+    def _update_loss_scale(self, finite):
+        grow = tf.logical_and(finite, self.good_steps + 1 >= LOSS_SCALE_GROWTH_INTERVAL)
+        new_scale = tf.where(finite, tf.where(grow, self.loss_scale * 2.0, self.loss_scale),
+                             tf.maximum(self.loss_scale / 2.0, 1.0))
+        self.loss_scale.assign(new_scale)
+        self.good_steps.assign(tf.where(finite, tf.where(grow, tf.zeros_like(self.good_steps),
+                                                          self.good_steps + 1),
+                                        tf.zeros_like(self.good_steps)))
+
+    def _single_step(self, features):
+        grads, metrics = self._compute(features, self._totals(features), replica_stream(0))
+        return metrics, self._apply(grads)
+
+    def _apply_accumulated(self):
+        norm = self._apply([a.read_value() for a in self._accumulators])
+        for accumulator in self._accumulators:
+            accumulator.assign(tf.zeros_like(accumulator))
+        return norm
+
+    # ------------------------------------------------------------------ the steps
+    def _reduce_metrics(self, per_replica):
+        return {name: self.strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None)
+                for name, value in per_replica.items()}
+
+    def _attempt(self, iterator):
+        """One optimizer step (or, with fp16, an attempt that an overflow may skip)."""
+        return self.attempt_on([next(iterator) for _ in range(self.accumulation_steps)])
+
+    def attempt_on(self, micro_batches):
+        """`_attempt` on `accumulation_steps` (distributed) micro-batches already read: the
+        device-side part of a step, which holds no host-only op and compiles with XLA whole
+        (what a TPU needs; `tests/test_trainer.py` compiles it with `jit_compile=True`)."""
+        strategy = self.strategy
+        scale_before = tf.identity(self.loss_scale)
+        if self.accumulation_steps == 1:
+            metrics, norm = strategy.run(self._single_step, args=(micro_batches[0],))
+            metrics = self._reduce_metrics(metrics)
+        else:
+            totals = strategy.run(self._totals, args=tuple(micro_batches))
+            metrics = None
+            for index, features in enumerate(micro_batches):  # unrolled: N is small
+                accumulate = functools.partial(self._accumulate, micro_index=index)
+                part = self._reduce_metrics(strategy.run(accumulate, args=(features, totals)))
+                metrics = part if metrics is None else {k: metrics[k] + part[k] for k in metrics}
+            norm = strategy.run(self._apply_accumulated)
+        self.input_position.assign_add(self.accumulation_steps)
+        metrics["gradient_norm"] = strategy.reduce(tf.distribute.ReduceOp.MEAN, norm, axis=None)
+        metrics["diverged"] = self._diverged(metrics, scale_before)
+        metrics["loss_scale"] = tf.identity(self.loss_scale)
+        return metrics
+
+    def _diverged(self, metrics, loss_scale):
+        """Whether this attempt's loss or gradient norm is not finite in a way training cannot
+        recover from: always without loss scaling; with it, only once the scale (`loss_scale`,
+        before the attempt) is at its floor of 1 (above it, the attempt is a skipped step)."""
+        finite = tf.math.is_finite(metrics["gradient_norm"])
+        if "loss" in metrics:
+            finite = tf.logical_and(finite, tf.math.is_finite(metrics["loss"]))
+        if self.loss_scaling:
+            return tf.logical_and(tf.logical_not(finite), loss_scale <= 1.0)
+        return tf.logical_not(finite)
+
+    def _build_run_steps(self):
+        names = (*self.metric_names, "gradient_norm", "loss_scale")
+
+        @tf.function
+        def run_steps(iterator, attempts):
+            metrics = {name: tf.zeros((), tf.float32) for name in names}
+            metrics["diverged"] = tf.constant(False)
+            for _ in tf.range(attempts):
+                metrics = self._attempt(iterator)
+                if metrics["diverged"]:
+                    break
+            return metrics
+
+        return run_steps
+
+    def run_steps(self, iterator, attempts):
+        """`attempts` optimizer steps in one `tf.function` call, with no host round trip
+        between them (the original's `iterations_per_loop`). Returns {name: scalar tensor}:
+        the loss metrics of the last step's whole batch, `gradient_norm`, `loss_scale`, and
+        `diverged`: True when the loop stopped early at an attempt whose loss or gradient is
+        not finite (see `_diverged`); that attempt changed no weight and no step counter."""
+        if self._run_steps is None:
+            self._run_steps = self._build_run_steps()
+        return self._run_steps(iterator, tf.constant(attempts, tf.int64))
+
+    def train_step(self, iterator):
+        """One optimizer step (see `run_steps`)."""
+        return self.run_steps(iterator, 1)
