@@ -1,7 +1,8 @@
 # `make test`: create .venv/ if missing, install the pinned dependencies, lint, run the whole
 # test suite (Python 3.11). `make test-fast`: the same without the end-to-end tests (the inner
 # loop). `make test-versions`: the package installed and the fast tier run on Python 3.12 and
-# 3.13, each in a fresh virtual environment (.venv-3.12/, .venv-3.13/).
+# 3.13, each in a fresh virtual environment (.venv-3.12/, .venv-3.13/). `make test-wheel`: the
+# wheel installed in a fresh environment and its commands run outside the checkout.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -14,7 +15,7 @@ PYTHON_3_13 ?= env PYENV_VERSION=3.13.0 python3.13
 TEST_WORKERS ?= 2
 PYTEST_ARGS := -q -n $(TEST_WORKERS) --dist loadfile
 
-.PHONY: test test-fast test-versions fresh-fast-tier lint demo study venv clean bench-peers
+.PHONY: test test-fast test-versions test-wheel fresh-fast-tier lint demo study venv clean bench-peers
 
 venv: $(STAMP)
 
@@ -46,6 +47,16 @@ test-fast: lint
 test-versions:
 	$(MAKE) fresh-fast-tier VERSION=3.12 INTERPRETER="$(PYTHON_3_12)"
 	$(MAKE) fresh-fast-tier VERSION=3.13 INTERPRETER="$(PYTHON_3_13)"
+
+# The project as a user installs it: a wheel built and installed (not editable) in a fresh
+# environment, then its commands run from a directory outside the checkout.
+test-wheel:
+	rm -rf .venv-wheel .wheel
+	$(PYTHON) -m venv .venv-wheel
+	.venv-wheel/bin/python -m pip install --quiet --upgrade pip
+	.venv-wheel/bin/python -m pip wheel --quiet --no-deps --wheel-dir .wheel .
+	.venv-wheel/bin/python -m pip install --quiet .wheel/*.whl
+	.venv-wheel/bin/python tests/installed_journey.py tests/data
 
 fresh-fast-tier:
 	rm -rf .venv-$(VERSION)

@@ -139,7 +139,10 @@ def script_entry(main, usage: str | None):
     as what `--help` prints first, whatever module started it (the repository's wrapper, an
     installed console command, `python -m`)."""
     def entry() -> None:
+        from absl import flags
         sys.modules["__main__"].__doc__ = usage
+        for flag in flags.FLAGS.get_key_flags_for_module(main.__module__):  # (--help lists the main module's)
+            flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
         run(main)
     return entry
 
