@@ -8,8 +8,8 @@
         entry()
 
 A flag that does not parse is such a mistake too. An exception class with
-`is_user_error = True` (`bert_realformer.errors.InputError`, `modeling.ConfigError`,
-`modeling.CheckpointError`, `bert_realformer.errors.Stopped` and `.Diverged`) is such an
+`is_user_error = True` (`bert_realformer.errors.InputError` and its subclasses, e.g.
+`modeling.ConfigError`; `bert_realformer.errors.Stopped` and `.Diverged`) is such an
 ending: `run` prints `error: <message>` and exits 2 (or the error's `exit_code`). Whatever way the
 script ends, the output directories its run claimed are released (`bert_realformer.run_claim`).
 `run` also quiets TensorFlow's start-up log (unless the user set `TF_CPP_MIN_LOG_LEVEL`) before

@@ -19,6 +19,7 @@ import keras
 import numpy as np
 
 from bert_realformer import storage
+from bert_realformer.errors import InputError
 from modeling.bert import BertModel
 from modeling.models import BertClassifier, BertMultipleChoice, BertPretrainer, BertSpanLabeler, BertTokenClassifier
 
@@ -27,9 +28,8 @@ _IGNORED_SUFFIXES = ("/adam_m", "/adam_v", "/lamb_m", "/lamb_v")
 _IGNORED_NAMES = ("global_step", "_CHECKPOINTABLE_OBJECT_GRAPH")
 
 
-class CheckpointError(ValueError):
+class CheckpointError(InputError):
     """A checkpoint is missing, unreadable, or does not fit the model (one-line message)."""
-    is_user_error = True  # the command-line scripts print it as one line
 
 
 @dataclasses.dataclass

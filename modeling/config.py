@@ -46,9 +46,8 @@ _POSITIVE_INTS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attenti
 _PROBABILITIES = ("hidden_dropout_prob", "attention_probs_dropout_prob")
 
 
-class ConfigError(ValueError):
+class ConfigError(InputError):
     """A config value is missing, of the wrong type, or out of range (one-line message)."""
-    is_user_error = True  # the command-line scripts print it as one line
 
 
 class BertConfig:

@@ -148,11 +148,8 @@ def write_target(config, values, vocab, labels=None):
         config.to_json_file(os.path.join(out, "bert_config.json"))
         written = ["bert_model.ckpt.index", "bert_model.ckpt.data-00000-of-00001", "bert_config.json"]
     elif kind == "hf":
-        try:
-            architecture, left_out = modeling.huggingface.write_hf_dir(out, config, values, vocab, FLAGS.force,
-                                                                       labels, FLAGS.do_lower_case)
-        except modeling.ConfigError as error:
-            raise InputError(str(error)) from None
+        architecture, left_out = modeling.huggingface.write_hf_dir(out, config, values, vocab, FLAGS.force,
+                                                                   labels, FLAGS.do_lower_case)
         if left_out:
             print(f"not converted (no place in {architecture}): {', '.join(left_out)}", file=sys.stderr)
         written = [f"config.json ({architecture})", "model.safetensors"]
@@ -162,11 +159,8 @@ def write_target(config, values, vocab, labels=None):
         from modeling import kerashub
         if vocab is None:
             raise InputError("--to=kerashub needs --vocab_file (no vocab.txt beside --input)")
-        try:
-            preset, left_out = kerashub.write_preset(out, config, values, vocab, FLAGS.do_lower_case,
-                                                     FLAGS.max_seq_length, FLAGS.force)
-        except modeling.ConfigError as error:
-            raise InputError(str(error)) from None
+        preset, left_out = kerashub.write_preset(out, config, values, vocab, FLAGS.do_lower_case,
+                                                 FLAGS.max_seq_length, FLAGS.force)
         if left_out:
             print(f"not converted (no place in {preset}): {', '.join(left_out)}", file=sys.stderr)
         written = [f"a KerasHub {preset} preset"]

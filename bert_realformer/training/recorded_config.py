@@ -46,7 +46,7 @@ def record(config: modeling.BertConfig, directory: str) -> None:
     path = os.path.join(directory, FILE_NAME)
     try:
         recorded = read(directory)
-    except (InputError, modeling.ConfigError):
+    except InputError:  # (modeling.ConfigError too)
         recorded = None  # not a config: replaced
     if recorded is None or recorded.to_dict() != config.to_dict():
         storage.write_atomic(path, config.to_json_string())
@@ -77,7 +77,7 @@ def config_beside(prefix: str) -> modeling.BertConfig | None:
     directory = run_directory(prefix)
     try:
         return read(directory)
-    except (InputError, modeling.ConfigError) as error:  # a stray unreadable file: no record
+    except InputError as error:  # a stray unreadable file: no record
         logger.warning("ignoring %s: %s", os.path.join(directory, FILE_NAME), error)
         return None
 
