@@ -39,6 +39,7 @@ def prepare(work, config_name, texts):
     from model_step import CONFIGS
 
     import modeling
+    from bert_realformer import checkpoints
     model_dir, hf_dir = os.path.join(work, "model"), os.path.join(work, "hf")
     if os.path.exists(os.path.join(hf_dir, "config.json")):
         return model_dir, hf_dir
@@ -48,7 +49,7 @@ def prepare(work, config_name, texts):
     keras.utils.set_random_seed(0)
     model = modeling.BertClassifier(config, len(LABELS))
     model.build()
-    modeling.save_tf1_checkpoint(model, os.path.join(model_dir, "bert_model.ckpt"))
+    checkpoints.save_tf1_checkpoint(model, os.path.join(model_dir, "bert_model.ckpt"))
     config.to_json_file(os.path.join(model_dir, "bert_config.json"))
     with open(VOCAB_ZH, "rb") as src, open(os.path.join(model_dir, "vocab.txt"), "wb") as dst:
         dst.write(src.read())

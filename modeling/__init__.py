@@ -1,19 +1,9 @@
 """BERT, Pre-LN and RealFormer in backend-agnostic Keras 3 (see README.md, "Public API")."""
 
-from modeling import crf, huggingface
+from modeling import crf
 from modeling.activations import gelu, gelu_exact, get_activation
 from modeling.attention import AttentionLayer, attention_layer
 from modeling.bert import BertEmbeddings, BertModel
-from modeling.checkpoints import (
-    CheckpointError,
-    LoadReport,
-    get_assignment_map_from_checkpoint,
-    load_tf1_checkpoint,
-    read_tf1_checkpoint,
-    save_tf1_checkpoint,
-    tf1_variable_map,
-    write_tf1_checkpoint,
-)
 from modeling.config import BertConfig, ConfigError
 from modeling.encoder import TransformerBlock, TransformerEncoder
 from modeling.heads import (
@@ -43,16 +33,16 @@ from modeling.models import (
     BertTokenClassifier,
     encoder_inputs,
     pretraining_losses,
+    tf1_variable_map,
 )
 from modeling.randomness import Dropout, random_stream
 
 __all__ = [
-    "crf", "huggingface",
+    "crf",
     "gelu", "gelu_exact", "get_activation",
     "AttentionLayer", "attention_layer",
     "BertEmbeddings", "BertModel",
-    "CheckpointError", "LoadReport", "load_tf1_checkpoint", "read_tf1_checkpoint", "save_tf1_checkpoint",
-    "tf1_variable_map", "write_tf1_checkpoint",
+    "tf1_variable_map",
     "BertConfig", "ConfigError",
     "TransformerBlock", "TransformerEncoder",
     "ChoiceHead", "ClassifierHead", "MaskedLMHead", "NextSentenceHead", "SpanHead", "TokenClassifierHead",

@@ -16,7 +16,7 @@ from keras import ops
 
 from modeling.config import BertConfig
 from modeling.encoder import TransformerEncoder
-from modeling.layers import LayerNorm, assert_rank, create_initializer, dense
+from modeling.layers import LayerNorm, assert_rank, create_initializer, dense, dense_names, layer_norm_names
 from modeling.randomness import Dropout
 
 
@@ -81,6 +81,32 @@ class BertModel(keras.Model):
         self.encoder.build(hidden)
         self.pooler.build((None, self.config.hidden_size))
         self.built = True
+
+    def tf1_names(self) -> list[tuple[str, keras.Variable]]:
+        """[(TF1 name, variable)] in data-flow order: the original's names (`bert/...`), with
+        Pre-LN's norms where its blocks have them (`attention/LayerNorm`,
+        `intermediate/LayerNorm`, `bert/encoder/LayerNorm`)."""
+        emb = self.embeddings
+        names = [("bert/embeddings/word_embeddings", emb.word_embeddings),
+                 ("bert/embeddings/token_type_embeddings", emb.token_type_embeddings),
+                 ("bert/embeddings/position_embeddings", emb.position_embeddings),
+                 *layer_norm_names("bert/embeddings/LayerNorm", emb.layer_norm)]
+        pre_ln = self.config.layer_norm_type == "pre"
+        for i, block in enumerate(self.encoder.blocks):
+            p = f"bert/encoder/layer_{i}"
+            attention_ln = f"{p}/attention/LayerNorm" if pre_ln else f"{p}/attention/output/LayerNorm"
+            output_ln = f"{p}/intermediate/LayerNorm" if pre_ln else f"{p}/output/LayerNorm"
+            names += [*dense_names(f"{p}/attention/self/query", block.attention.query),
+                      *dense_names(f"{p}/attention/self/key", block.attention.key),
+                      *dense_names(f"{p}/attention/self/value", block.attention.value),
+                      *dense_names(f"{p}/attention/output/dense", block.attention_output),
+                      *layer_norm_names(attention_ln, block.attention_layer_norm),
+                      *dense_names(f"{p}/intermediate/dense", block.intermediate),
+                      *dense_names(f"{p}/output/dense", block.output_dense),
+                      *layer_norm_names(output_ln, block.output_layer_norm)]
+        if self.encoder.final_layer_norm is not None:
+            names += layer_norm_names("bert/encoder/LayerNorm", self.encoder.final_layer_norm)
+        return names + dense_names("bert/pooler/dense", self.pooler)
 
     def call(self, inputs, training: bool = False, output_attention_probs: bool = False,
              layer_keep_probs=None) -> dict:

@@ -85,3 +85,13 @@ def reshape_from_matrix(matrix, orig_shape_list: Sequence):
     if len(orig_shape_list) == 2:
         return matrix
     return ops.reshape(matrix, (*orig_shape_list[:-1], get_shape_list(matrix)[-1]))
+
+
+def dense_names(prefix: str, layer) -> list[tuple[str, keras.Variable]]:
+    """[(TF1 name, variable)] of a dense layer: `prefix/kernel`, `prefix/bias`."""
+    return [(f"{prefix}/kernel", layer.kernel), (f"{prefix}/bias", layer.bias)]
+
+
+def layer_norm_names(prefix: str, layer) -> list[tuple[str, keras.Variable]]:
+    """[(TF1 name, variable)] of a LayerNorm: `prefix/beta`, `prefix/gamma`."""
+    return [(f"{prefix}/beta", layer.beta), (f"{prefix}/gamma", layer.gamma)]

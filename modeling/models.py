@@ -18,6 +18,7 @@ from modeling.heads import (
     masked_lm_loss,
     next_sentence_loss,
 )
+from modeling.layers import dense_names, layer_norm_names
 
 
 def _as_config(config):
@@ -46,6 +47,18 @@ class BertPretrainer(keras.Model):
         if self.next_sentence is not None:
             self.next_sentence.build()
         self.built = True
+
+    def tf1_names(self) -> list[tuple[str, keras.Variable]]:
+        """The encoder's TF1 names (`BertModel.tf1_names`), then `cls/predictions/...` and,
+        with NSP, `cls/seq_relationship/...`."""
+        mlm, nsp = self.masked_lm, self.next_sentence
+        names = [*self.bert.tf1_names(), *dense_names("cls/predictions/transform/dense", mlm.transform),
+                 *layer_norm_names("cls/predictions/transform/LayerNorm", mlm.layer_norm),
+                 ("cls/predictions/output_bias", mlm.output_bias)]
+        if nsp is None:  # MLM only
+            return names
+        return names + [("cls/seq_relationship/output_weights", nsp.output_weights),
+                        ("cls/seq_relationship/output_bias", nsp.output_bias)]
 
     def call(self, features, training=False, layer_keep_probs=None):
         outputs = dict(self.bert(encoder_inputs(features), training=training,
@@ -91,6 +104,11 @@ class BertClassifier(keras.Model):
         self.classifier.build()
         self.built = True
 
+    def tf1_names(self) -> list[tuple[str, keras.Variable]]:
+        """The encoder's TF1 names, then the original classifier's `output_weights`/`output_bias`."""
+        return [*self.bert.tf1_names(), ("output_weights", self.classifier.output_weights),
+                ("output_bias", self.classifier.output_bias)]
+
     def call(self, features, training=False):
         pooled = self.bert(encoder_inputs(features), training=training)["pooled_output"]
         return self.classifier(pooled, training=training)
@@ -112,6 +130,11 @@ class BertSpanLabeler(keras.Model):
         self.bert.build()
         self.span.build()
         self.built = True
+
+    def tf1_names(self) -> list[tuple[str, keras.Variable]]:
+        """The encoder's TF1 names, then the original run_squad's `cls/squad/...`."""
+        return [*self.bert.tf1_names(), ("cls/squad/output_weights", self.span.output_weights),
+                ("cls/squad/output_bias", self.span.output_bias)]
 
     def call(self, features, training=False):
         sequence = self.bert(encoder_inputs(features), training=training)["sequence_output"]
@@ -144,6 +167,12 @@ class BertTokenClassifier(keras.Model):
         self.head.build()
         self.built = True
 
+    def tf1_names(self) -> list[tuple[str, keras.Variable]]:
+        """The encoder's TF1 names, then `cls/ner/...` (with the CRF's `cls/ner/transitions`)."""
+        names = [*self.bert.tf1_names(), ("cls/ner/output_weights", self.head.output_weights),
+                 ("cls/ner/output_bias", self.head.output_bias)]
+        return names + ([("cls/ner/transitions", self.head.transitions)] if self.crf else [])
+
     def call(self, features, training=False):
         sequence = self.bert(encoder_inputs(features), training=training)["sequence_output"]
         return self.head(sequence, features["word_positions"], training=training)
@@ -172,6 +201,11 @@ class BertMultipleChoice(keras.Model):
         self.head.build()
         self.built = True
 
+    def tf1_names(self) -> list[tuple[str, keras.Variable]]:
+        """The encoder's TF1 names, then `cls/multiple_choice/...`."""
+        return [*self.bert.tf1_names(), ("cls/multiple_choice/output_weights", self.head.output_weights),
+                ("cls/multiple_choice/output_bias", self.head.output_bias)]
+
     def call(self, features, training=False):
         shape = keras.ops.shape(features["input_ids"])
         flat = {k: keras.ops.reshape(v, (-1, shape[2])) for k, v in encoder_inputs(features).items()}
@@ -194,3 +228,13 @@ def encoder_inputs(features: dict) -> dict:
     if types is not None:
         inputs["token_type_ids"] = types
     return inputs
+
+
+def tf1_variable_map(model: keras.Model) -> dict[str, keras.Variable]:
+    """{TF1 name: variable} of a `BertModel` or a model with heads (built if needed): the names
+    each model class declares (`tf1_names`), under which checkpoints are read and written."""
+    if not model.built:
+        model.build()
+    if not hasattr(model, "tf1_names"):
+        raise TypeError(f"no TF1 name map for {type(model).__name__}")
+    return dict(model.tf1_names())

@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 import modeling
+from bert_realformer import checkpoints
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 POSTLN = os.path.join(DATA, "bert_postln_tiny")
@@ -25,7 +26,7 @@ def _io_inputs():
 
 
 def test_encoder_only_model_reports_heads_as_unexpected():
-    report = modeling.load_tf1_checkpoint(modeling.BertModel(_config()), CKPT)
+    report = checkpoints.load_tf1_checkpoint(modeling.BertModel(_config()), CKPT)
     assert len(report.loaded) == 55 and not report.missing
     assert sorted(report.unexpected) == sorted(
         ["cls/predictions/output_bias", "cls/predictions/transform/LayerNorm/beta",
@@ -36,7 +37,7 @@ def test_encoder_only_model_reports_heads_as_unexpected():
 
 def test_classifier_head_is_missing_and_stays_initialised():
     model = modeling.BertClassifier(_config(), num_labels=3)
-    report = modeling.load_tf1_checkpoint(model, CKPT)
+    report = checkpoints.load_tf1_checkpoint(model, CKPT)
     assert report.missing == ["output_weights", "output_bias"]
     assert "output_weights" in report.summary()
     np.testing.assert_array_equal(model.classifier.output_bias.numpy(), np.zeros(3))
@@ -50,8 +51,8 @@ def test_span_head_names():
 
 def test_shape_mismatch_names_variable_and_both_shapes():
     model = modeling.BertModel(_config(intermediate_size=40))
-    with pytest.raises(modeling.CheckpointError) as info:
-        modeling.load_tf1_checkpoint(model, CKPT)
+    with pytest.raises(checkpoints.CheckpointError) as info:
+        checkpoints.load_tf1_checkpoint(model, CKPT)
     message = str(info.value)
     assert "\n" not in message
     assert ("bert/encoder/layer_0/intermediate/dense/kernel has shape [32, 37] in the checkpoint but [32, 40] "
@@ -59,14 +60,14 @@ def test_shape_mismatch_names_variable_and_both_shapes():
 
 
 def test_missing_checkpoint_is_a_one_line_error(tmp_path):
-    with pytest.raises(modeling.CheckpointError, match=r"no TF1 checkpoint found"):
-        modeling.load_tf1_checkpoint(modeling.BertModel(_config()), str(tmp_path / "model.ckpt"))
-    with pytest.raises(modeling.CheckpointError, match=r"directory holds no checkpoint"):
-        modeling.load_tf1_checkpoint(modeling.BertModel(_config()), str(tmp_path))
+    with pytest.raises(checkpoints.CheckpointError, match=r"no TF1 checkpoint found"):
+        checkpoints.load_tf1_checkpoint(modeling.BertModel(_config()), str(tmp_path / "model.ckpt"))
+    with pytest.raises(checkpoints.CheckpointError, match=r"directory holds no checkpoint"):
+        checkpoints.load_tf1_checkpoint(modeling.BertModel(_config()), str(tmp_path))
 
 
 def test_optimizer_slots_and_global_step_are_ignored(tmp_path):
-    values = modeling.read_tf1_checkpoint(CKPT)
+    values = checkpoints.read_tf1_checkpoint(CKPT)
     names, tensors = [], []
     for name, value in values.items():
         names += [name, name + "/adam_m", name + "/adam_v"]
@@ -76,7 +77,7 @@ def test_optimizer_slots_and_global_step_are_ignored(tmp_path):
     prefix = str(tmp_path / "model.ckpt-1000")
     tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names),
                       tensors=tensors)
-    report = modeling.load_tf1_checkpoint(modeling.BertPretrainer(_config()), prefix)
+    report = checkpoints.load_tf1_checkpoint(modeling.BertPretrainer(_config()), prefix)
     assert len(report.loaded) == 62 and not report.missing and not report.unexpected
 
 
@@ -84,7 +85,7 @@ def test_optimizer_slots_and_global_step_are_ignored(tmp_path):
 def test_round_trip_and_original_style_restore(tmp_path, changes):
     model = modeling.BertPretrainer(_config(**changes))
     model.build()
-    prefix = modeling.save_tf1_checkpoint(model, str(tmp_path / "out" / "bert_model.ckpt"))
+    prefix = checkpoints.save_tf1_checkpoint(model, str(tmp_path / "out" / "bert_model.ckpt"))
     assert sorted(os.listdir(tmp_path / "out")) == [
         "bert_model.ckpt.data-00000-of-00001", "bert_model.ckpt.index", "checkpoint"]
     assert tf.train.latest_checkpoint(str(tmp_path / "out")).endswith("bert_model.ckpt")
@@ -107,7 +108,7 @@ def test_round_trip_and_original_style_restore(tmp_path, changes):
         np.testing.assert_array_equal(restored[name], value)
 
     fresh = modeling.BertPretrainer(_config(**changes))
-    report = modeling.load_tf1_checkpoint(fresh, str(tmp_path / "out"))
+    report = checkpoints.load_tf1_checkpoint(fresh, str(tmp_path / "out"))
     assert not report.missing and not report.unexpected
     a = model.bert(_io_inputs())["sequence_output"]
     b = fresh.bert(_io_inputs())["sequence_output"]
@@ -116,14 +117,14 @@ def test_round_trip_and_original_style_restore(tmp_path, changes):
 
 def test_fixture_names_survive_a_round_trip(tmp_path):
     model = modeling.BertPretrainer(_config())
-    modeling.load_tf1_checkpoint(model, CKPT)
-    prefix = modeling.save_tf1_checkpoint(model, str(tmp_path / "bert_model.ckpt"))
+    checkpoints.load_tf1_checkpoint(model, CKPT)
+    prefix = checkpoints.save_tf1_checkpoint(model, str(tmp_path / "bert_model.ckpt"))
     ours = sorted((n, s) for n, s in tf.train.list_variables(prefix))
     with open(os.path.join(POSTLN, "variables.txt")) as f:
         fixture = sorted((line.split("\t")[0], json.loads(line.split("\t")[1]))
                          for line in f.read().splitlines())
     assert ours == fixture
-    original = modeling.read_tf1_checkpoint(CKPT)
-    written = modeling.read_tf1_checkpoint(prefix)
+    original = checkpoints.read_tf1_checkpoint(CKPT)
+    written = checkpoints.read_tf1_checkpoint(prefix)
     for name in original:
         np.testing.assert_array_equal(written[name], original[name])

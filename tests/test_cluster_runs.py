@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from helpers.pretraining_runs import TINY, assert_same_run, command, free_ports, run, uninterrupted_run
 
-import modeling
+from bert_realformer import checkpoints
 
 pytestmark = pytest.mark.slow  # the scripts end to end, in subprocesses
 
@@ -165,8 +165,8 @@ def test_two_workers_save_at_the_same_step_when_one_gets_sigterm(tmp_path):
     outputs = [p.communicate(timeout=600)[1] for p in restarted]
     assert [p.returncode for p in restarted] == [0, 0], outputs[0][-3000:] + outputs[1][-3000:]
     assert f"resuming from {out}/training_state/ckpt-{steps[0]} at step {steps[0]}" in outputs[0]
-    a = modeling.read_tf1_checkpoint(str(whole_dir / "out" / "model.ckpt-30"))
-    b = modeling.read_tf1_checkpoint(str(out / "model.ckpt-30"))
+    a = checkpoints.read_tf1_checkpoint(str(whole_dir / "out" / "model.ckpt-30"))
+    b = checkpoints.read_tf1_checkpoint(str(out / "model.ckpt-30"))
     for name in a:
         np.testing.assert_allclose(b[name], a[name], atol=1e-5, err_msg=name)
 

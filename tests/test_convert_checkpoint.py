@@ -11,6 +11,7 @@ from helpers.conversions import convert
 from helpers.serving import serve
 
 import modeling
+from bert_realformer import checkpoints
 
 pytestmark = pytest.mark.slow  # the scripts end to end, in subprocesses
 
@@ -50,7 +51,7 @@ def test_real_minilm_matches_transformers_on_pytorch(tmp_path):
     config = modeling.BertConfig.from_json_file(str(tmp_path / "tf1" / "bert_config.json"))
     assert config.hidden_act == "gelu_exact" and config.num_hidden_layers == 6
     ours = modeling.BertModel(config)
-    report = modeling.load_tf1_checkpoint(ours, str(tmp_path / "tf1"))
+    report = checkpoints.load_tf1_checkpoint(ours, str(tmp_path / "tf1"))
     assert not report.missing
     batch = _batch(os.path.join(source, "vocab.txt"), SENTENCES)  # padded rows included
     out = ours(batch)
@@ -78,8 +79,8 @@ def test_tf1_hf_tf1_round_trip_with_heads_loads_in_transformers(tmp_path):
     assert hf_config["architectures"] == ["BertForPreTraining"] and hf_config["hidden_act"] == "gelu_new"
     back = convert("--from=hf", "--to=tf1", f"--input={tmp_path}/hf", f"--output={tmp_path}/tf1")
     assert back.returncode == 0, back.stderr[-2000:]
-    original = modeling.read_tf1_checkpoint(POSTLN)
-    again = modeling.read_tf1_checkpoint(str(tmp_path / "tf1"))
+    original = checkpoints.read_tf1_checkpoint(POSTLN)
+    again = checkpoints.read_tf1_checkpoint(str(tmp_path / "tf1"))
     assert original.keys() == again.keys()
     for name in original:
         np.testing.assert_array_equal(again[name], original[name])
@@ -115,7 +116,7 @@ def test_realformer_keeps_its_variant_through_ours_and_tf1(tmp_path):
     config = modeling.BertConfig.from_json_file(str(tmp_path / "tf1" / "bert_config.json"))
     assert config.residual_attention == "sum"
     model = modeling.BertModel(config)
-    modeling.load_tf1_checkpoint(model, str(tmp_path / "tf1"))
+    checkpoints.load_tf1_checkpoint(model, str(tmp_path / "tf1"))
     io = np.load(os.path.join(REALFORMER, "io_sum.npz"))
     out = model({k: io[k] for k in ("input_ids", "input_mask", "token_type_ids")})
     np.testing.assert_allclose(out["sequence_output"], io["sequence_output"], atol=2e-5)
@@ -128,18 +129,18 @@ def test_savedmodel_export_loads_in_a_fresh_process(tmp_path):
     texts = ["The cat sat on the mat", "Hi"]
     served = np.array(serve(tmp_path / "sm", texts, "encode")["pooled_output"])
     model = modeling.BertModel(modeling.BertConfig.from_json_file(os.path.join(POSTLN, "bert_config.json")))
-    modeling.load_tf1_checkpoint(model, POSTLN)
+    checkpoints.load_tf1_checkpoint(model, POSTLN)
     expected = model(_batch(os.path.join(POSTLN, "vocab.txt"), texts))["pooled_output"]
     np.testing.assert_allclose(served, expected, atol=1e-5)
 
 
 def test_regression_classifier_exports_its_score_not_a_softmax_of_one(tmp_path):
     """num_labels=1 (STS-B): the SavedModel returns the score (it returned softmax = 1.0)."""
-    values = {k: v for k, v in modeling.read_tf1_checkpoint(POSTLN).items() if k.startswith("bert/")}
+    values = {k: v for k, v in checkpoints.read_tf1_checkpoint(POSTLN).items() if k.startswith("bert/")}
     hidden = values["bert/pooler/dense/bias"].shape[0]
     values["output_weights"] = np.random.default_rng(0).normal(0, 0.5, (1, hidden)).astype(np.float32)
     values["output_bias"] = np.array([0.25], np.float32)
-    modeling.write_tf1_checkpoint(values, str(tmp_path / "stsb" / "bert_model.ckpt"))
+    checkpoints.write_tf1_checkpoint(values, str(tmp_path / "stsb" / "bert_model.ckpt"))
     result = convert("--from=tf1", "--to=savedmodel", f"--input={tmp_path}/stsb/bert_model.ckpt",
                      f"--bert_config_file={POSTLN}/bert_config.json", f"--vocab_file={POSTLN}/vocab.txt",
                      f"--output={tmp_path}/sm", "--max_seq_length=16")
@@ -148,7 +149,7 @@ def test_regression_classifier_exports_its_score_not_a_softmax_of_one(tmp_path):
     served = serve(tmp_path / "sm", texts, "classify")
     assert list(served) == ["scores"]
     model = modeling.BertModel(modeling.BertConfig.from_json_file(os.path.join(POSTLN, "bert_config.json")))
-    modeling.load_tf1_checkpoint(model, POSTLN)
+    checkpoints.load_tf1_checkpoint(model, POSTLN)
     pooled = np.asarray(model(_batch(os.path.join(POSTLN, "vocab.txt"), texts))["pooled_output"])
     expected = pooled @ values["output_weights"].T + values["output_bias"]  # the original's logits
     np.testing.assert_allclose(served["scores"], expected, atol=1e-5)
@@ -178,7 +179,7 @@ def test_hf_without_its_pooler_is_refused_and_forced_conversion_lists_it(tmp_pat
     assert forced.returncode == 0, forced.stderr[-2000:]
     assert "missing from the input and so from the output: bert/pooler/dense/kernel, bert/pooler/dense/bias" \
         in forced.stderr
-    assert "bert/pooler/dense/kernel" not in modeling.read_tf1_checkpoint(str(tmp_path / "tf1"))
+    assert "bert/pooler/dense/kernel" not in checkpoints.read_tf1_checkpoint(str(tmp_path / "tf1"))
     # A SavedModel would serve the random pooler: refused even with --force.
     served = convert("--from=hf", "--to=savedmodel", f"--input={hf}", f"--output={tmp_path}/sm", "--force")
     assert served.returncode == 2 and "2 weights of this config are missing" in served.stderr
@@ -194,12 +195,12 @@ def test_unknown_hf_weights_are_refused_unless_forced(tmp_path):
 
 
 def test_fine_tuning_heads_and_pre_ln_norms_are_not_dropped_silently_on_the_way_to_hf(tmp_path):
-    values = modeling.read_tf1_checkpoint(POSTLN)
+    values = checkpoints.read_tf1_checkpoint(POSTLN)
     hidden = values["bert/pooler/dense/bias"].shape[0]
     values["output_weights"] = np.ones((3, hidden), np.float32)
     values["output_bias"] = np.zeros((3,), np.float32)
     classifier = tmp_path / "classifier"
-    modeling.write_tf1_checkpoint(values, str(classifier / "bert_model.ckpt"))
+    checkpoints.write_tf1_checkpoint(values, str(classifier / "bert_model.ckpt"))
     config = os.path.join(POSTLN, "bert_config.json")
     refused = convert("--from=tf1", "--to=hf", f"--input={classifier}/bert_model.ckpt",
                       f"--bert_config_file={config}", f"--output={tmp_path}/hf")

@@ -15,11 +15,13 @@ from helpers.tiny_training import pretraining_loss_fn as _loss_fn
 from helpers.tiny_training import pretraining_task as _task
 
 import modeling
+from bert_realformer import checkpoints
+from bert_realformer.checkpoints import training_states
 from bert_realformer.errors import InputError
 from bert_realformer.pretraining.losses import pretraining_totals
 from bert_realformer.tasks import squad_task
 from bert_realformer.tasks.squad import SquadExample
-from bert_realformer.training import checkpointing, trainer
+from bert_realformer.training import trainer
 from bert_realformer.training.driver import Driver, RunOptions
 from bert_realformer.training.optimization import create_optimizer
 from bert_realformer.training.progress import Progress
@@ -27,7 +29,7 @@ from tokenization import FullTokenizer
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 def _write_empty_checkpoint(prefix):
-    modeling.write_tf1_checkpoint({"x": np.zeros(1, "float32")}, prefix)
+    checkpoints.write_tf1_checkpoint({"x": np.zeros(1, "float32")}, prefix)
 
 
 # ---------------------------------------------------------------------- the weights policy
@@ -37,18 +39,18 @@ def test_weights_policy_prefers_the_output_dir_then_init_checkpoint(tmp_path):
     init = str(tmp_path / "init" / "bert_model.ckpt")
     _write_empty_checkpoint(init)
     with pytest.raises(InputError, match="no weights to evaluate or predict with"):
-        checkpointing.choose_weights(str(out), None, training=False)
-    assert checkpointing.choose_weights(str(out), None, training=True) is None
-    assert checkpointing.choose_weights(str(out), init, training=False) == checkpointing.Checkpoint(
-        init, checkpointing.TF1_KIND, 0)
+        training_states.choose_weights(str(out), None, training=False)
+    assert training_states.choose_weights(str(out), None, training=True) is None
+    assert training_states.choose_weights(str(out), init, training=False) == training_states.Checkpoint(
+        init, training_states.TF1_KIND, 0)
 
     _write_empty_checkpoint(str(out / "model.ckpt-7"))
-    chosen = checkpointing.choose_weights(str(out), init, training=False)
-    assert (chosen.prefix, chosen.kind, chosen.step) == (str(out / "model.ckpt-7"), checkpointing.TF1_KIND, 7)
-    checkpointing.write_training_state({"x": np.zeros(1, "float32")}, str(out))  # ckpt-0
-    assert checkpointing.choose_weights(str(out), init, training=True).step == 7  # the later one
+    chosen = training_states.choose_weights(str(out), init, training=False)
+    assert (chosen.prefix, chosen.kind, chosen.step) == (str(out / "model.ckpt-7"), training_states.TF1_KIND, 7)
+    training_states.write_training_state({"x": np.zeros(1, "float32")}, str(out))  # ckpt-0
+    assert training_states.choose_weights(str(out), init, training=True).step == 7  # the later one
     # A run directory given as --init_checkpoint resolves to its latest checkpoint.
-    assert checkpointing.resolve(str(out)).prefix == str(out / "model.ckpt-7")
+    assert training_states.resolve(str(out)).prefix == str(out / "model.ckpt-7")
 
 
 def test_eval_on_a_checkpoint_without_the_head_is_refused(tmp_path):
@@ -59,7 +61,7 @@ def test_eval_on_a_checkpoint_without_the_head_is_refused(tmp_path):
                     RunOptions(output_dir=str(tmp_path / "out"),
                                init_checkpoint=os.path.join(DATA, "bert_postln_tiny", "bert_model.ckpt")),
                     stream=io.StringIO())
-    with pytest.raises(modeling.CheckpointError, match="lacks weights the model needs: output_weights"):
+    with pytest.raises(checkpoints.CheckpointError, match="lacks weights the model needs: output_weights"):
         driver.restore_for_inference()
 
 
@@ -136,9 +138,9 @@ def test_a_damaged_training_state_is_one_line_naming_it(tmp_path, float32_policy
     damage(state)
     before = sorted(os.listdir(state))
     expected = f"{state / 'ckpt-2'}: cannot read checkpoint ("
-    with pytest.raises(modeling.CheckpointError) as resumed:
+    with pytest.raises(checkpoints.CheckpointError) as resumed:
         driver().train(_task(num_train_steps=4))
-    with pytest.raises(modeling.CheckpointError) as evaluated:
+    with pytest.raises(checkpoints.CheckpointError) as evaluated:
         driver().restore_for_inference()
     for info in (resumed, evaluated):
         assert str(info.value).startswith(expected) and "\n" not in str(info.value)

@@ -14,6 +14,7 @@ from helpers.conversions import convert
 from helpers.in_process import run_script
 
 import modeling
+from bert_realformer import checkpoints
 from tokenization import FullTokenizer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -35,7 +36,7 @@ def released(tmp_path_factory):
     rng = np.random.default_rng(0)
     values["cls/predictions/output_bias"] = rng.normal(size=len(OLD)).astype("float32")
     slots = {f"{name}/adam_m": np.zeros_like(v) for name, v in values.items()}
-    modeling.write_tf1_checkpoint({**values, **slots, "global_step": np.int64(7)},
+    checkpoints.write_tf1_checkpoint({**values, **slots, "global_step": np.int64(7)},
                                   str(directory / "bert_model.ckpt"))
     (directory / "bert_config.json").write_text(json.dumps(CONFIG))
     return directory, values
@@ -62,7 +63,7 @@ def extended(released, tmp_path_factory):
 def test_old_rows_unchanged_new_rows_the_mean_of_their_pieces(released, extended):
     _, before = released
     out, stderr = extended
-    after = modeling.read_tf1_checkpoint(str(out / "bert_model.ckpt"))
+    after = checkpoints.read_tf1_checkpoint(str(out / "bert_model.ckpt"))
     assert after.keys() == before.keys()  # no Adam slots, no global_step
     n = len(OLD)
     for name, value in before.items():
@@ -181,6 +182,6 @@ def test_the_extended_checkpoint_fine_tunes_and_converts(extended, tmp_path):
     assert hub.returncode == 0, hub.stderr[-2000:]
     back = convert("--from=kerashub", "--to=tf1", f"--input={tmp_path}/hub", f"--output={tmp_path}/back")
     assert back.returncode == 0, back.stderr[-2000:]
-    again = modeling.read_tf1_checkpoint(str(tmp_path / "back"))
-    original = modeling.read_tf1_checkpoint(str(out / "bert_model.ckpt"))
+    again = checkpoints.read_tf1_checkpoint(str(tmp_path / "back"))
+    original = checkpoints.read_tf1_checkpoint(str(out / "bert_model.ckpt"))
     np.testing.assert_array_equal(again["bert/embeddings/word_embeddings"], original["bert/embeddings/word_embeddings"])

@@ -15,9 +15,10 @@ from helpers.tiny_training import TINY, pretraining_data, pretraining_loss_fn, p
 
 import modeling
 from bert_realformer import storage, tfrecords
+from bert_realformer.checkpoints import training_states
 from bert_realformer.errors import Diverged, InputError
 from bert_realformer.pretraining.losses import pretraining_totals
-from bert_realformer.training import checkpointing, recorded_config, trainer
+from bert_realformer.training import recorded_config, trainer
 from bert_realformer.training.driver import Driver, RunOptions
 from bert_realformer.training.optimization import create_optimizer
 from bert_realformer.training.progress import LoopSizes
@@ -99,7 +100,7 @@ def test_a_diverging_run_stops_naming_the_step_and_saves_nothing_after_it(tmp_pa
     assert f"last good training state: {out / 'training_state' / 'ckpt-4'}" in message
     assert "--learning_rate (now 0.001)" in message
     assert not glob.glob(str(out / "model.ckpt-*"))
-    assert checkpointing.step_of(tf.train.latest_checkpoint(str(out / "training_state"))) == 4
+    assert training_states.step_of(tf.train.latest_checkpoint(str(out / "training_state"))) == 4
 
 
 # ---------------------------------------------------------------------- damaged records
@@ -151,7 +152,7 @@ def test_a_damaged_record_met_in_training_is_named_and_the_training_state_kept(t
     message = str(info.value)
     assert message.startswith(f"--input_file: {truncated}: truncated record at offset ")
     latest = tf.train.latest_checkpoint(str(out / "training_state"))
-    assert message.endswith(f"the training state {latest} is intact") and checkpointing.step_of(latest) >= 10
+    assert message.endswith(f"the training state {latest} is intact") and training_states.step_of(latest) >= 10
     tf.train.load_checkpoint(latest)  # readable
 
 

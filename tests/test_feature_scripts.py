@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-import modeling
-from bert_realformer.training.checkpointing import write_training_state
+from bert_realformer import checkpoints
+from bert_realformer.checkpoints.training_states import write_training_state
 
 pytestmark = pytest.mark.slow  # the scripts end to end, in subprocesses
 
@@ -34,15 +34,15 @@ def test_extract_features_reads_our_training_state_and_refuses_missing_weights(t
     released = _extract(tmp_path, f"{POSTLN}/bert_model.ckpt", "released.jsonl")
     assert released.returncode == 0, released.stderr[-2000:]
     run_dir = tmp_path / "run"
-    write_training_state(modeling.read_tf1_checkpoint(POSTLN), str(run_dir))
+    write_training_state(checkpoints.read_tf1_checkpoint(POSTLN), str(run_dir))
     ours = _extract(tmp_path, str(run_dir), "ours.jsonl")
     assert ours.returncode == 0, ours.stderr[-2000:]
     assert f"weights: training state {run_dir}/training_state/ckpt-0" in ours.stderr
     assert (tmp_path / "ours.jsonl").read_text() == (tmp_path / "released.jsonl").read_text()
 
-    values = modeling.read_tf1_checkpoint(POSTLN)
+    values = checkpoints.read_tf1_checkpoint(POSTLN)
     del values["bert/encoder/layer_1/output/dense/kernel"]
-    modeling.write_tf1_checkpoint(values, str(tmp_path / "partial" / "bert_model.ckpt"))
+    checkpoints.write_tf1_checkpoint(values, str(tmp_path / "partial" / "bert_model.ckpt"))
     partial = _extract(tmp_path, str(tmp_path / "partial" / "bert_model.ckpt"), "partial.jsonl")
     assert partial.returncode == 2
     assert partial.stderr.strip().splitlines()[-1].startswith("error: ")

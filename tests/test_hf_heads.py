@@ -15,6 +15,7 @@ import pytest
 from helpers.conversions import convert, refused_then_forced
 
 import modeling
+from bert_realformer import checkpoints
 
 pytestmark = pytest.mark.slow  # scripts and transformers in subprocesses
 
@@ -34,8 +35,8 @@ def _models(config):
 
 def _with_random_heads(model, rng):
     """The fixture encoder (and MLM/NSP heads where it has them); every other weight random."""
-    modeling.load_tf1_checkpoint(model, os.path.join(POSTLN, "bert_model.ckpt"))
-    pretrained = modeling.read_tf1_checkpoint(POSTLN)
+    checkpoints.load_tf1_checkpoint(model, os.path.join(POSTLN, "bert_model.ckpt"))
+    pretrained = checkpoints.read_tf1_checkpoint(POSTLN)
     for name, variable in modeling.tf1_variable_map(model).items():
         if name not in pretrained:
             variable.assign(rng.normal(0.0, 0.5, size=tuple(variable.shape)).astype("float32"))
@@ -76,7 +77,7 @@ def test_every_head_to_transformers_and_back(tmp_path):
         ours[head] = _our_outputs(head, model, io)
         source = tmp_path / head
         saved[head] = {name: v.numpy() for name, v in modeling.tf1_variable_map(model).items()}
-        modeling.save_tf1_checkpoint(model, str(source / "bert_model.ckpt"))
+        checkpoints.save_tf1_checkpoint(model, str(source / "bert_model.ckpt"))
         for name in ("bert_config.json", "vocab.txt"):
             shutil.copy(os.path.join(POSTLN, name), source / name)
         if head == "classifier":
@@ -123,7 +124,7 @@ def test_every_head_to_transformers_and_back(tmp_path):
     for head in expected_classes:
         back = convert("--from=hf", "--to=tf1", f"--input={dirs[head]}", f"--output={tmp_path}/back_{head}")
         assert back.returncode == 0, (head, back.stderr[-2000:])
-        again = modeling.read_tf1_checkpoint(str(tmp_path / f"back_{head}"))
+        again = checkpoints.read_tf1_checkpoint(str(tmp_path / f"back_{head}"))
         assert again.keys() == saved[head].keys(), head
         for name, value in saved[head].items():
             np.testing.assert_array_equal(again[name], value, err_msg=f"{head} {name}")
@@ -133,7 +134,7 @@ def test_every_head_to_transformers_and_back(tmp_path):
 def test_a_crf_has_no_hugging_face_place_refused_unless_forced(tmp_path):
     config = modeling.BertConfig.from_json_file(os.path.join(POSTLN, "bert_config.json"))
     model = _with_random_heads(modeling.BertTokenClassifier(config, 5, crf=True), np.random.default_rng(1))
-    modeling.save_tf1_checkpoint(model, str(tmp_path / "crf" / "bert_model.ckpt"))
+    checkpoints.save_tf1_checkpoint(model, str(tmp_path / "crf" / "bert_model.ckpt"))
     shutil.copy(os.path.join(POSTLN, "bert_config.json"), tmp_path / "crf" / "bert_config.json")
     forced = refused_then_forced(
         ["--from=tf1", "--to=hf", f"--input={tmp_path}/crf/bert_model.ckpt", f"--output={tmp_path}/hf"],

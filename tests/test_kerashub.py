@@ -12,6 +12,7 @@ import pytest
 from helpers.conversions import convert, refused_then_forced
 
 import modeling
+from bert_realformer import checkpoints
 
 pytestmark = pytest.mark.slow  # the conversion script in subprocesses
 
@@ -26,7 +27,7 @@ CONFIG = modeling.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers
 
 def _saved(model, directory, config=CONFIG):
     model.build()
-    modeling.save_tf1_checkpoint(model, str(directory / "bert_model.ckpt"))
+    checkpoints.save_tf1_checkpoint(model, str(directory / "bert_model.ckpt"))
     config.to_json_file(str(directory / "bert_config.json"))
     shutil.copy(VOCAB, directory / "vocab.txt")
     return {name: v.numpy() for name, v in modeling.tf1_variable_map(model).items()}
@@ -64,7 +65,7 @@ def test_a_classifier_to_a_kerashub_preset_and_back(tmp_path):
 
     back = convert("--from=kerashub", "--to=tf1", f"--input={tmp_path}/preset", f"--output={tmp_path}/back")
     assert back.returncode == 0, back.stderr[-3000:]
-    again = modeling.read_tf1_checkpoint(str(tmp_path / "back"))
+    again = checkpoints.read_tf1_checkpoint(str(tmp_path / "back"))
     assert again.keys() == saved.keys()
     for name, value in saved.items():
         np.testing.assert_array_equal(again[name], value, err_msg=name)
@@ -81,7 +82,7 @@ def test_pretraining_heads_keep_the_mlm_head_and_refuse_to_drop_nsp_silently(tmp
         "cls/seq_relationship/output_bias, cls/seq_relationship/output_weights; pass --force to write without them")
     back = convert("--from=kerashub", "--to=tf1", f"--input={tmp_path}/p", f"--output={tmp_path}/back")
     assert back.returncode == 0, back.stderr[-3000:]
-    again = modeling.read_tf1_checkpoint(str(tmp_path / "back"))
+    again = checkpoints.read_tf1_checkpoint(str(tmp_path / "back"))
     assert set(saved) - set(again) == {"cls/seq_relationship/output_bias", "cls/seq_relationship/output_weights"}
     for name, value in again.items():
         np.testing.assert_array_equal(value, saved[name], err_msg=name)

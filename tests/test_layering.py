@@ -19,7 +19,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAYERS = (
     ("bert_realformer",),                               # errors, file I/O, TFRecords, run claims
     ("modeling", "tokenization", "bert_realformer.analysis", "bert_realformer.realdata"),
-    ("bert_realformer.training",),                      # the step loop, driver, optimizer, checkpoints
+    ("bert_realformer.checkpoints",),                   # weight formats: TF1, Hugging Face, KerasHub, states
+    ("bert_realformer.training",),                      # the step loop, driver, optimizer
     ("bert_realformer.pretraining", "bert_realformer.tasks"),  # what is trained
     ("bert_realformer.comparison",),                    # studies of variants x seeds
     ("bert_realformer.commandline",),                   # the training scripts' shared flags

@@ -23,6 +23,7 @@ from helpers.pretraining_runs import (
 )
 
 import modeling
+from bert_realformer import checkpoints
 
 pytestmark = pytest.mark.slow  # the scripts end to end, in subprocesses
 
@@ -47,7 +48,7 @@ def unmasked_records(tmp_path_factory):
 def _checkpoint_with_nsp(directory, config):
     model = modeling.BertPretrainer(modeling.BertConfig.from_dict(config))
     model.build()
-    return modeling.save_tf1_checkpoint(model, str(directory / "released" / "bert_model.ckpt"))
+    return checkpoints.save_tf1_checkpoint(model, str(directory / "released" / "bert_model.ckpt"))
 
 
 def _event_tags(directory):
@@ -81,7 +82,7 @@ def test_mlm_only_from_a_checkpoint_with_nsp_and_its_step_zero_point(tmp_path, u
     assert all(sorted(p) == ["loss", "masked_lm_accuracy", "masked_lm_loss", "step"] for p in history)
     assert not any("next_sentence" in tag for tag in _event_tags(out))
     assert {"masked_lm_loss", "masked_lm_accuracy"} <= _event_tags(out)
-    weights = modeling.read_tf1_checkpoint(str(out / "model.ckpt-6"))
+    weights = checkpoints.read_tf1_checkpoint(str(out / "model.ckpt-6"))
     assert "cls/predictions/output_bias" in weights
     assert not any(name.startswith("cls/seq_relationship") for name in weights)
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import modeling
+from bert_realformer import checkpoints
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 ATOL = 2e-5  # suggested by the fixtures' READMEs for a float32 port
@@ -34,7 +35,7 @@ def _check_encoder(out, expected):
 def check_postln_fixture():
     config = modeling.BertConfig.from_json_file(os.path.join(POSTLN, "bert_config.json"))
     model = modeling.BertPretrainer(config)
-    report = modeling.load_tf1_checkpoint(model, os.path.join(POSTLN, "bert_model.ckpt"))
+    report = checkpoints.load_tf1_checkpoint(model, os.path.join(POSTLN, "bert_model.ckpt"))
     assert not report.missing and not report.unexpected and len(report.loaded) == 62
     io = np.load(os.path.join(POSTLN, "io.npz"))
     features = {**_inputs(io), "masked_lm_positions": io["masked_lm_positions"],
@@ -56,7 +57,7 @@ def check_postln_fixture():
 def check_realformer_fixture(config_name, io_name):
     config = modeling.BertConfig.from_json_file(os.path.join(REALFORMER, config_name))
     model = modeling.BertModel(config)
-    report = modeling.load_tf1_checkpoint(model, REALFORMER)  # a directory works too
+    report = checkpoints.load_tf1_checkpoint(model, REALFORMER)  # a directory works too
     assert not report.missing and not report.unexpected and len(report.loaded) == 71
     io = np.load(os.path.join(REALFORMER, io_name))
     _check_encoder(model(_inputs(io), training=False), io)
@@ -79,7 +80,7 @@ def test_plain_bert_on_realformer_checkpoint_is_the_negative_control():
     """The same weights as plain BERT give the original BERT's outputs, not RealFormer's."""
     config = modeling.BertConfig.from_json_file(os.path.join(REALFORMER, "bert_config.json"))
     model = modeling.BertModel(config.replace(residual_attention="none"))
-    modeling.load_tf1_checkpoint(model, REALFORMER)
+    checkpoints.load_tf1_checkpoint(model, REALFORMER)
     io = np.load(os.path.join(REALFORMER, "io_plain_bert_same_ckpt.npz"))
     out = model(_inputs(io))
     _check_encoder(out, io)

@@ -40,10 +40,11 @@ def _export_command(tmp_path, output_dir, export_dir):
 def _tiny_classifier_checkpoint(directory):
     """An untrained 3-label tiny classifier as a TF1 checkpoint with its config and vocabulary."""
     import modeling
+    from bert_realformer import checkpoints
     config = modeling.BertConfig.from_json_file(f"{DATA}/bert_postln_tiny/bert_config.json")
     model = modeling.BertClassifier(config, 3)
     model.build()
-    modeling.save_tf1_checkpoint(model, str(directory / "bert_model.ckpt"))
+    checkpoints.save_tf1_checkpoint(model, str(directory / "bert_model.ckpt"))
     shutil.copy(f"{DATA}/bert_postln_tiny/bert_config.json", directory / "bert_config.json")
     shutil.copy(f"{DATA}/bert_postln_tiny/vocab.txt", directory / "vocab.txt")
 

@@ -24,6 +24,7 @@ from helpers.pretraining_runs import (
 )
 
 import modeling
+from bert_realformer import checkpoints
 
 pytestmark = pytest.mark.slow  # the scripts end to end, in subprocesses
 
@@ -44,7 +45,7 @@ def test_train_eval_and_tf1_export(tmp_path):
     assert "step 12/12" in result.stderr and "examples/s" in result.stderr
     # The TF1 export holds every pretraining weight under its original name.
     model = modeling.BertPretrainer(modeling.BertConfig.from_dict(TINY))
-    report = modeling.load_tf1_checkpoint(model, str(out / "model.ckpt-12"))
+    report = checkpoints.load_tf1_checkpoint(model, str(out / "model.ckpt-12"))
     assert not report.missing and not report.unexpected
     assert sorted(os.listdir(out / "training_state"))[:2] == ["checkpoint", "ckpt-12.data-00000-of-00001"]
     assert any(name.startswith("events") for name in os.listdir(out / "train"))
@@ -54,8 +55,8 @@ def test_continue_from_tf1_checkpoint_with_new_heads_listed(tmp_path):
     """The tiny original-BERT checkpoint without its cls/ heads: the heads are listed as new."""
     src = modeling.BertPretrainer(modeling.BertConfig.from_json_file(
         os.path.join(DATA, "bert_postln_tiny", "bert_config.json")))
-    modeling.load_tf1_checkpoint(src.bert, os.path.join(DATA, "bert_postln_tiny"))
-    prefix = modeling.save_tf1_checkpoint(src.bert, str(tmp_path / "init" / "bert_model.ckpt"))
+    checkpoints.load_tf1_checkpoint(src.bert, os.path.join(DATA, "bert_postln_tiny"))
+    prefix = checkpoints.save_tf1_checkpoint(src.bert, str(tmp_path / "init" / "bert_model.ckpt"))
     records = str(tmp_path / "small_vocab.tfrecord")
     made = run([sys.executable, os.path.join(ROOT, "create_pretraining_data.py"),
                 f"--input_file={DATA}/pretraining_data/input.txt", f"--output_file={records}",
@@ -67,8 +68,8 @@ def test_continue_from_tf1_checkpoint_with_new_heads_listed(tmp_path):
                          config=config, input_file=records))
     assert result.returncode == 0, result.stderr[-3000:]
     assert "freshly initialised" in result.stderr and "cls/predictions/output_bias" in result.stderr
-    trained = modeling.read_tf1_checkpoint(str(tmp_path / "out" / "model.ckpt-3"))
-    initial = modeling.read_tf1_checkpoint(prefix)
+    trained = checkpoints.read_tf1_checkpoint(str(tmp_path / "out" / "model.ckpt-3"))
+    initial = checkpoints.read_tf1_checkpoint(prefix)
     # Started from the checkpoint: after 3 small steps the embeddings are still close to it.
     delta = np.abs(trained["bert/embeddings/word_embeddings"] - initial["bert/embeddings/word_embeddings"])
     assert 0 < delta.max() < 0.05
@@ -160,7 +161,7 @@ def test_eval_history_of_resumed_runs_has_every_point_once(tmp_path):
 def test_eval_alone_in_a_later_process_uses_the_trained_weights(tmp_path):
     """With the original's usual flags (--init_checkpoint the starting model, the training
     run's --output_dir), eval alone evaluates the trained weights and reports their step."""
-    init = modeling.save_tf1_checkpoint(modeling.BertPretrainer(modeling.BertConfig.from_dict(TINY)),
+    init = checkpoints.save_tf1_checkpoint(modeling.BertPretrainer(modeling.BertConfig.from_dict(TINY)),
                                         str(tmp_path / "init" / "bert_model.ckpt"))
     trained = run(command(tmp_path, "--do_train", "--do_eval", "--num_train_steps=6",
                           "--iterations_per_loop=3", "--max_eval_steps=3", f"--init_checkpoint={init}"))
@@ -252,8 +253,8 @@ def test_multi_worker_on_loopback_matches_one_device(tmp_path):
     # Printed to 4 decimals: a sum reduced in another order may round to the neighbouring digit.
     assert len(step_losses(single.stderr)) == 4
     np.testing.assert_allclose(step_losses(outputs[0]), step_losses(single.stderr), rtol=0, atol=1.5e-4)
-    a = modeling.read_tf1_checkpoint(str(single_dir / "out" / "model.ckpt-4"))
-    b = modeling.read_tf1_checkpoint(str(multi_dir / "out" / "model.ckpt-4"))
+    a = checkpoints.read_tf1_checkpoint(str(single_dir / "out" / "model.ckpt-4"))
+    b = checkpoints.read_tf1_checkpoint(str(multi_dir / "out" / "model.ckpt-4"))
     assert a.keys() == b.keys()
     for name in a:
         np.testing.assert_allclose(a[name], b[name], atol=1e-5, err_msg=name)

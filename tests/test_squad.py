@@ -195,6 +195,7 @@ def test_extract_features_outputs_the_models_own_layers(tmp_path):
     import numpy as np
 
     import modeling
+    from bert_realformer import checkpoints
     postln = os.path.join(DATA, "bert_postln_tiny")
     (tmp_path / "in.txt").write_text("The cat sat on the mat ||| Dogs played in snow.\nHi\n", encoding="utf-8")
     result = subprocess.run([sys.executable, os.path.join(ROOT, "extract_features.py"),
@@ -211,7 +212,7 @@ def test_extract_features_outputs_the_models_own_layers(tmp_path):
     # The fixture's row 0 is this text before masking: compare with the model's layers directly.
     config = modeling.BertConfig.from_json_file(os.path.join(postln, "bert_config.json"))
     model = modeling.BertModel(config)
-    modeling.load_tf1_checkpoint(model, postln)
+    checkpoints.load_tf1_checkpoint(model, postln)
     io = np.load(os.path.join(postln, "io.npz"))
     tokenizer = FullTokenizer(os.path.join(postln, "vocab.txt"))
     ids = np.array([tokenizer.convert_tokens_to_ids([f["token"] for f in first])], "int32")

@@ -67,7 +67,7 @@ def main(argv):
 
     import modeling
     from bert_realformer.analysis.attention import AttentionStatistics, plot
-    from bert_realformer.training.checkpointing import describe, load_weights, resolve
+    from bert_realformer.checkpoints.training_states import describe, load_weights, resolve
     config = modeling.BertConfig.from_json_file(FLAGS.bert_config_file)
     model = modeling.BertModel(config)
     model.build()

@@ -55,16 +55,17 @@ def _beside(path, name):
 def read_source():
     """(BertConfig, {TF1 name: array}, vocab file or None, a classifier's labels or None)."""
     import modeling
-    names = modeling.huggingface.name_list
+    from bert_realformer import checkpoints
+    names = checkpoints.huggingface.name_list
     kind, path = FLAGS["from"].value, FLAGS.input
     if not storage.exists(path) and not storage.exists(path + ".index"):
         raise InputError(f"--input={path}: no such file or directory")
     if kind == "kerashub":
-        from modeling import kerashub
+        from bert_realformer.checkpoints import kerashub
         config, values, vocab = kerashub.read_preset(path)
         return config, values, FLAGS.vocab_file or vocab, None
     if kind == "hf":
-        config, values, vocab, unused, labels = modeling.huggingface.read_hf_dir(path)
+        config, values, vocab, unused, labels = checkpoints.huggingface.read_hf_dir(path)
         if unused:
             _refuse_unless_forced(f"{len(unused)} weights of --input have no BERT equivalent and would be dropped: "
                                   f"{names(unused)}", "not converted (no BERT equivalent)", unused)
@@ -80,9 +81,9 @@ def read_source():
         raise InputError(f"--bert_config_file is needed: no bert_config.json beside {path}")
     config = modeling.BertConfig.from_json_file(config_file)
     if kind == "tf1":
-        values = modeling.read_tf1_checkpoint(path)
+        values = checkpoints.read_tf1_checkpoint(path)
     else:
-        from bert_realformer.training.checkpointing import read_training_state
+        from bert_realformer.checkpoints.training_states import read_training_state
         values = read_training_state(path)
     missing = _check_against_config(values, config)
     if missing:
@@ -141,14 +142,15 @@ def staging_dir():
 
 def write_target(config, values, vocab, labels=None):
     import modeling
+    from bert_realformer import checkpoints
     kind, out = FLAGS.to, staging_dir()
     written = []
     if kind == "tf1":
-        modeling.write_tf1_checkpoint(values, os.path.join(out, "bert_model.ckpt"))
+        checkpoints.write_tf1_checkpoint(values, os.path.join(out, "bert_model.ckpt"))
         config.to_json_file(os.path.join(out, "bert_config.json"))
         written = ["bert_model.ckpt.index", "bert_model.ckpt.data-00000-of-00001", "bert_config.json"]
     elif kind == "hf":
-        architecture, left_out = modeling.huggingface.write_hf_dir(out, config, values, vocab, FLAGS.force,
+        architecture, left_out = checkpoints.huggingface.write_hf_dir(out, config, values, vocab, FLAGS.force,
                                                                    labels, FLAGS.do_lower_case)
         if left_out:
             print(f"not converted (no place in {architecture}): {', '.join(left_out)}", file=sys.stderr)
@@ -156,7 +158,7 @@ def write_target(config, values, vocab, labels=None):
         if vocab:
             written.append("vocab.txt and the tokenizer's files")
     elif kind == "kerashub":
-        from modeling import kerashub
+        from bert_realformer.checkpoints import kerashub
         if vocab is None:
             raise InputError("--to=kerashub needs --vocab_file (no vocab.txt beside --input)")
         preset, left_out = kerashub.write_preset(out, config, values, vocab, FLAGS.do_lower_case,
@@ -165,7 +167,7 @@ def write_target(config, values, vocab, labels=None):
             print(f"not converted (no place in {preset}): {', '.join(left_out)}", file=sys.stderr)
         written = [f"a KerasHub {preset} preset"]
     elif kind == "ours":
-        from bert_realformer.training.checkpointing import write_training_state
+        from bert_realformer.checkpoints.training_states import write_training_state
         written = [os.path.relpath(write_training_state(values, out), out)]
         config.to_json_file(os.path.join(out, "bert_config.json"))
         written.append("bert_config.json")

@@ -37,14 +37,13 @@ flags.DEFINE_bool("do_lower_case", True, "As the tokenizer the model is used wit
 
 def _read_weights(path):
     """{TF1 name: array} of the model weights of a checkpoint, and whether slots were left out."""
-    from bert_realformer.training import checkpointing
-    from modeling.checkpoints import checkpoint_keys
-    found = checkpointing.resolve(path)
-    if found.kind == checkpointing.TRAINING_STATE_KIND:
-        return checkpointing.read_training_state(found.prefix), True
-    import modeling
+    from bert_realformer.checkpoints import checkpoint_keys, training_states
+    found = training_states.resolve(path)
+    if found.kind == training_states.TRAINING_STATE_KIND:
+        return training_states.read_training_state(found.prefix), True
+    from bert_realformer import checkpoints
     slots = any(key.endswith(("/adam_m", "/adam_v", "/lamb_m", "/lamb_v")) for key in checkpoint_keys(found.prefix))
-    return modeling.read_tf1_checkpoint(found.prefix), slots
+    return checkpoints.read_tf1_checkpoint(found.prefix), slots
 
 
 def main(argv):

@@ -49,8 +49,8 @@ def main(argv):
     import tensorflow as tf
 
     import modeling
+    from bert_realformer.checkpoints.training_states import describe, load_weights, resolve
     from bert_realformer.tasks.text_features import read_text_examples, text_features
-    from bert_realformer.training.checkpointing import describe, load_weights, resolve
     from tokenization import FullTokenizer
     config = modeling.BertConfig.from_json_file(FLAGS.bert_config_file)
     for index in layer_indexes:

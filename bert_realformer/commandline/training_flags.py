@@ -107,7 +107,7 @@ def finetuning_driver(make_model):
     """(driver, tokenizer) of a fine-tuning script from its flags: --do_lower_case checked
     against a released checkpoint's name, the config with its variant overrides, the strategy,
     the tokenizer, --init_checkpoint checked to exist, and the model `make_model(config)`."""
-    import modeling
+    from bert_realformer import checkpoints
     from bert_realformer.errors import InputError
     from bert_realformer.training.driver import Driver
     from tokenization import FullTokenizer, validate_case_matches_checkpoint
@@ -126,7 +126,7 @@ def finetuning_driver(make_model):
         raise InputError(f"--vocab_file={FLAGS.vocab_file} has {len(tokenizer.vocab)} entries but the model's "
                          f"vocab_size is {config.vocab_size} (--bert_config_file): another model's vocabulary?")
     if FLAGS.init_checkpoint:
-        modeling.checkpoints.resolve_checkpoint_path(FLAGS.init_checkpoint)  # exists?
+        checkpoints.resolve_checkpoint_path(FLAGS.init_checkpoint)  # exists?
     driver = Driver(strategy, lambda: make_model(config),
                     run_options(strategy, FLAGS.output_dir, FLAGS.init_checkpoint))
     return driver, tokenizer

@@ -137,7 +137,7 @@ def extended_weights(plan: ExtensionPlan, values: dict[str, np.ndarray]) -> dict
 def write_extension(plan: ExtensionPlan, values: dict[str, np.ndarray], config_file: str, output_dir: str) -> None:
     """OUTPUT_DIR/vocab.txt (the old lines, then the new tokens), bert_config.json (the new
     vocab_size, every other key kept) and bert_model.ckpt (the released layout)."""
-    from modeling.checkpoints import write_tf1_checkpoint
+    from bert_realformer.checkpoints import write_tf1_checkpoint
     try:
         config = json.loads(read_text(config_file))
     except ValueError as error:

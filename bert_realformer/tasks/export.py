@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import tensorflow as tf
 
 from bert_realformer import storage
-from bert_realformer.training.checkpointing import named_variables
+from bert_realformer.checkpoints.training_states import named_variables
 from bert_realformer.training.padding import padded_length
 from tokenization.fast import FastTokenizer
 

@@ -32,10 +32,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-import modeling
-from bert_realformer import run_claim, storage, tfrecords
+from bert_realformer import checkpoints, run_claim, storage, tfrecords
+from bert_realformer.checkpoints import training_states
 from bert_realformer.errors import Diverged, InputError, Stopped
-from bert_realformer.training import checkpointing, recorded_config
+from bert_realformer.training import recorded_config
 from bert_realformer.training.eval_history import EvalHistory, PeriodicEval
 from bert_realformer.training.optimization import create_optimizer
 from bert_realformer.training.preemption import StopAgreement, StopSignals
@@ -129,7 +129,7 @@ class Driver:
         end, then exports `OUTPUT_DIR/model.ckpt-N`. Returns N."""
         options, strategy = self.options, self.strategy
         # Before any step: a training state that cannot be saved would lose the steps before it.
-        state_dir = os.path.join(self.write_dir, checkpointing.TRAINING_STATE)
+        state_dir = os.path.join(self.write_dir, training_states.TRAINING_STATE)
         existed = storage.isdir(state_dir)
         storage.check_writable_dir(state_dir, "--output_dir")
         if not existed:  # (a run refused later, e.g. for its weights, leaves nothing behind)
@@ -140,9 +140,9 @@ class Driver:
             loop = TrainLoop(strategy, self.model, optimizer, task.loss_fn, task.totals_fn,
                              task.metric_names, accumulation_steps=options.gradient_accumulation_steps,
                              loss_scaling=options.mixed_precision == "fp16", use_xla=options.use_xla)
-        state = tf.train.Checkpoint(variables=checkpointing.named_variables(self.model),
+        state = tf.train.Checkpoint(variables=training_states.named_variables(self.model),
                                     optimizer=optimizer, **loop.state())
-        manager = tf.train.CheckpointManager(state, os.path.join(self.write_dir, checkpointing.TRAINING_STATE),
+        manager = tf.train.CheckpointManager(state, os.path.join(self.write_dir, training_states.TRAINING_STATE),
                                              max_to_keep=options.keep_checkpoint_max)
         _remove_unfinished_saves(manager.directory)  # (a killed run's; one run per directory)
         self._start_training(state, manager)
@@ -188,7 +188,7 @@ class Driver:
                     self._stop(stop, signals.received, step, manager)
         self.step = step
         if options.is_chief:
-            prefix = modeling.save_tf1_checkpoint(self.model, os.path.join(self.write_dir, f"model.ckpt-{step}"))
+            prefix = checkpoints.save_tf1_checkpoint(self.model, os.path.join(self.write_dir, f"model.ckpt-{step}"))
             self._say(f"wrote {prefix}")
         return step
 
@@ -213,7 +213,7 @@ class Driver:
             held = ", ".join(f"worker {i} at step {s}" for i, s in enumerate(by_worker))
             raise InputError(f"the workers would resume from training states of different steps ({held}): remove "
                              f"the training states after step {min(by_worker)} (each worker's "
-                             f"{checkpointing.TRAINING_STATE}/ckpt-N with N > {min(by_worker)}, and name ckpt-"
+                             f"{training_states.TRAINING_STATE}/ckpt-N with N > {min(by_worker)}, and name ckpt-"
                              f"{min(by_worker)} in its 'checkpoint' file) so that all resume from there, then run "
                              "the same command on every worker again")
 
@@ -271,7 +271,7 @@ class Driver:
 
     def _stop(self, signal_number, received, step, manager):
         """Saves a training state at `step` (unless the loop just did) and ends the run."""
-        if manager.latest_checkpoint is None or checkpointing.step_of(manager.latest_checkpoint) != step:
+        if manager.latest_checkpoint is None or training_states.step_of(manager.latest_checkpoint) != step:
             _save_state(manager, step)
         name = signal.Signals(signal_number).name
         sent = "" if received == signal_number else " (sent to another worker)"
@@ -282,34 +282,34 @@ class Driver:
         """Resumes from this run's training state, else loads the starting weights."""
         if manager.latest_checkpoint and self._holds_optimizer(manager.latest_checkpoint):
             prefix = manager.latest_checkpoint
-            checkpointing.check_training_state_matches(self.model, prefix)
-            with modeling.checkpoints.reading_checkpoint(prefix):
+            training_states.check_training_state_matches(self.model, prefix)
+            with checkpoints.reading_checkpoint(prefix):
                 state.restore(prefix).assert_existing_objects_matched()
-            self.weights = checkpointing.Checkpoint(prefix, checkpointing.TRAINING_STATE_KIND,
-                                                    checkpointing.step_of(prefix))
+            self.weights = training_states.Checkpoint(prefix, training_states.TRAINING_STATE_KIND,
+                                                    training_states.step_of(prefix))
             self._say(f"weights: resuming from {prefix} at step {self.weights.step}")
             return
-        found = checkpointing.choose_weights(self.options.output_dir, self.options.init_checkpoint,
+        found = training_states.choose_weights(self.options.output_dir, self.options.init_checkpoint,
                                              training=True)
-        report = checkpointing.load_weights(self.model, found) if found else None
+        report = training_states.load_weights(self.model, found) if found else None
         self.weights = found
         self._describe_weights(found, report)
 
     def _describe_weights(self, found, report):
         """The `weights:` line, and one naming a change of variant from the checkpoint's
         recorded config (one in another directory than this run's)."""
-        self._say(checkpointing.describe(found, report))
+        self._say(training_states.describe(found, report))
         if found is not None and not self._in_output_dir(found.prefix):
             change = recorded_config.variant_change(self.model.config, found.prefix)
             if change:
                 self._say(change)
 
     def _in_output_dir(self, prefix):
-        return os.path.normpath(checkpointing.run_directory(prefix)) == os.path.normpath(self.options.output_dir)
+        return os.path.normpath(training_states.run_directory(prefix)) == os.path.normpath(self.options.output_dir)
 
     @staticmethod
     def _holds_optimizer(prefix):
-        return any(name.startswith("optimizer/") for name in modeling.checkpoints.checkpoint_keys(prefix))
+        return any(name.startswith("optimizer/") for name in checkpoints.checkpoint_keys(prefix))
 
     @staticmethod
     def _summaries(writer, step, metrics, optimizer, steps_per_second, examples_per_step):
@@ -325,9 +325,9 @@ class Driver:
     def restore_for_inference(self) -> int:
         """Loads the weights the policy chooses for an eval/predict-only run (every weight of
         the model must be there); returns their step. A one-line error when there are none."""
-        found = checkpointing.choose_weights(self.options.output_dir, self.options.init_checkpoint,
+        found = training_states.choose_weights(self.options.output_dir, self.options.init_checkpoint,
                                              training=False)
-        report = checkpointing.load_weights(self.model, found, strict=True)
+        report = training_states.load_weights(self.model, found, strict=True)
         self.weights, self.step = found, found.step
         self._describe_weights(found, report)
         return found.step

@@ -13,8 +13,8 @@ import os
 
 import modeling
 from bert_realformer import storage
+from bert_realformer.checkpoints.training_states import run_directory
 from bert_realformer.errors import InputError
-from bert_realformer.training.checkpointing import run_directory
 
 FILE_NAME = "bert_config.json"
 SIZE_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",

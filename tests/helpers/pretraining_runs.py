@@ -38,7 +38,7 @@ def latest_saved_step(state_dir):
     names (it is rewritten atomically after a save's files are in place), 0 before any."""
     import tensorflow as tf
 
-    from bert_realformer.training.checkpointing import step_of
+    from bert_realformer.checkpoints.training_states import step_of
 
     latest = tf.train.latest_checkpoint(str(state_dir)) if state_dir.exists() else None
     return step_of(latest) if latest else 0
@@ -75,9 +75,9 @@ def assert_same_run(a_dir, b_dir, step, keys=("loss", "masked_lm_loss", "next_se
     """The two runs' model.ckpt-STEP weights and eval results (`keys`) agree to 1e-5."""
     import numpy as np
 
-    import modeling
-    a = modeling.read_tf1_checkpoint(str(a_dir / "out" / f"model.ckpt-{step}"))
-    b = modeling.read_tf1_checkpoint(str(b_dir / "out" / f"model.ckpt-{step}"))
+    from bert_realformer import checkpoints
+    a = checkpoints.read_tf1_checkpoint(str(a_dir / "out" / f"model.ckpt-{step}"))
+    b = checkpoints.read_tf1_checkpoint(str(b_dir / "out" / f"model.ckpt-{step}"))
     for name in a:
         np.testing.assert_allclose(b[name], a[name], atol=1e-5, err_msg=name)
     a_eval, b_eval = eval_results(a_dir / "out"), eval_results(b_dir / "out")

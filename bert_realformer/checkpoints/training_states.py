@@ -20,6 +20,14 @@ import tensorflow as tf
 
 import modeling
 from bert_realformer import storage
+from bert_realformer.checkpoints.tf1 import (
+    CheckpointError,
+    assign_named_values,
+    checkpoint_keys,
+    load_tf1_checkpoint,
+    read_checkpoint_tensors,
+    resolve_checkpoint_path,
+)
 from bert_realformer.errors import InputError
 
 TRAINING_STATE = "training_state"
@@ -91,8 +99,8 @@ def resolve(path):
         found = latest_in(path)
         if found:
             return found
-    prefix = modeling.checkpoints.resolve_checkpoint_path(path)
-    names = modeling.checkpoints.checkpoint_keys(prefix)
+    prefix = resolve_checkpoint_path(path)
+    names = checkpoint_keys(prefix)
     is_state = "_CHECKPOINTABLE_OBJECT_GRAPH" in names and any(n.startswith("variables/") for n in names)
     return Checkpoint(prefix, TRAINING_STATE_KIND if is_state else TF1_KIND, step_of(prefix))
 
@@ -149,11 +157,11 @@ def read_training_state(path):
     """{TF1 name: array} of the model weights in our training state (a run or training-state
     directory, or a `ckpt-N` prefix)."""
     state_dir = os.path.join(path, TRAINING_STATE)
-    prefix = modeling.checkpoints.resolve_checkpoint_path(state_dir if storage.isdir(state_dir) else path)
-    stored = modeling.checkpoints.read_checkpoint_tensors(prefix, keep=lambda key: _weight_name(key) is not None)
+    prefix = resolve_checkpoint_path(state_dir if storage.isdir(state_dir) else path)
+    stored = read_checkpoint_tensors(prefix, keep=lambda key: _weight_name(key) is not None)
     values = {_weight_name(key): value for key, value in stored.items()}
     if not values:
-        raise modeling.CheckpointError(f"{prefix}: not a training state written by our scripts")
+        raise CheckpointError(f"{prefix}: not a training state written by our scripts")
     return values
 
 
@@ -161,12 +169,12 @@ def load_weights(model, checkpoint, strict=False):
     """Loads a `Checkpoint`'s weights into `model`; returns the `LoadReport`. `strict`: every
     weight of the model must be in it (eval/predict never runs on random weights)."""
     if checkpoint.kind == TRAINING_STATE_KIND:
-        report = modeling.checkpoints.assign_named_values(
+        report = assign_named_values(
             model, read_training_state(checkpoint.prefix), checkpoint.prefix)
     else:
-        report = modeling.load_tf1_checkpoint(model, checkpoint.prefix)
+        report = load_tf1_checkpoint(model, checkpoint.prefix)
     if strict and report.missing:
-        raise modeling.CheckpointError(
+        raise CheckpointError(
             f"{checkpoint.prefix} lacks weights the model needs: {', '.join(report.missing)} "
             "(a pretrained checkpoint without this task's head? train with --do_train first)")
     return report
@@ -175,13 +183,13 @@ def load_weights(model, checkpoint, strict=False):
 def check_training_state_matches(model, prefix):
     """A training state must hold exactly the model's weights (resuming a Post-LN run as
     Pre-LN would otherwise leave LayerNorms random)."""
-    saved = {_weight_name(key) for key in modeling.checkpoints.checkpoint_keys(prefix)} - {None}
+    saved = {_weight_name(key) for key in checkpoint_keys(prefix)} - {None}
     if not saved:
-        raise modeling.CheckpointError(f"{prefix}: not a training state written by our scripts")
+        raise CheckpointError(f"{prefix}: not a training state written by our scripts")
     expected = set(modeling.tf1_variable_map(model))
     if saved != expected:
         missing, unexpected = sorted(expected - saved), sorted(saved - expected)
-        raise modeling.CheckpointError(
+        raise CheckpointError(
             f"{prefix} does not match the model (another config or --layer_norm_type?): "
             f"missing {', '.join(missing) or 'nothing'}; unexpected {', '.join(unexpected) or 'nothing'}")
 

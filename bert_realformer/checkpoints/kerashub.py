@@ -19,6 +19,7 @@ import tempfile
 import numpy as np
 
 from bert_realformer import storage
+from bert_realformer.checkpoints.huggingface import name_list
 from modeling.config import BertConfig, ConfigError
 
 TASK_FILE = "task.json"
@@ -127,7 +128,6 @@ def write_preset(path: str, config: BertConfig, values: dict, vocab_file: str, d
     left_out = sorted(name for name in values if name not in used)
     class_name = type(task).__name__ if task is not None else "BertBackbone"
     if left_out and not force:
-        from modeling.huggingface import name_list
         raise ConfigError(f"{len(left_out)} weights have no place in KerasHub's {class_name} and would be dropped: "
                           f"{name_list(left_out)}; pass --force to write without them")
     with tempfile.TemporaryDirectory() as local:

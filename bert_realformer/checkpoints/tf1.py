@@ -1,10 +1,9 @@
 """TF1 name-based checkpoints (Google BERT, HFL, official RealFormer): read and write.
 
-`tf1_variable_map(model)` is the explicit map from every weight of our models to its name in
-the original code. Post-LN and RealFormer use exactly the original names. Pre-LN has no
-original; its LayerNorms are named after the input they normalise:
-`layer_N/attention/LayerNorm`, `layer_N/intermediate/LayerNorm`, and the final one
-`bert/encoder/LayerNorm`.
+Names come from `modeling.tf1_variable_map(model)`, which each model class declares
+(`tf1_names`): the original code's names for Post-LN and RealFormer; Pre-LN, which has no
+original, names its LayerNorms after the input they normalise (`layer_N/attention/LayerNorm`,
+`layer_N/intermediate/LayerNorm`, and the final one `bert/encoder/LayerNorm`).
 
 TensorFlow is imported only inside the functions that touch checkpoint files.
 """
@@ -20,8 +19,7 @@ import numpy as np
 
 from bert_realformer import storage
 from bert_realformer.errors import InputError
-from modeling.bert import BertModel
-from modeling.models import BertClassifier, BertMultipleChoice, BertPretrainer, BertSpanLabeler, BertTokenClassifier
+from modeling.models import tf1_variable_map
 
 # Optimizer slots and bookkeeping that a TF1 training checkpoint also holds.
 _IGNORED_SUFFIXES = ("/adam_m", "/adam_v", "/lamb_m", "/lamb_v")
@@ -49,76 +47,6 @@ class LoadReport:
             text += f"; {len(self.unexpected)} in the checkpoint but unused: " + \
                     ", ".join(self.unexpected)
         return text
-
-
-def _dense_names(prefix, layer):
-    return [(f"{prefix}/kernel", layer.kernel), (f"{prefix}/bias", layer.bias)]
-
-
-def _layer_norm_names(prefix, layer):
-    return [(f"{prefix}/beta", layer.beta), (f"{prefix}/gamma", layer.gamma)]
-
-
-def _bert_names(bert):
-    """[(TF1 name, variable)] for a `BertModel`, in data-flow order."""
-    emb = bert.embeddings
-    names = [("bert/embeddings/word_embeddings", emb.word_embeddings),
-             ("bert/embeddings/token_type_embeddings", emb.token_type_embeddings),
-             ("bert/embeddings/position_embeddings", emb.position_embeddings),
-             *_layer_norm_names("bert/embeddings/LayerNorm", emb.layer_norm)]
-    pre_ln = bert.config.layer_norm_type == "pre"
-    for i, block in enumerate(bert.encoder.blocks):
-        p = f"bert/encoder/layer_{i}"
-        attention_ln = f"{p}/attention/LayerNorm" if pre_ln else f"{p}/attention/output/LayerNorm"
-        output_ln = f"{p}/intermediate/LayerNorm" if pre_ln else f"{p}/output/LayerNorm"
-        names += [*_dense_names(f"{p}/attention/self/query", block.attention.query),
-                  *_dense_names(f"{p}/attention/self/key", block.attention.key),
-                  *_dense_names(f"{p}/attention/self/value", block.attention.value),
-                  *_dense_names(f"{p}/attention/output/dense", block.attention_output),
-                  *_layer_norm_names(attention_ln, block.attention_layer_norm),
-                  *_dense_names(f"{p}/intermediate/dense", block.intermediate),
-                  *_dense_names(f"{p}/output/dense", block.output_dense),
-                  *_layer_norm_names(output_ln, block.output_layer_norm)]
-    if bert.encoder.final_layer_norm is not None:
-        names += _layer_norm_names("bert/encoder/LayerNorm", bert.encoder.final_layer_norm)
-    names += _dense_names("bert/pooler/dense", bert.pooler)
-    return names
-
-
-def _head_names(model):
-    if isinstance(model, BertPretrainer):
-        mlm, nsp = model.masked_lm, model.next_sentence
-        names = [*_dense_names("cls/predictions/transform/dense", mlm.transform),
-                 *_layer_norm_names("cls/predictions/transform/LayerNorm", mlm.layer_norm),
-                 ("cls/predictions/output_bias", mlm.output_bias)]
-        if nsp is None:  # MLM only
-            return names
-        return names + [("cls/seq_relationship/output_weights", nsp.output_weights),
-                        ("cls/seq_relationship/output_bias", nsp.output_bias)]
-    if isinstance(model, BertClassifier):
-        return [("output_weights", model.classifier.output_weights),
-                ("output_bias", model.classifier.output_bias)]
-    if isinstance(model, BertSpanLabeler):
-        return [("cls/squad/output_weights", model.span.output_weights),
-                ("cls/squad/output_bias", model.span.output_bias)]
-    if isinstance(model, BertMultipleChoice):
-        return [("cls/multiple_choice/output_weights", model.head.output_weights),
-                ("cls/multiple_choice/output_bias", model.head.output_bias)]
-    if isinstance(model, BertTokenClassifier):
-        names = [("cls/ner/output_weights", model.head.output_weights),
-                 ("cls/ner/output_bias", model.head.output_bias)]
-        return names + ([("cls/ner/transitions", model.head.transitions)] if model.crf else [])
-    return []
-
-
-def tf1_variable_map(model: keras.Model) -> dict[str, keras.Variable]:
-    """{TF1 name: variable} for a `BertModel` or a model with heads (built if needed)."""
-    if not model.built:
-        model.build()
-    bert = model if isinstance(model, BertModel) else getattr(model, "bert", None)
-    if not isinstance(bert, BertModel):
-        raise TypeError(f"no TF1 name map for {type(model).__name__}")
-    return dict(_bert_names(bert) + _head_names(model))
 
 
 def resolve_checkpoint_path(path: str) -> str:

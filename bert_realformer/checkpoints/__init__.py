@@ -1,0 +1,31 @@
+"""Every weight format the project reads and writes, in one layer between the model and
+training: TF1 name-based checkpoints (`tf1`: the released checkpoints and every run's
+`model.ckpt-N`), Hugging Face directories (`huggingface`), KerasHub presets (`kerashub`), the
+training states runs resume from and which weights a run starts from (`training_states`), and
+conversion between them (`conversion`). The names come from the model classes
+(`modeling.tf1_variable_map`); `modeling` itself does no file I/O.
+
+    from bert_realformer import checkpoints
+    report = checkpoints.load_tf1_checkpoint(model, "uncased_L-12_H-768_A-12/bert_model.ckpt")
+    checkpoints.save_tf1_checkpoint(model, "out/bert_model.ckpt")
+"""
+
+from bert_realformer.checkpoints.tf1 import (
+    CheckpointError,
+    LoadReport,
+    assign_named_values,
+    checkpoint_keys,
+    get_assignment_map_from_checkpoint,
+    load_tf1_checkpoint,
+    read_checkpoint_tensors,
+    read_tf1_checkpoint,
+    reading_checkpoint,
+    resolve_checkpoint_path,
+    save_tf1_checkpoint,
+    write_tf1_checkpoint,
+)
+
+__all__ = ["CheckpointError", "LoadReport", "assign_named_values", "checkpoint_keys",
+           "get_assignment_map_from_checkpoint", "load_tf1_checkpoint", "read_checkpoint_tensors",
+           "read_tf1_checkpoint", "reading_checkpoint", "resolve_checkpoint_path", "save_tf1_checkpoint",
+           "write_tf1_checkpoint"]
