@@ -32,6 +32,7 @@ from modeling.models import (
     BertSpanLabeler,
     BertTokenClassifier,
     encoder_inputs,
+    get_assignment_map_from_checkpoint,
     pretraining_losses,
     tf1_variable_map,
 )

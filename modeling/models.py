@@ -4,6 +4,8 @@ task), its head from `heads.py`.
 Each model keeps the encoder as `.bert`, so `model.bert` is a plain `BertModel`.
 """
 
+import collections
+
 import keras
 
 from modeling.bert import BertModel
@@ -238,3 +240,23 @@ def tf1_variable_map(model: keras.Model) -> dict[str, keras.Variable]:
     if not hasattr(model, "tf1_names"):
         raise TypeError(f"no TF1 name map for {type(model).__name__}")
     return dict(model.tf1_names())
+
+
+def get_assignment_map_from_checkpoint(model_or_variables, init_checkpoint: str):
+    """(assignment map {checkpoint name: variable name}, {name: 1 and name:0: 1} of the
+    variables the checkpoint has), as the original returns for `tf.train.init_from_checkpoint`:
+    here for a model of `modeling` (its TF1 names, `tf1_variable_map`) or a list of variables
+    named with TF1 names. The one place `modeling` looks at a file: it lists the checkpoint's
+    names as the original does (`bert_realformer.checkpoints` reads and writes checkpoints)."""
+    import tensorflow as tf
+    if isinstance(model_or_variables, keras.Model):
+        names = list(tf1_variable_map(model_or_variables))
+    else:
+        names = [getattr(v, "path", None) or v.name.split(":")[0] for v in model_or_variables]
+    available = {name for name, _ in tf.train.list_variables(init_checkpoint)}
+    assignment_map = collections.OrderedDict((name, name) for name in names if name in available)
+    initialized = {}
+    for name in assignment_map:
+        initialized[name] = 1
+        initialized[f"{name}:0"] = 1
+    return assignment_map, initialized

@@ -10,7 +10,6 @@ import tensorflow as tf
 
 import modeling
 import tokenization
-from bert_realformer import checkpoints
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 ORIGINAL_TOKENIZATION_NAMES = (
@@ -86,7 +85,7 @@ def test_assignment_map_for_our_names():
     model = modeling.BertClassifier(config, num_labels=2)
     model.build()
     checkpoint = os.path.join(DATA, "bert_postln_tiny", "bert_model.ckpt")
-    assignment_map, initialized = checkpoints.get_assignment_map_from_checkpoint(model, checkpoint)
+    assignment_map, initialized = modeling.get_assignment_map_from_checkpoint(model, checkpoint)
     assert assignment_map["bert/embeddings/word_embeddings"] == "bert/embeddings/word_embeddings"
     assert "output_weights" not in assignment_map  # the classifier head is not in a pretrained checkpoint
     assert initialized["bert/pooler/dense/kernel"] == 1 and initialized["bert/pooler/dense/kernel:0"] == 1

@@ -15,7 +15,6 @@ from bert_realformer.checkpoints.tf1 import (
     LoadReport,
     assign_named_values,
     checkpoint_keys,
-    get_assignment_map_from_checkpoint,
     load_tf1_checkpoint,
     read_checkpoint_tensors,
     read_tf1_checkpoint,
@@ -26,6 +25,6 @@ from bert_realformer.checkpoints.tf1 import (
 )
 
 __all__ = ["CheckpointError", "LoadReport", "assign_named_values", "checkpoint_keys",
-           "get_assignment_map_from_checkpoint", "load_tf1_checkpoint", "read_checkpoint_tensors",
+           "load_tf1_checkpoint", "read_checkpoint_tensors",
            "read_tf1_checkpoint", "reading_checkpoint", "resolve_checkpoint_path", "save_tf1_checkpoint",
            "write_tf1_checkpoint"]

@@ -8,7 +8,6 @@ original, names its LayerNorms after the input they normalise (`layer_N/attentio
 TensorFlow is imported only inside the functions that touch checkpoint files.
 """
 
-import collections
 import contextlib
 import dataclasses
 import os
@@ -181,21 +180,3 @@ def write_tf1_checkpoint(values: Mapping[str, np.ndarray], prefix: str) -> str:
 def _write_checkpoint_state(directory, basename):
     storage.write_atomic(os.path.join(directory, "checkpoint"),
                          f'model_checkpoint_path: "{basename}"\nall_model_checkpoint_paths: "{basename}"\n')
-
-
-def get_assignment_map_from_checkpoint(model_or_variables, init_checkpoint: str):
-    """(assignment map {checkpoint name: variable name}, {name: 1 and name:0: 1} of the
-    variables the checkpoint has), as the original returns for `tf.train.init_from_checkpoint`:
-    here for a model of `modeling` (its TF1 names, `tf1_variable_map`) or a list of variables
-    named with TF1 names."""
-    if isinstance(model_or_variables, keras.Model):
-        names = list(tf1_variable_map(model_or_variables))
-    else:
-        names = [getattr(v, "path", None) or v.name.split(":")[0] for v in model_or_variables]
-    available = set(checkpoint_keys(resolve_checkpoint_path(init_checkpoint)))
-    assignment_map = collections.OrderedDict((name, name) for name in names if name in available)
-    initialized = {}
-    for name in assignment_map:
-        initialized[name] = 1
-        initialized[f"{name}:0"] = 1
-    return assignment_map, initialized
