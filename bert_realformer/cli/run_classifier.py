@@ -99,16 +99,16 @@ def main(argv):
         # An epoch is every training sequence once: with --doc_stride, every window.
         steps = num_train_steps(records, FLAGS.train_batch_size, FLAGS.num_train_epochs,
                                 FLAGS.gradient_accumulation_steps)
-        driver.train(classifier_task.classifier_task(
+        step = driver.train(classifier_task.classifier_task(
             path, FLAGS.train_batch_size, FLAGS.max_seq_length, regression, FLAGS.learning_rate,
             steps, FLAGS.warmup_proportion, FLAGS.seed, FLAGS.shuffle_buffer_size, FLAGS.group_by_length))
     else:
-        driver.restore_for_inference()
+        step = driver.restore_for_inference()
     if FLAGS.do_eval:
         outputs, labels = classifier_task.predict(
             driver, eval_examples, label_list, tokenizer, os.path.join(FLAGS.output_dir, "eval.tf_record"),
             FLAGS.eval_batch_size, FLAGS.max_seq_length, FLAGS.doc_stride, FLAGS.window_pooling, FLAGS.dynamic_padding)
-        result = classifier_task.evaluation_results(task, outputs, labels, label_list, driver.step)
+        result = classifier_task.evaluation_results(task, outputs, labels, label_list, step)
         write_eval_results(result, os.path.join(FLAGS.output_dir, "eval_results.txt"))
         for key in ("eval_accuracy", "eval_loss", "macro_f1", "pearson", "spearman"):
             if key in result:

@@ -50,16 +50,16 @@ def main(argv):
     driver, tokenizer = finetuning_driver(modeling.BertMultipleChoice)
     if FLAGS.do_train:
         print(f"training on {len(train)} examples", file=sys.stderr)
-        driver.train(multiple_choice.choice_training(
+        step = driver.train(multiple_choice.choice_training(
             train, tokenizer, FLAGS.max_seq_length, FLAGS.train_batch_size, FLAGS.learning_rate,
             FLAGS.num_train_epochs, FLAGS.warmup_proportion, FLAGS.gradient_accumulation_steps, FLAGS.seed,
             FLAGS.shuffle_buffer_size))
     else:
-        driver.restore_for_inference()
+        step = driver.restore_for_inference()
     if dev is not None:
         probabilities = multiple_choice.predict_probabilities(driver, dev, tokenizer, FLAGS.max_seq_length,
                                                               FLAGS.eval_batch_size, FLAGS.dynamic_padding)
-        result = multiple_choice.evaluation_results(dev, probabilities, driver.step)
+        result = multiple_choice.evaluation_results(dev, probabilities, step)
         write_eval_results(result, os.path.join(FLAGS.output_dir, "eval_results.txt"))
         for key in ("eval_accuracy", "eval_loss"):
             print(f"  {key} = {result[key]}", file=sys.stderr)

@@ -70,9 +70,9 @@ def main(argv):
             FLAGS.gradient_accumulation_steps, FLAGS.seed, FLAGS.shuffle_buffer_size)
         print(f"training on {len(train.sentences)} sentences ({windows} windows), labels: "
               f"{' '.join(labels)}", file=sys.stderr)
-        driver.train(training)
+        step = driver.train(training)
     else:
-        driver.restore_for_inference()
+        step = driver.restore_for_inference()
     for conll_file, batch_size, name in ((dev, FLAGS.eval_batch_size, "eval"),
                                          (test, FLAGS.predict_batch_size, "test")):
         if conll_file is None:
@@ -81,7 +81,7 @@ def main(argv):
                                           FLAGS.max_seq_length, batch_size, FLAGS.crf, FLAGS.dynamic_padding)
         ner_data.write_predictions(conll_file, predicted, os.path.join(FLAGS.output_dir, f"{name}_predictions.txt"))
         if name == "eval":
-            result = ner_task.evaluation_results(conll_file.sentences, predicted, driver.step)
+            result = ner_task.evaluation_results(conll_file.sentences, predicted, step)
             write_eval_results(result, os.path.join(FLAGS.output_dir, "eval_results.txt"))
             for key in ("precision", "recall", "f1", "accuracy"):
                 print(f"  {key} = {result[key]}", file=sys.stderr)

@@ -128,11 +128,11 @@ def main(argv):
     options = run_options(strategy, FLAGS.output_dir, FLAGS.init_checkpoint)
     driver = Driver(strategy, lambda: modeling.BertPretrainer(config, next_sentence=not FLAGS.no_nsp), options)
 
-    def held_out_eval(step=None):
+    def held_out_eval(step):
         flag = "--eval_input_file" if FLAGS.eval_input_file else "--input_file"
         with tfrecords.naming_damaged_file(eval_files, flag):
             return evaluate(driver, eval_files, FLAGS.eval_batch_size, FLAGS.max_seq_length,
-                            FLAGS.max_predictions_per_seq, FLAGS.max_eval_steps, layout, masking)
+                            FLAGS.max_predictions_per_seq, FLAGS.max_eval_steps, step, layout, masking)
 
     if FLAGS.do_train:
         task = pretraining_task(
@@ -142,11 +142,11 @@ def main(argv):
             next_sentence=not FLAGS.no_nsp, layout=layout, masking=masking)
         if FLAGS.eval_every_steps:
             task.periodic_eval = PeriodicEval(FLAGS.eval_every_steps, held_out_eval)
-        driver.train(task)
+        step = driver.train(task)
     if FLAGS.do_eval and options.is_chief:
         if not FLAGS.do_train:
-            driver.restore_for_inference()
-        result = held_out_eval()
+            step = driver.restore_for_inference()
+        result = held_out_eval(step)
         write_eval_results(result, os.path.join(FLAGS.output_dir, "eval_results.txt"))
         for key in sorted(result):
             print(f"  {key} = {result[key]}", file=sys.stderr)

@@ -101,9 +101,9 @@ def main(argv):
         print(f"{'re-used' if reused else 'wrote'} {features_path} ({num_features} features)", file=sys.stderr)
         print(f"training on {len(examples)} questions ({skipped} skipped), {num_features} features",
               file=sys.stderr)
-        driver.train(task)
+        step = driver.train(task)
     else:
-        driver.restore_for_inference()
+        step = driver.restore_for_inference()
     if FLAGS.do_predict:
         examples, _ = read_squad_examples(FLAGS.predict_file, False, FLAGS.version_2_with_negative)
         predictions, nbest, null_odds = squad_task.predict(
@@ -124,7 +124,7 @@ def main(argv):
                 result = evaluate(dataset, predictions, null_odds, FLAGS.null_score_diff_threshold)
             else:
                 result = evaluate_v1(dataset, predictions)
-            write_eval_results(result, os.path.join(FLAGS.output_dir, "eval_results.txt"), step=driver.step)
+            write_eval_results(result, os.path.join(FLAGS.output_dir, "eval_results.txt"), step=step)
             print(json.dumps(result), file=sys.stderr)
 
 

@@ -3,9 +3,9 @@ evaluation.
 
     task = pretraining_task(files, batch_size=32, max_seq_length=128, max_predictions_per_seq=20,
                             learning_rate=1e-4, num_train_steps=10000, num_warmup_steps=1000)
-    driver.train(task)
+    step = driver.train(task)
     result = evaluate(driver, files, batch_size=8, max_seq_length=128,
-                      max_predictions_per_seq=20, max_eval_steps=100)
+                      max_predictions_per_seq=20, max_eval_steps=100, step=step)
 
 `layout` says which records the files hold (`input_pipeline.check_records`); unmasked ones
 are masked as read with `masking` (`pretraining.dynamic_masking`). Whether NSP is trained and
@@ -65,12 +65,13 @@ def _eval_outputs(model, features):
     return values
 
 
-def evaluate(driver, files, batch_size, max_seq_length, max_predictions_per_seq, max_eval_steps,
+def evaluate(driver, files, batch_size, max_seq_length, max_predictions_per_seq, max_eval_steps, step,
              layout=None, masking=None):
     """The original's eval metrics over the first `max_eval_steps` batches of `files` (in
     order): `masked_lm_accuracy`, `masked_lm_loss` (weighted means), with the NSP head
     `next_sentence_accuracy` and `next_sentence_loss`, `loss` (their sum) and `global_step`
-    (of the weights used). Unmasked records get the fixed evaluation masks of `masking`."""
+    (`step`: that of the weights used). Unmasked records get the fixed evaluation masks of
+    `masking`."""
     dataset = make_dataset(files, batch_size, max_seq_length, max_predictions_per_seq, False,
                            layout=layout, masking=masking)
     out = driver.predict(dataset.take(max_eval_steps), _eval_outputs)
@@ -84,5 +85,5 @@ def evaluate(driver, files, batch_size, max_seq_length, max_predictions_per_seq,
         result["next_sentence_accuracy"] = float(np.sum(out["nsp_pred"] == out["nsp_labels"])) / examples
         result["next_sentence_loss"] = float(np.sum(out["nsp_loss"])) / examples
         result["loss"] += result["next_sentence_loss"]
-    result["global_step"] = driver.step
+    result["global_step"] = step
     return result

@@ -111,7 +111,6 @@ class Driver:
         warning = recorded_config.check_against_recorded(self.model.config, options.output_dir)
         if warning:
             self._say(warning)
-        self.step = 0
         self.weights = None  # the Checkpoint the weights came from (None: fresh)
         self._predict_steps = {}  # (fn, input spec) -> its traced step: later calls re-use it
 
@@ -186,7 +185,6 @@ class Driver:
                 stop, attempts = agreement.agreed(signals.received, sizes.next())
                 if stop is not None:
                     self._stop(stop, signals.received, step, manager)
-        self.step = step
         if options.is_chief:
             prefix = checkpoints.save_tf1_checkpoint(self.model, os.path.join(self.write_dir, f"model.ckpt-{step}"))
             self._say(f"wrote {prefix}")
@@ -229,7 +227,6 @@ class Driver:
         return history
 
     def _evaluate_into(self, history, periodic_eval, step):
-        self.step = step
         result = periodic_eval.evaluate(step)
         history.add(step, result)
         shown = ", ".join(f"{k} {v:.4f}" for k, v in sorted(result.items()) if k != "global_step")
@@ -328,7 +325,7 @@ class Driver:
         found = training_states.choose_weights(self.options.output_dir, self.options.init_checkpoint,
                                              training=False)
         report = training_states.load_weights(self.model, found, strict=True)
-        self.weights, self.step = found, found.step
+        self.weights = found
         self._describe_weights(found, report)
         return found.step
 
