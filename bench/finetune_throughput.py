@@ -34,9 +34,9 @@ def run_case(case):
     from model_step import CONFIGS
 
     import modeling
-    from bert_realformer.tasks import classifier_task
-    from bert_realformer.tasks.classifier_data import InputExample
-    from bert_realformer.tasks.classifier_features import cached_features
+    from bert_realformer.tasks.classification import task as classifier_task
+    from bert_realformer.tasks.classification.features import cached_features
+    from bert_realformer.tasks.classification.reading import InputExample
     from bert_realformer.training.driver import Driver, RunOptions
     from tokenization import FullTokenizer
     config = modeling.BertConfig(vocab_size=21128, max_position_embeddings=512, type_vocab_size=2,

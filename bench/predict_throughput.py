@@ -64,8 +64,8 @@ def ours(case):
     import tensorflow as tf
 
     import modeling
-    from bert_realformer.tasks import classifier_task
-    from bert_realformer.tasks.classifier_data import InputExample
+    from bert_realformer.tasks.classification import task as classifier_task
+    from bert_realformer.tasks.classification.reading import InputExample
     from bert_realformer.training.driver import Driver, RunOptions
     from tokenization import FullTokenizer
     model_dir, seq = case["model_dir"], case["seq_length"]

@@ -8,8 +8,8 @@ import pytest
 import tensorflow as tf
 
 from bert_realformer.errors import InputError
-from bert_realformer.tasks.classifier_data import InputExample, get_processor
-from bert_realformer.tasks.classifier_features import cached_features, convert_example
+from bert_realformer.tasks.classification.features import cached_features, convert_example
+from bert_realformer.tasks.classification.reading import InputExample, get_processor
 from bert_realformer.tasks.export import pack_inputs
 from bert_realformer.tasks.sequences import truncate_seq_pair
 from tokenization import FullTokenizer
@@ -93,7 +93,7 @@ def test_integer_labels_sort_as_integers_and_the_order_is_recorded(tmp_path):
     """Generic labels 0..11 from data: "2" before "10" (as strings "10" came third). The run
     writes the order to OUTPUT_DIR/label_list.txt; a later run keeps the recorded order (the
     classifier's output columns) and refuses another set of labels."""
-    from bert_realformer.tasks.classifier_task import settle_label_list
+    from bert_realformer.tasks.classification.task import settle_label_list
     rows = "".join(f"text {i}\t{i % 12}\n" for i in range(24))
     write(tmp_path / "data" / "train.tsv", "text\tlabel\n" + rows)
     labels = get_processor("generic", str(tmp_path / "data")).get_labels()

@@ -9,7 +9,8 @@ import sys
 import pytest
 from conftest import allennlp_fixture, oracle_results
 
-from bert_realformer.tasks import cmrc2018_evaluate, squad
+from bert_realformer.tasks.squad import cmrc2018_metrics as cmrc2018_evaluate
+from bert_realformer.tasks.squad import reading as squad
 from tokenization import FullTokenizer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -77,7 +78,7 @@ def test_oracle_logits_score_100_on_real_cmrc2018(tmp_path):
     # The command-line scorer prints the official script's JSON.
     predictions_file = tmp_path / "predictions.json"
     predictions_file.write_text(json.dumps(predictions, ensure_ascii=False), encoding="utf-8")
-    cli = subprocess.run([sys.executable, "-m", "bert_realformer.tasks.squad_evaluate", "--metric=cmrc2018", DEV,
+    cli = subprocess.run([sys.executable, "-m", "bert_realformer.tasks.squad.metrics", "--metric=cmrc2018", DEV,
                           str(predictions_file)], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert cli.returncode == 0, cli.stderr
     assert json.loads(cli.stdout) == {"AVERAGE": "100.000", "F1": "100.000", "EM": "100.000", "TOTAL": 27,

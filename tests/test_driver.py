@@ -19,8 +19,8 @@ from bert_realformer import checkpoints
 from bert_realformer.checkpoints import training_states
 from bert_realformer.errors import InputError
 from bert_realformer.pretraining.losses import pretraining_totals
-from bert_realformer.tasks import squad_task
-from bert_realformer.tasks.squad import SquadExample
+from bert_realformer.tasks.squad import task as squad_task
+from bert_realformer.tasks.squad.reading import SquadExample
 from bert_realformer.training import trainer
 from bert_realformer.training.driver import Driver, RunOptions
 from bert_realformer.training.optimization import create_optimizer

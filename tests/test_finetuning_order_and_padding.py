@@ -10,12 +10,15 @@ import pytest
 import tensorflow as tf
 
 import modeling
-from bert_realformer.tasks import classifier_task, multiple_choice, ner_task, squad_task
-from bert_realformer.tasks.classifier_data import InputExample
-from bert_realformer.tasks.classifier_features import cached_features, make_dataset
+from bert_realformer.tasks.classification import task as classifier_task
+from bert_realformer.tasks.classification.features import cached_features, make_dataset
+from bert_realformer.tasks.classification.reading import InputExample
 from bert_realformer.tasks.feature_cache import record_count
-from bert_realformer.tasks.ner_data import Sentence
+from bert_realformer.tasks.multiple_choice import task as multiple_choice
+from bert_realformer.tasks.ner import task as ner_task
+from bert_realformer.tasks.ner.reading import Sentence
 from bert_realformer.tasks.sequences import pack, pack_windows, window_starts
+from bert_realformer.tasks.squad import task as squad_task
 from bert_realformer.training import padding
 from bert_realformer.training.driver import Driver, RunOptions
 from bert_realformer.training.per_example import training_batches
@@ -226,7 +229,7 @@ def test_ner_squad_and_choices_with_dynamic_padding_equal_full_padding(driver, d
 
     from conftest import allennlp_fixture
 
-    from bert_realformer.tasks.squad import read_squad_examples
+    from bert_realformer.tasks.squad.reading import read_squad_examples
     squad, _ = read_squad_examples(allennlp_fixture("squad.json"), is_training=False)
     spans = driver(lambda config: modeling.BertSpanLabeler(config))
     args = (spans, squad, TOKENIZER, 64, 32, 24, 4, 20, 30, True)

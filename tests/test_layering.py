@@ -142,12 +142,12 @@ def test_no_module_imports_itself_through_others():
 
 def test_the_layer_rule_finds_upward_and_sideways_imports_and_circles():
     assert _upward_imports("bert_realformer.training.driver", [
-        "bert_realformer.tasks.squad", "modeling", "bert_realformer.training.trainer", "numpy"]) == [
-        "bert_realformer.tasks.squad"]
+        "bert_realformer.tasks.squad.reading", "modeling", "bert_realformer.training.trainer", "numpy"]) == [
+        "bert_realformer.tasks.squad.reading"]
     assert _upward_imports("modeling.bert", ["tokenization", "bert_realformer.storage"]) == ["tokenization"]
     assert _upward_imports("bert_realformer.pretraining.task", [
-        "bert_realformer.tasks.classifier_task", "bert_realformer.training.driver"]) == [
-        "bert_realformer.tasks.classifier_task"]
+        "bert_realformer.tasks.classification.task", "bert_realformer.training.driver"]) == [
+        "bert_realformer.tasks.classification.task"]
     assert _upward_imports("bert_realformer.storage", ["bert_realformer.training.driver"]) == [
         "bert_realformer.training.driver"]
     assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]

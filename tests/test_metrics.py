@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from bert_realformer.tasks import metrics
+from bert_realformer.tasks.classification import metrics
 
 
 def test_three_class_report_by_hand():

@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 
 from bert_realformer.errors import InputError
-from bert_realformer.tasks import ner_data, ner_features, ner_metrics
+from bert_realformer.tasks.ner import features as ner_features
+from bert_realformer.tasks.ner import metrics as ner_metrics
+from bert_realformer.tasks.ner import reading as ner_data
 from tokenization import FullTokenizer
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")

@@ -11,7 +11,8 @@ import sys
 import pytest
 from conftest import allennlp_fixture
 
-from bert_realformer.tasks import ner_data, ner_metrics
+from bert_realformer.tasks.ner import metrics as ner_metrics
+from bert_realformer.tasks.ner import reading as ner_data
 
 pytestmark = pytest.mark.slow  # the scripts end to end, in subprocesses
 

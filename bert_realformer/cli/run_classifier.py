@@ -67,9 +67,9 @@ def main(argv):
     del argv
     _check_flags()
     import modeling
-    from bert_realformer.tasks import classifier_task
-    from bert_realformer.tasks.classifier_data import get_processor
-    from bert_realformer.tasks.classifier_features import cached_features
+    from bert_realformer.tasks.classification import task as classifier_task
+    from bert_realformer.tasks.classification.features import cached_features
+    from bert_realformer.tasks.classification.reading import get_processor
     from bert_realformer.tasks.feature_cache import record_count
     from bert_realformer.training.per_example import num_train_steps
     from bert_realformer.training.results import write_eval_results

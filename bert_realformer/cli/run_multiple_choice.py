@@ -40,7 +40,8 @@ def main(argv):
     del argv
     _check_flags()
     import modeling
-    from bert_realformer.tasks import classifier_task, multiple_choice
+    from bert_realformer.tasks.classification import task as classifier_task
+    from bert_realformer.tasks.multiple_choice import task as multiple_choice
     from bert_realformer.training.results import write_eval_results
     task = FLAGS.task_name.lower()
     read = lambda split: multiple_choice.read_examples(FLAGS.data_dir, task, split)  # noqa: E731

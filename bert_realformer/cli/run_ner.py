@@ -40,7 +40,7 @@ def _check_flags():
 
 def _read_data(task):
     """(labels, train file or None, dev file or None, test file or None), checked."""
-    from bert_realformer.tasks import ner_data
+    from bert_realformer.tasks.ner import reading as ner_data
     path = lambda split: ner_data.data_path(FLAGS.data_dir, task, split)  # noqa: E731
     train = ner_data.read_conll(path("train")) if FLAGS.do_train or task == "generic" else None
     dev = ner_data.read_conll(path("dev")) if FLAGS.do_eval else None
@@ -57,7 +57,8 @@ def main(argv):
     del argv
     _check_flags()
     import modeling
-    from bert_realformer.tasks import ner_data, ner_task
+    from bert_realformer.tasks.ner import reading as ner_data
+    from bert_realformer.tasks.ner import task as ner_task
     from bert_realformer.training.results import write_eval_results
     task = FLAGS.task_name.lower()
     labels, train, dev, test = _read_data(task)

@@ -66,7 +66,7 @@ flags.adopt_module_key_flags(training_flags)  # the shared flags in --help, not 
 def main(argv):
     del argv
     if FLAGS.verbose_logging:
-        logging.getLogger("bert_realformer.tasks.squad").setLevel(logging.INFO)
+        logging.getLogger("bert_realformer.tasks.squad.reading").setLevel(logging.INFO)
     for name in ("bert_config_file", "vocab_file", "output_dir"):
         if not getattr(FLAGS, name):
             raise InputError(f"--{name} is required")
@@ -84,8 +84,8 @@ def main(argv):
         raise InputError(f"--max_seq_length={FLAGS.max_seq_length} must exceed --max_query_length + 3")
     check_shared_flags()
     import modeling
-    from bert_realformer.tasks import squad_task
-    from bert_realformer.tasks.squad import read_squad_examples
+    from bert_realformer.tasks.squad import task as squad_task
+    from bert_realformer.tasks.squad.reading import read_squad_examples
     driver, tokenizer = finetuning_driver(modeling.BertSpanLabeler)
     windows = (FLAGS.max_seq_length, FLAGS.doc_stride, FLAGS.max_query_length)
     if FLAGS.do_train:
@@ -113,8 +113,8 @@ def main(argv):
         squad_task.write_predictions(FLAGS.output_dir, predictions, nbest,
                                      null_odds if FLAGS.version_2_with_negative else None)
         if FLAGS.do_eval:
-            from bert_realformer.tasks import cmrc2018_evaluate
-            from bert_realformer.tasks.squad_evaluate import evaluate, evaluate_v1
+            from bert_realformer.tasks.squad import cmrc2018_metrics as cmrc2018_evaluate
+            from bert_realformer.tasks.squad.metrics import evaluate, evaluate_v1
             from bert_realformer.text_files import read_text
             from bert_realformer.training.results import write_eval_results
             dataset = json.loads(read_text(FLAGS.predict_file))["data"]

@@ -23,8 +23,8 @@ import numpy as np
 import tensorflow as tf
 
 from bert_realformer import storage
-from bert_realformer.tasks import metrics
-from bert_realformer.tasks.classifier_features import cached_features, make_dataset
+from bert_realformer.tasks.classification import metrics
+from bert_realformer.tasks.classification.features import cached_features, make_dataset
 from bert_realformer.tasks.feature_cache import record_count
 from bert_realformer.training.driver import TrainingTask
 from bert_realformer.training.per_example import example_totals, loss_share
@@ -32,7 +32,7 @@ from bert_realformer.training.per_example import example_totals, loss_share
 logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # annotations only
-    from bert_realformer.tasks.classifier_data import InputExample
+    from bert_realformer.tasks.classification.reading import InputExample
     from bert_realformer.training.driver import Driver
     from tokenization import FullTokenizer
 

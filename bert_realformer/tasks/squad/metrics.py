@@ -140,7 +140,7 @@ def main(argv=None):
         print(f"error: {error}", file=sys.stderr)
         return 2
     if args.metric == "cmrc2018":
-        from bert_realformer.tasks import cmrc2018_evaluate
+        from bert_realformer.tasks.squad import cmrc2018_metrics as cmrc2018_evaluate
         scores = cmrc2018_evaluate.evaluate(dataset, predictions)
         result = {**{k: f"{scores[k]:.3f}" for k in ("AVERAGE", "F1", "EM")},
                   "TOTAL": scores["TOTAL"], "SKIP": scores["SKIP"], "FILE": args.pred_file}

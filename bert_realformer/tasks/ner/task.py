@@ -9,15 +9,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 import tensorflow as tf
 
-from bert_realformer.tasks.ner_features import sentence_tags, sentence_windows
-from bert_realformer.tasks.ner_metrics import entity_metrics
+from bert_realformer.tasks.ner.features import sentence_tags, sentence_windows
+from bert_realformer.tasks.ner.metrics import entity_metrics
 from bert_realformer.training.driver import TrainingTask
 from bert_realformer.training.padding import trim_to_longest
 from bert_realformer.training.per_example import example_totals, loss_share, num_train_steps, training_batches
 from modeling import crf
 
 if TYPE_CHECKING:  # annotations only
-    from bert_realformer.tasks.ner_data import Sentence
+    from bert_realformer.tasks.ner.reading import Sentence
     from bert_realformer.training.driver import Driver
     from tokenization import FullTokenizer
 

@@ -25,7 +25,7 @@ import tensorflow as tf
 
 from bert_realformer import storage
 from bert_realformer.errors import InputError
-from bert_realformer.tasks.classifier_data import read_jsonl
+from bert_realformer.tasks.classification.reading import read_jsonl
 from bert_realformer.tasks.sequences import pack
 from bert_realformer.text_files import read_lines
 from bert_realformer.training.driver import TrainingTask

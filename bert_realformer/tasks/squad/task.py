@@ -15,7 +15,12 @@ import tensorflow as tf
 
 from bert_realformer import storage
 from bert_realformer.tasks.feature_cache import cached_records, digest, file_digest
-from bert_realformer.tasks.squad import RawResult, compute_predictions, convert_examples_to_features, iter_features
+from bert_realformer.tasks.squad.reading import (
+    RawResult,
+    compute_predictions,
+    convert_examples_to_features,
+    iter_features,
+)
 from bert_realformer.tfrecords import encode_example, int64_feature
 from bert_realformer.training.driver import TrainingTask
 from bert_realformer.training.padding import pad_to, trim_to_longest
@@ -24,7 +29,7 @@ from bert_realformer.training.per_example import example_totals, loss_share, num
 PADDING_LOGIT = -10000.0  # start/end logits past a batch's longest window (dynamic padding)
 
 if TYPE_CHECKING:  # annotations only
-    from bert_realformer.tasks.squad import SquadExample
+    from bert_realformer.tasks.squad.reading import SquadExample
     from bert_realformer.training.driver import Driver
     from tokenization import FullTokenizer
 

@@ -22,7 +22,7 @@ from bert_realformer.training.padding import trim_to_longest
 if TYPE_CHECKING:  # annotations only
     import tensorflow as tf
 
-    from bert_realformer.tasks.classifier_data import InputExample
+    from bert_realformer.tasks.classification.reading import InputExample
     from tokenization import FullTokenizer
 
 
