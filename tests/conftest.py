@@ -69,7 +69,7 @@ def allennlp_fixture(name):
 
 def oracle_results(features):
     """SQuAD `RawResult`s whose start/end logits single out each feature's gold span."""
-    from bert_realformer.tasks.squad import reading as squad
+    from bert_realformer.tasks import squad
     results = []
     for f in features:
         start, end = [0.0] * len(f.input_ids), [0.0] * len(f.input_ids)

@@ -9,8 +9,8 @@ import sys
 import pytest
 from conftest import allennlp_fixture, oracle_results
 
+from bert_realformer.tasks import squad
 from bert_realformer.tasks.squad import cmrc2018_metrics as cmrc2018_evaluate
-from bert_realformer.tasks.squad import reading as squad
 from tokenization import FullTokenizer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -10,11 +10,12 @@ import pytest
 import tensorflow as tf
 
 import modeling
+from bert_realformer.tasks import multiple_choice
 from bert_realformer.tasks.classification import task as classifier_task
 from bert_realformer.tasks.classification.features import cached_features, make_dataset
 from bert_realformer.tasks.classification.reading import InputExample
 from bert_realformer.tasks.feature_cache import record_count
-from bert_realformer.tasks.multiple_choice import task as multiple_choice
+from bert_realformer.tasks.multiple_choice import task as choice_task
 from bert_realformer.tasks.ner import task as ner_task
 from bert_realformer.tasks.ner.reading import Sentence
 from bert_realformer.tasks.sequences import pack, pack_windows, window_starts
@@ -223,8 +224,8 @@ def test_ner_squad_and_choices_with_dynamic_padding_equal_full_padding(driver, d
     choices = driver(lambda config: modeling.BertMultipleChoice(config))
     examples = [multiple_choice.ChoiceExample(_text(rng, int(rng.integers(3, 25))), "", [_text(rng, 3), _text(rng, 5)],
                                               0, f"f:{i}") for i in range(9)]
-    fixed = multiple_choice.predict_probabilities(choices, examples, TOKENIZER, 64, 4, dynamic_padding=False)
-    np.testing.assert_allclose(multiple_choice.predict_probabilities(choices, examples, TOKENIZER, 64, 4), fixed,
+    fixed = choice_task.predict_probabilities(choices, examples, TOKENIZER, 64, 4, dynamic_padding=False)
+    np.testing.assert_allclose(choice_task.predict_probabilities(choices, examples, TOKENIZER, 64, 4), fixed,
                                atol=1e-5)
 
     from conftest import allennlp_fixture

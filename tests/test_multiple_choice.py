@@ -13,7 +13,7 @@ from conftest import allennlp_fixture
 
 import modeling
 from bert_realformer.errors import InputError
-from bert_realformer.tasks.multiple_choice import task as multiple_choice
+from bert_realformer.tasks import multiple_choice
 from tokenization import FullTokenizer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -10,8 +10,8 @@ import pytest
 from conftest import allennlp_fixture, oracle_results
 
 from bert_realformer.errors import InputError
+from bert_realformer.tasks import squad
 from bert_realformer.tasks.squad import metrics as squad_evaluate
-from bert_realformer.tasks.squad import reading as squad
 from tokenization import FullTokenizer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -237,6 +237,6 @@ def test_extract_features_outputs_the_models_own_layers(tmp_path):
 
 def test_answers_that_cannot_be_mapped_back_are_logged(caplog):
     """What run_squad.py's --verbose_logging shows (the loggers' INFO level)."""
-    with caplog.at_level("INFO", logger="bert_realformer.tasks.squad.reading"):
+    with caplog.at_level("INFO", logger="bert_realformer.tasks.squad"):
         assert squad.get_final_text("xyz", "Steve", True) == "Steve"
     assert "unable to find 'xyz' in 'Steve'" in caplog.text

@@ -40,8 +40,9 @@ def main(argv):
     del argv
     _check_flags()
     import modeling
+    from bert_realformer.tasks import multiple_choice
     from bert_realformer.tasks.classification import task as classifier_task
-    from bert_realformer.tasks.multiple_choice import task as multiple_choice
+    from bert_realformer.tasks.multiple_choice import task as choice_task
     from bert_realformer.training.results import write_eval_results
     task = FLAGS.task_name.lower()
     read = lambda split: multiple_choice.read_examples(FLAGS.data_dir, task, split)  # noqa: E731
@@ -51,21 +52,21 @@ def main(argv):
     driver, tokenizer = finetuning_driver(modeling.BertMultipleChoice)
     if FLAGS.do_train:
         print(f"training on {len(train)} examples", file=sys.stderr)
-        step = driver.train(multiple_choice.choice_training(
+        step = driver.train(choice_task.choice_training(
             train, tokenizer, FLAGS.max_seq_length, FLAGS.train_batch_size, FLAGS.learning_rate,
             FLAGS.num_train_epochs, FLAGS.warmup_proportion, FLAGS.gradient_accumulation_steps, FLAGS.seed,
             FLAGS.shuffle_buffer_size))
     else:
         step = driver.restore_for_inference()
     if dev is not None:
-        probabilities = multiple_choice.predict_probabilities(driver, dev, tokenizer, FLAGS.max_seq_length,
+        probabilities = choice_task.predict_probabilities(driver, dev, tokenizer, FLAGS.max_seq_length,
                                                               FLAGS.eval_batch_size, FLAGS.dynamic_padding)
         result = multiple_choice.evaluation_results(dev, probabilities, step)
         write_eval_results(result, os.path.join(FLAGS.output_dir, "eval_results.txt"))
         for key in ("eval_accuracy", "eval_loss"):
             print(f"  {key} = {result[key]}", file=sys.stderr)
     if test is not None:
-        probabilities = multiple_choice.predict_probabilities(driver, test, tokenizer, FLAGS.max_seq_length,
+        probabilities = choice_task.predict_probabilities(driver, test, tokenizer, FLAGS.max_seq_length,
                                                               FLAGS.predict_batch_size, FLAGS.dynamic_padding)
         classifier_task.write_test_results(multiple_choice.test_rows(test, probabilities),
                                            os.path.join(FLAGS.output_dir, "test_results.tsv"))

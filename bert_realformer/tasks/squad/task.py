@@ -15,12 +15,8 @@ import tensorflow as tf
 
 from bert_realformer import storage
 from bert_realformer.tasks.feature_cache import cached_records, digest, file_digest
-from bert_realformer.tasks.squad.reading import (
-    RawResult,
-    compute_predictions,
-    convert_examples_to_features,
-    iter_features,
-)
+from bert_realformer.tasks.squad.answers import RawResult, compute_predictions
+from bert_realformer.tasks.squad.features import convert_examples_to_features, iter_features
 from bert_realformer.tfrecords import encode_example, int64_feature
 from bert_realformer.training.driver import TrainingTask
 from bert_realformer.training.padding import pad_to, trim_to_longest

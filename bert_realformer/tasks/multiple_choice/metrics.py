@@ -1,0 +1,17 @@
+"""Multiple-choice results: accuracy and loss (`eval_results.txt`), the rows of
+`test_results.tsv`."""
+
+import numpy as np
+
+
+def evaluation_results(examples, probabilities, global_step):
+    """`eval_accuracy`, `eval_loss` (mean -log p(answer)), `global_step`."""
+    labels = np.array([e.label for e in examples])
+    chosen = probabilities[np.arange(len(labels)), labels]
+    return {"eval_accuracy": float(np.mean(probabilities.argmax(-1) == labels)),
+            "eval_loss": float(np.mean(-np.log(np.maximum(chosen, 1e-30)))), "global_step": global_step}
+
+
+def test_rows(examples, probabilities):
+    """Each example's choice probabilities without its padding choices (test_results.tsv)."""
+    return [row[:len(example.choices)] for example, row in zip(examples, probabilities, strict=True)]
