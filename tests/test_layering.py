@@ -18,7 +18,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # modules (the bottom). The repository's top-level .py files are wrappers of `bert_realformer.cli`.
 LAYERS = (
     ("bert_realformer",),                               # errors, file I/O, TFRecords, run claims
-    ("modeling", "tokenization", "bert_realformer.analysis", "bert_realformer.realdata"),
+    ("modeling", "tokenization", "bert_realformer.realdata"),
     ("bert_realformer.checkpoints",),                   # weight formats: TF1, Hugging Face, KerasHub, states
     ("bert_realformer.training",),                      # the step loop, driver, optimizer
     ("bert_realformer.pretraining", "bert_realformer.tasks"),  # what is trained

@@ -66,8 +66,8 @@ def main(argv):
     import tensorflow as tf
 
     import modeling
-    from bert_realformer.analysis.attention import AttentionStatistics, plot
     from bert_realformer.checkpoints.training_states import describe, load_weights, resolve
+    from bert_realformer.comparison.attention import AttentionStatistics, plot
     config = modeling.BertConfig.from_json_file(FLAGS.bert_config_file)
     model = modeling.BertModel(config)
     model.build()

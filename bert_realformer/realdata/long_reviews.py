@@ -14,7 +14,8 @@ Articles and reviews are each used once; the classes are balanced in every split
 
 import random
 
-from bert_realformer.realdata import peoples_daily_articles, sentiment_reviews
+from bert_realformer.realdata.peoples_daily import peoples_daily_articles
+from bert_realformer.realdata.sentiment import sentiment_reviews
 
 SPLITS = {"train": 1200, "dev": 300, "test": 100}
 

@@ -15,7 +15,7 @@ dev), and each class gets the same number of examples per split, drawn with a fi
 
 import random
 
-from bert_realformer.realdata import peoples_daily_tagged_lines, words_and_tags
+from bert_realformer.realdata.peoples_daily import peoples_daily_tagged_lines, words_and_tags
 
 MIN_OCCURRENCES = 300
 PER_CLASS = {"train": 150, "dev": 30, "test": 30}

@@ -1,1 +1,0 @@
-"""Analyses of trained models (the RealFormer paper's attention statistics)."""

