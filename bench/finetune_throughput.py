@@ -35,9 +35,9 @@ def run_case(case):
 
     import modeling
     from bert_realformer.tasks.classification import task as classifier_task
-    from bert_realformer.tasks.classification.features import cached_features
     from bert_realformer.tasks.classification.reading import InputExample
     from bert_realformer.training.driver import Driver, RunOptions
+    from bert_realformer.training.per_example import Schedule
     from tokenization import FullTokenizer
     config = modeling.BertConfig(vocab_size=21128, max_position_embeddings=512, type_vocab_size=2,
                                  **CONFIGS[case["config"]])
@@ -49,10 +49,11 @@ def run_case(case):
     with open(case["rows"], encoding="utf-8") as f:
         rows = json.load(f)
     examples = [InputExample(f"t-{i}", text, None, label) for i, (text, label) in enumerate(rows)]
-    path = os.path.join(case["work_dir"], "train.tf_record")
-    cached_features(examples, ["0", "1"], case["seq_length"], FullTokenizer(VOCAB_ZH), path)
-    driver.train(classifier_task.classifier_task(path, case["batch_size"], case["seq_length"], False, 5e-5,
-                                                 case["steps"], 0.1, group_by_length=case["group_by_length"]))
+    epochs = case["steps"] * case["batch_size"] / len(examples)
+    driver.train(classifier_task.training_task(
+        examples, FullTokenizer(VOCAB_ZH), case["seq_length"], Schedule(case["batch_size"], 5e-5, epochs),
+        label_list=["0", "1"], features_path=os.path.join(case["work_dir"], "train.tf_record"),
+        group_by_length=case["group_by_length"]))
     lines = [line for line in stream.getvalue().splitlines() if "examples/s" in line]
     rate = float(re.search(r"([\d.]+) examples/s", lines[-1]).group(1))
     loss = float(re.search(r"loss ([\d.]+)", lines[-1]).group(1))

@@ -19,11 +19,13 @@ from bert_realformer import checkpoints
 from bert_realformer.checkpoints import training_states
 from bert_realformer.errors import InputError
 from bert_realformer.pretraining.losses import pretraining_totals
+from bert_realformer.tasks.feature_cache import record_count
 from bert_realformer.tasks.squad import task as squad_task
 from bert_realformer.tasks.squad.reading import SquadExample
 from bert_realformer.training import trainer
 from bert_realformer.training.driver import Driver, RunOptions
 from bert_realformer.training.optimization import create_optimizer
+from bert_realformer.training.per_example import Schedule
 from bert_realformer.training.progress import Progress
 from tokenization import FullTokenizer
 
@@ -206,9 +208,10 @@ def _squad_examples(tokenizer, n=10):
 def test_squad_steps_count_examples_and_examples_are_shuffled_as_the_original(tmp_path):
     tokenizer = FullTokenizer(os.path.join(DATA, "bert_postln_tiny", "vocab.txt"), do_lower_case=True)
     examples = _squad_examples(tokenizer)
-    task, num_features, reused = squad_task.squad_training(
-        examples, tokenizer, 32, 16, 8, batch_size=4, learning_rate=1e-4, num_train_epochs=2,
-        warmup_proportion=0.1, features_path=str(tmp_path / "train.tf_record"))
+    task = squad_task.training_task(
+        examples, tokenizer, 32, Schedule(batch_size=4, learning_rate=1e-4, num_train_epochs=2, warmup_proportion=0.1),
+        doc_stride=16, max_query_length=8, features_path=str(tmp_path / "train.tf_record"))
+    num_features, reused = record_count(str(tmp_path / "train.tf_record")), task.summary.startswith("re-used")
     assert num_features > len(examples) and not reused  # several windows per question
     assert task.num_train_steps == int(10 / 4 * 2) and task.num_warmup_steps == 0
     # The windows come from the examples in the order random.Random(12345) shuffles them.

@@ -22,7 +22,7 @@ from bert_realformer.tasks.sequences import pack, pack_windows, window_starts
 from bert_realformer.tasks.squad import task as squad_task
 from bert_realformer.training import padding
 from bert_realformer.training.driver import Driver, RunOptions
-from bert_realformer.training.per_example import training_batches
+from bert_realformer.training.per_example import Schedule, training_batches
 from tokenization import FullTokenizer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -99,7 +99,9 @@ def test_a_resumed_classifier_run_continues_the_same_permutation(tmp_path):
                              keep_checkpoint_max=10)
         driver = Driver(tf.distribute.OneDeviceStrategy("/cpu:0"), lambda: modeling.BertClassifier(CONFIG, 2),
                         options, stream=open(os.devnull, "w"))
-        driver.train(classifier_task.classifier_task(path, 8, 16, False, 1e-2, 6, 0.0))
+        driver.train(classifier_task.training_task(  # 6 steps: 1.2 epochs of 40 examples in batches of 8
+            examples, TOKENIZER, 16, Schedule(8, 1e-2, num_train_epochs=1.2, warmup_proportion=0.0),
+            label_list=["0", "1"], features_path=path))
         return driver.model
 
     whole = train(tmp_path / "whole")

@@ -53,12 +53,13 @@ def _library_modules(with_main=False):
 
 @pytest.mark.slow
 def test_importing_any_library_module_changes_no_environment_variable():
+    # (The scripts' modules define their flags on import: they are the scripts, not the library.)
     # What the third-party libraries do on import (TensorFlow sets several variables) is
     # theirs: they are imported first.
     code = ("import os, importlib, json, sys\n"
             "import numpy, tensorflow, keras, tensorflow_text, jieba, matplotlib, absl.flags\n"
             "before = dict(os.environ)\n"
-            f"for name in {_library_modules()!r}:\n"
+            f"for name in {[m for m in _library_modules() if not m.startswith('bert_realformer.cli')]!r}:\n"
             "    importlib.import_module(name)\n"
             "print(json.dumps(sorted(set(os.environ.items()) ^ set(before.items()))))\n")
     env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL",)}

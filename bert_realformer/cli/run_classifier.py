@@ -27,6 +27,7 @@ from bert_realformer.commandline.training_flags import (
     check_finetuning_flags,
     define_finetuning_flags,
     finetuning_driver,
+    schedule_from_flags,
 )
 from bert_realformer.runner import script_entry
 
@@ -68,10 +69,7 @@ def main(argv):
     _check_flags()
     import modeling
     from bert_realformer.tasks.classification import task as classifier_task
-    from bert_realformer.tasks.classification.features import cached_features
     from bert_realformer.tasks.classification.reading import get_processor
-    from bert_realformer.tasks.feature_cache import record_count
-    from bert_realformer.training.per_example import num_train_steps
     from bert_realformer.training.results import write_eval_results
     task = FLAGS.task_name.lower()
     recorded = os.path.join(FLAGS.output_dir, classifier_task.LABEL_LIST)
@@ -90,18 +88,12 @@ def main(argv):
     num_labels = 1 if regression else len(label_list)
     driver, tokenizer = finetuning_driver(lambda config: modeling.BertClassifier(config, num_labels=num_labels))
     if FLAGS.do_train:
-        path = os.path.join(FLAGS.output_dir, "train.tf_record")
-        reused = cached_features(train_examples, label_list, FLAGS.max_seq_length, tokenizer, path,
-                                 FLAGS.doc_stride)
-        records = record_count(path)
-        windows = f", {records} windows" if FLAGS.doc_stride else ""
-        print(f"{'re-used' if reused else 'wrote'} {path} ({len(train_examples)} examples{windows})", file=sys.stderr)
-        # An epoch is every training sequence once: with --doc_stride, every window.
-        steps = num_train_steps(records, FLAGS.train_batch_size, FLAGS.num_train_epochs,
-                                FLAGS.gradient_accumulation_steps)
-        step = driver.train(classifier_task.classifier_task(
-            path, FLAGS.train_batch_size, FLAGS.max_seq_length, regression, FLAGS.learning_rate,
-            steps, FLAGS.warmup_proportion, FLAGS.seed, FLAGS.shuffle_buffer_size, FLAGS.group_by_length))
+        task = classifier_task.training_task(
+            train_examples, tokenizer, FLAGS.max_seq_length, schedule_from_flags(), label_list=label_list,
+            features_path=os.path.join(FLAGS.output_dir, "train.tf_record"), doc_stride=FLAGS.doc_stride,
+            group_by_length=FLAGS.group_by_length)
+        print(task.summary, file=sys.stderr)
+        step = driver.train(task)
     else:
         step = driver.restore_for_inference()
     if FLAGS.do_eval:

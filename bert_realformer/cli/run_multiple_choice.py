@@ -20,6 +20,7 @@ from bert_realformer.commandline.training_flags import (
     check_finetuning_flags,
     define_finetuning_flags,
     finetuning_driver,
+    schedule_from_flags,
 )
 from bert_realformer.runner import script_entry
 
@@ -51,11 +52,9 @@ def main(argv):
     test = read("test") if FLAGS.do_predict else None
     driver, tokenizer = finetuning_driver(modeling.BertMultipleChoice)
     if FLAGS.do_train:
-        print(f"training on {len(train)} examples", file=sys.stderr)
-        step = driver.train(choice_task.choice_training(
-            train, tokenizer, FLAGS.max_seq_length, FLAGS.train_batch_size, FLAGS.learning_rate,
-            FLAGS.num_train_epochs, FLAGS.warmup_proportion, FLAGS.gradient_accumulation_steps, FLAGS.seed,
-            FLAGS.shuffle_buffer_size))
+        task = choice_task.training_task(train, tokenizer, FLAGS.max_seq_length, schedule_from_flags())
+        print(task.summary, file=sys.stderr)
+        step = driver.train(task)
     else:
         step = driver.restore_for_inference()
     if dev is not None:

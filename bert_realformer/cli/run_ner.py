@@ -21,6 +21,7 @@ from bert_realformer.commandline.training_flags import (
     check_finetuning_flags,
     define_finetuning_flags,
     finetuning_driver,
+    schedule_from_flags,
 )
 from bert_realformer.runner import script_entry
 
@@ -65,12 +66,9 @@ def main(argv):
     driver, tokenizer = finetuning_driver(
         lambda config: modeling.BertTokenClassifier(config, len(labels), crf=FLAGS.crf))
     if FLAGS.do_train:
-        training, windows = ner_task.ner_training(
-            train.sentences, tokenizer, labels, FLAGS.max_seq_length, FLAGS.train_batch_size,
-            FLAGS.learning_rate, FLAGS.num_train_epochs, FLAGS.warmup_proportion, FLAGS.crf,
-            FLAGS.gradient_accumulation_steps, FLAGS.seed, FLAGS.shuffle_buffer_size)
-        print(f"training on {len(train.sentences)} sentences ({windows} windows), labels: "
-              f"{' '.join(labels)}", file=sys.stderr)
+        training = ner_task.training_task(train.sentences, tokenizer, FLAGS.max_seq_length, schedule_from_flags(),
+                                          labels=labels, use_crf=FLAGS.crf)
+        print(training.summary, file=sys.stderr)
         step = driver.train(training)
     else:
         step = driver.restore_for_inference()

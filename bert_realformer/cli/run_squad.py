@@ -23,6 +23,7 @@ from bert_realformer.commandline.training_flags import (
     define_order_and_padding_flags,
     define_shared_flags,
     finetuning_driver,
+    schedule_from_flags,
 )
 from bert_realformer.errors import InputError
 from bert_realformer.runner import script_entry
@@ -92,15 +93,12 @@ def main(argv):
         examples, skipped = read_squad_examples(FLAGS.train_file, True, FLAGS.version_2_with_negative)
         if not examples:
             raise InputError(f"--train_file={FLAGS.train_file}: no usable questions")
-        features_path = os.path.join(FLAGS.output_dir, "train.tf_record")
         storage.makedirs(FLAGS.output_dir)
-        task, num_features, reused = squad_task.squad_training(
-            examples, tokenizer, *windows, FLAGS.train_batch_size, FLAGS.learning_rate,
-            FLAGS.num_train_epochs, FLAGS.warmup_proportion, features_path, FLAGS.gradient_accumulation_steps,
-            FLAGS.seed, FLAGS.shuffle_buffer_size)
-        print(f"{'re-used' if reused else 'wrote'} {features_path} ({num_features} features)", file=sys.stderr)
-        print(f"training on {len(examples)} questions ({skipped} skipped), {num_features} features",
-              file=sys.stderr)
+        task = squad_task.training_task(examples, tokenizer, FLAGS.max_seq_length, schedule_from_flags(),
+                                        doc_stride=FLAGS.doc_stride, max_query_length=FLAGS.max_query_length,
+                                        features_path=os.path.join(FLAGS.output_dir, "train.tf_record"))
+        print(task.summary, file=sys.stderr)
+        print(f"training on {len(examples)} questions ({skipped} skipped)", file=sys.stderr)
         step = driver.train(task)
     else:
         step = driver.restore_for_inference()

@@ -170,6 +170,15 @@ def check_batches_fit(config, seq_length, replicas, names, predictions_per_seq=0
                 f"index; at most {fits:,} fit (--gradient_accumulation_steps makes larger updates)")
 
 
+def schedule_from_flags():
+    """The fine-tuning `Schedule` the shared flags give (batch, learning rate, epochs, warmup,
+    accumulation, seed, order)."""
+    from bert_realformer.training.per_example import Schedule
+    FLAGS = flags.FLAGS
+    return Schedule(FLAGS.train_batch_size, FLAGS.learning_rate, FLAGS.num_train_epochs, FLAGS.warmup_proportion,
+                    FLAGS.gradient_accumulation_steps, FLAGS.seed, FLAGS.shuffle_buffer_size)
+
+
 def strategy_from_flags():
     """The tf.distribute strategy the flags ask for (create it before any TF op runs)."""
     from bert_realformer.training.distribution import make_strategy

@@ -82,6 +82,7 @@ class TrainingTask:
     input_files: Sequence[str] = ()     # the TFRecord files dataset_fn reads: a damaged one is named
     input_flag: str = "--input_file"    # the flag that gave them, for that message
     periodic_eval: PeriodicEval | None = None  # held-out evaluation every N steps (the chief's)
+    summary: str = ""                   # what it trains on, for the user ("2,000 examples, 2,340 windows")
 
 
 class Driver:

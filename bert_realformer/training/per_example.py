@@ -8,17 +8,25 @@ ships) sorted: a run then sees one class for hundreds of steps and learns nothin
 one argument away (`shuffle_buffer_size=100`, the scripts' `--shuffle_buffer_size=100`); the
 permutation holds the serialized examples in memory (about the size of the features file).
 
-A task states only what is its own (its model call, per-example loss, features):
+A task states only what is its own (its model call, per-example loss, features); the
+`Schedule` (the same flags in every fine-tuning script) makes the rest:
 
     def loss_fn(model, features, step, totals):
         per_example = ...                                   # [B] this replica's examples
         return loss_share(tf.reduce_sum(per_example), totals["examples"])
 
-    TrainingTask(loss_fn=loss_fn, totals_fn=example_totals,
-                 dataset_fn=lambda start: training_batches(data, batch_size, seed, start), ...)
+    schedule.training_task(len(examples), loss_fn, example_totals,
+                           lambda start: schedule.batches(data, start, len(examples)))
 """
 
+import dataclasses
+from collections.abc import Callable, Sequence
+
 import tensorflow as tf
+
+from bert_realformer.training.driver import TrainingTask
+from bert_realformer.training.padding import trim_to_longest
+from bert_realformer.training.trainer import LossFn, TotalsFn
 
 ORIGINAL_SHUFFLE_BUFFER = 100  # the original fine-tuning scripts' `d.shuffle(buffer_size=100)`
 
@@ -68,7 +76,6 @@ def training_batches(data: tf.data.Dataset, batch_size: int, seed: int | None, s
 
 
 def _grouped_by_length(data, batch_size, seed):
-    from bert_realformer.training.padding import trim_to_longest
     group = batch_size * GROUPED_BATCHES
 
     def batches_of(index, examples):
@@ -84,3 +91,36 @@ def _grouped_by_length(data, batch_size, seed):
 
     batches = data.batch(group, drop_remainder=True).enumerate().flat_map(batches_of)
     return batches.map(trim_to_longest)
+
+
+@dataclasses.dataclass(frozen=True)
+class Schedule:
+    """How a fine-tuning run trains, the same for every task (the scripts' shared flags):
+    `num_train_epochs` over the training sequences in batches of `batch_size`, each update
+    `accumulation_steps` such batches, the learning rate warmed up over `warmup_proportion` of
+    the steps; the order from `seed`, a permutation per epoch (`shuffle_buffer_size` > 0: the
+    original's buffer instead)."""
+    batch_size: int
+    learning_rate: float
+    num_train_epochs: float
+    warmup_proportion: float = 0.1
+    accumulation_steps: int = 1
+    seed: int = 12345
+    shuffle_buffer_size: int = 0
+
+    def training_task(self, num_examples: int, loss_fn: LossFn, totals_fn: TotalsFn,
+                      dataset_fn: Callable[[int], tf.data.Dataset], metric_names: Sequence[str] = ("loss",),
+                      summary: str = "") -> TrainingTask:
+        """The `TrainingTask` of `num_examples` training sequences: the original's step count
+        (`num_train_steps`), warmup the schedule's share of it."""
+        steps = num_train_steps(num_examples, self.batch_size, self.num_train_epochs, self.accumulation_steps)
+        return TrainingTask(loss_fn=loss_fn, totals_fn=totals_fn, dataset_fn=dataset_fn, batch_size=self.batch_size,
+                            learning_rate=self.learning_rate, num_train_steps=steps,
+                            num_warmup_steps=int(steps * self.warmup_proportion), metric_names=metric_names,
+                            summary=summary)
+
+    def batches(self, data: tf.data.Dataset, start_batch: int, num_examples: int,
+                group_by_length: bool = False) -> tf.data.Dataset:
+        """`training_batches` of `data` in this schedule's order and batch size."""
+        return training_batches(data, self.batch_size, self.seed, start_batch, num_examples, self.shuffle_buffer_size,
+                                group_by_length)

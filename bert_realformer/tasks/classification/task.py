@@ -27,7 +27,7 @@ from bert_realformer.tasks.classification import metrics
 from bert_realformer.tasks.classification.features import cached_features, make_dataset
 from bert_realformer.tasks.feature_cache import record_count
 from bert_realformer.training.driver import TrainingTask
-from bert_realformer.training.per_example import example_totals, loss_share
+from bert_realformer.training.per_example import Schedule, example_totals, loss_share
 
 logger = logging.getLogger(__name__)
 
@@ -55,20 +55,22 @@ def classifier_loss_fn(regression):
 WINDOW_POOLINGS = ("mean", "max")
 
 
-def classifier_task(features_path: str, batch_size: int, max_seq_length: int, regression: bool,
-                    learning_rate: float, num_train_steps: int, warmup_proportion: float,
-                    seed: int = 12345, shuffle_buffer_size: int = 0, group_by_length: bool = False) -> TrainingTask:
-    """The `TrainingTask` over a cached features file (`cached_features`): every record (window)
-    once per epoch in a new order (`training.per_example.training_batches`)."""
+def training_task(examples: list[InputExample], tokenizer: FullTokenizer, max_seq_length: int,
+                  schedule: Schedule, *, label_list: list[str] | None, features_path: str,
+                  doc_stride: int | None = None, group_by_length: bool = False) -> TrainingTask:
+    """The `TrainingTask` over the examples' features, cached in `features_path` (re-used when
+    the same): every record (a window with `doc_stride`: an epoch is every window once) once per
+    epoch in a new order (`Schedule.batches`). `label_list` None: regression."""
+    reused = cached_features(examples, label_list, max_seq_length, tokenizer, features_path, doc_stride)
     count = record_count(features_path)
-    return TrainingTask(
-        loss_fn=classifier_loss_fn(regression), totals_fn=example_totals,
-        dataset_fn=lambda start: make_dataset(features_path, batch_size, max_seq_length, True,
-                                              regression, seed, start_batch=start, num_examples=count,
-                                              shuffle_buffer_size=shuffle_buffer_size,
-                                              group_by_length=group_by_length),
-        batch_size=batch_size, learning_rate=learning_rate, num_train_steps=num_train_steps,
-        num_warmup_steps=int(num_train_steps * warmup_proportion))
+    windows = f", {count} windows" if doc_stride else ""
+    regression = label_list is None
+    return schedule.training_task(
+        count, classifier_loss_fn(regression), example_totals,
+        lambda start: make_dataset(features_path, schedule.batch_size, max_seq_length, True, regression,
+                                   schedule.seed, start_batch=start, num_examples=count,
+                                   shuffle_buffer_size=schedule.shuffle_buffer_size, group_by_length=group_by_length),
+        summary=f"{'re-used' if reused else 'wrote'} {features_path} ({len(examples)} examples{windows})")
 
 
 def predict(driver: Driver, examples: list[InputExample], label_list: list[str] | None, tokenizer: FullTokenizer,

@@ -13,7 +13,7 @@ from bert_realformer.tasks.multiple_choice.features import choice_arrays
 from bert_realformer.tasks.multiple_choice.reading import ChoiceExample
 from bert_realformer.training.driver import TrainingTask
 from bert_realformer.training.padding import trim_to_longest
-from bert_realformer.training.per_example import example_totals, loss_share, num_train_steps, training_batches
+from bert_realformer.training.per_example import Schedule, example_totals, loss_share
 
 if TYPE_CHECKING:  # annotations only
     from bert_realformer.training.driver import Driver
@@ -27,21 +27,15 @@ def choice_loss_fn(model, features, step, totals):
     return loss_share(tf.reduce_sum(nll), totals["examples"])
 
 
-def choice_training(examples: list[ChoiceExample], tokenizer: FullTokenizer, max_seq_length: int, batch_size: int,
-                    learning_rate: float, num_train_epochs: float, warmup_proportion: float,
-                    accumulation_steps: int = 1, seed: int = 12345, shuffle_buffer_size: int = 0) -> TrainingTask:
+def training_task(examples: list[ChoiceExample], tokenizer: FullTokenizer, max_seq_length: int,
+                  schedule: Schedule) -> TrainingTask:
     """The `TrainingTask`: `int(examples / batch size * epochs)` steps, the examples in a new
-    order every epoch (`training_batches`)."""
+    order every epoch (`Schedule.batches`)."""
     arrays = choice_arrays(examples, tokenizer, max_seq_length)
-    steps = num_train_steps(len(examples), batch_size, num_train_epochs, accumulation_steps)
-
-    def dataset_fn(start):
-        return training_batches(tf.data.Dataset.from_tensor_slices(arrays), batch_size, seed, start,
-                                len(examples), shuffle_buffer_size)
-
-    return TrainingTask(loss_fn=choice_loss_fn, totals_fn=example_totals, dataset_fn=dataset_fn,
-                        batch_size=batch_size, learning_rate=learning_rate, num_train_steps=steps,
-                        num_warmup_steps=int(steps * warmup_proportion))
+    return schedule.training_task(
+        len(examples), choice_loss_fn, example_totals,
+        lambda start: schedule.batches(tf.data.Dataset.from_tensor_slices(arrays), start, len(examples)),
+        summary=f"training on {len(examples)} examples")
 
 
 def predict_probabilities(driver: Driver, examples: list[ChoiceExample], tokenizer: FullTokenizer,

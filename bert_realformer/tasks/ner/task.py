@@ -13,7 +13,7 @@ from bert_realformer.tasks.ner.features import sentence_tags, sentence_windows
 from bert_realformer.tasks.ner.metrics import entity_metrics
 from bert_realformer.training.driver import TrainingTask
 from bert_realformer.training.padding import trim_to_longest
-from bert_realformer.training.per_example import example_totals, loss_share, num_train_steps, training_batches
+from bert_realformer.training.per_example import Schedule, example_totals, loss_share
 from modeling import crf
 
 if TYPE_CHECKING:  # annotations only
@@ -46,24 +46,17 @@ def ner_totals(features):
     return {**example_totals(features), "words": tf.reduce_sum(tf.cast(features["word_mask"], tf.float32))}
 
 
-def ner_training(sentences: list[Sentence], tokenizer: FullTokenizer, labels: list[str], max_seq_length: int,
-                 batch_size: int, learning_rate: float, num_train_epochs: float, warmup_proportion: float,
-                 use_crf: bool, accumulation_steps: int = 1, seed: int = 12345,
-                 shuffle_buffer_size: int = 0) -> tuple[TrainingTask, int]:
-    """(the `TrainingTask`, number of windows): `int(windows / batch size * epochs)` steps over
-    the training windows, in a new order every epoch (`training_batches`)."""
+def training_task(sentences: list[Sentence], tokenizer: FullTokenizer, max_seq_length: int, schedule: Schedule, *,
+                  labels: list[str], use_crf: bool) -> TrainingTask:
+    """The `TrainingTask` over the sentences' windows: `int(windows / batch size * epochs)`
+    steps, in a new order every epoch (`Schedule.batches`)."""
     label_map = {label: i for i, label in enumerate(labels)}
     arrays, windows = sentence_windows(sentences, tokenizer, max_seq_length, label_map)
-    steps = num_train_steps(len(windows), batch_size, num_train_epochs, accumulation_steps)
-
-    def dataset_fn(start):
-        return training_batches(tf.data.Dataset.from_tensor_slices(arrays), batch_size, seed, start,
-                                len(windows), shuffle_buffer_size)
-
-    task = TrainingTask(loss_fn=ner_loss_fn(use_crf), totals_fn=ner_totals, dataset_fn=dataset_fn,
-                        batch_size=batch_size, learning_rate=learning_rate, num_train_steps=steps,
-                        num_warmup_steps=int(steps * warmup_proportion), metric_names=METRICS)
-    return task, len(windows)
+    return schedule.training_task(
+        len(windows), ner_loss_fn(use_crf), ner_totals,
+        lambda start: schedule.batches(tf.data.Dataset.from_tensor_slices(arrays), start, len(windows)),
+        metric_names=METRICS,
+        summary=f"training on {len(sentences)} sentences ({len(windows)} windows), labels: {' '.join(labels)}")
 
 
 def predict_tags(driver: Driver, sentences: list[Sentence], tokenizer: FullTokenizer, labels: list[str],

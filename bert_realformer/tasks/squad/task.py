@@ -20,7 +20,7 @@ from bert_realformer.tasks.squad.features import convert_examples_to_features, i
 from bert_realformer.tfrecords import encode_example, int64_feature
 from bert_realformer.training.driver import TrainingTask
 from bert_realformer.training.padding import pad_to, trim_to_longest
-from bert_realformer.training.per_example import example_totals, loss_share, num_train_steps, training_batches
+from bert_realformer.training.per_example import Schedule, example_totals, loss_share, training_batches
 
 PADDING_LOGIT = -10000.0  # start/end logits past a batch's longest window (dynamic padding)
 
@@ -108,23 +108,18 @@ def training_dataset(path: str, max_seq_length: int, batch_size: int, seed: int,
     return data.map(decode, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
 
-def squad_training(examples: list[SquadExample], tokenizer: FullTokenizer, max_seq_length: int, doc_stride: int,
-                   max_query_length: int, batch_size: int, learning_rate: float, num_train_epochs: float,
-                   warmup_proportion: float, features_path: str, accumulation_steps: int = 1,
-                   seed: int = 12345, shuffle_buffer_size: int = 0) -> tuple[TrainingTask, int, bool]:
-    """(the `TrainingTask`, number of features, whether the cached features were re-used). As
-    the original: `int(examples / batch size * epochs)` steps, the examples shuffled with
-    `random.Random(12345)` before windowing; the features (streamed to `features_path`) in a new
-    order every epoch (`training_batches`)."""
+def training_task(examples: list[SquadExample], tokenizer: FullTokenizer, max_seq_length: int, schedule: Schedule,
+                  *, doc_stride: int, max_query_length: int, features_path: str) -> TrainingTask:
+    """The `TrainingTask`. As the original: `int(examples / batch size * epochs)` steps, the
+    examples shuffled with `random.Random(12345)` before windowing; the features (streamed to
+    `features_path`, re-used when the same) in a new order every epoch (`Schedule.batches`)."""
     reused, count = write_training_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length,
                                             features_path)
-    steps = num_train_steps(len(examples), batch_size, num_train_epochs, accumulation_steps)
-    task = TrainingTask(loss_fn=span_loss_fn, totals_fn=example_totals,
-                        dataset_fn=lambda start: training_dataset(features_path, max_seq_length, batch_size,
-                                                                  seed, start, count, shuffle_buffer_size),
-                        batch_size=batch_size, learning_rate=learning_rate, num_train_steps=steps,
-                        num_warmup_steps=int(steps * warmup_proportion))
-    return task, count, reused
+    return schedule.training_task(
+        len(examples), span_loss_fn, example_totals,
+        lambda start: training_dataset(features_path, max_seq_length, schedule.batch_size, schedule.seed, start,
+                                       count, schedule.shuffle_buffer_size),
+        summary=f"{'re-used' if reused else 'wrote'} {features_path} ({count} features)")
 
 
 def predict(driver: Driver, examples: list[SquadExample], tokenizer: FullTokenizer, max_seq_length: int,
