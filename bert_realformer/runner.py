@@ -23,11 +23,14 @@ import re
 import signal
 import sys
 
+from absl import app, flags, logging
+
+from bert_realformer import run_claim
+
 
 def run_main(main, argv) -> int:
     """`main(argv)` with the scripts' endings: 0, or the status a user error or stop ends with
     (after printing its one line); other exceptions propagate. Claims are released."""
-    from bert_realformer import run_claim
     try:
         status = main(argv) or 0
         if _SIGTERM_RECEIVED[0]:  # (raised where Python ignores exceptions, e.g. a GC callback)
@@ -145,7 +148,6 @@ def script_entry(main, usage: str | None):
     as what `--help` prints first, whatever module started it (the repository's wrapper, an
     installed console command, `python -m`)."""
     def entry() -> None:
-        from absl import flags
         sys.modules["__main__"].__doc__ = usage
         for flag in flags.FLAGS.get_key_flags_for_module(main.__module__):  # (--help lists the main module's)
             flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
@@ -156,10 +158,8 @@ def script_entry(main, usage: str | None):
 def run(main):
     """`absl.app.run(main)`, printing `error: <message>` and exiting 2 on a user mistake."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from absl import app
 
     def guarded(argv):
-        from absl import flags, logging
         if not flags.FLAGS["verbosity"].present:  # TensorFlow's INFO chatter off by default
             logging.set_verbosity(logging.WARNING)
         _SCRIPT_PROCESS[0] = os.getpid()
@@ -173,7 +173,6 @@ def run(main):
 def _parse_flags(argv):
     """absl's flag parsing, with a bad flag ending as every user mistake does: one `error:`
     line and status 2."""
-    from absl import flags
     try:
         return flags.FLAGS(argv)
     except flags.Error as error:

@@ -23,9 +23,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import glob as _glob
 import io
 import os
 import shutil
+import sys
+import tempfile
 from collections.abc import Iterator
 
 from bert_realformer.errors import InputError
@@ -65,7 +68,6 @@ def _reason(error: Exception) -> str:
 
 def _io_errors() -> tuple[type[BaseException], ...]:
     """The exception types a file operation raises (TensorFlow's only when it is imported)."""
-    import sys
     tf = sys.modules.get("tensorflow")
     return (OSError, tf.errors.OpError) if tf is not None else (OSError,)
 
@@ -122,7 +124,6 @@ def check_readable_dir(path: str) -> None:
 def glob(pattern: str) -> list[str]:
     """The paths matching `pattern`, sorted."""
     if is_local(pattern):
-        import glob as _glob
         return sorted(_glob.glob(_local(pattern)))
     return sorted(_gfile().glob(pattern))
 
@@ -334,7 +335,6 @@ def local_staging_name(path: str) -> str:
         os.makedirs(parent, exist_ok=True)
         remove_stale_temporaries(_local(path))
         return temporary_name(_local(path))
-    import tempfile
     fd, name = tempfile.mkstemp(suffix="-" + os.path.basename(path))
     os.close(fd)
     return name

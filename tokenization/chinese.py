@@ -14,6 +14,7 @@ masking code recognises as part of the previous token's word.
 """
 
 import json
+import logging
 
 from bert_realformer.text_files import read_lines
 from tokenization.reference import is_chinese_char
@@ -96,7 +97,6 @@ class JiebaSegmenter:
     """Marks word continuations in a line's tokens using jieba's segmentation of the line."""
 
     def __init__(self):
-        import logging
 
         import jieba
         jieba.setLogLevel(logging.WARNING)

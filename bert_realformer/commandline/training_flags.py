@@ -5,6 +5,8 @@ import os
 
 from absl import flags
 
+from bert_realformer.errors import InputError
+
 
 def define_shared_flags(pld=False):
     # The original's TPU flags.
@@ -81,7 +83,6 @@ def check_finetuning_flags(min_seq_length, sequence, other_modes=()):
     `sequence` names what must fit in `min_seq_length` (for the message); `other_modes` are
     flags besides --do_train/--do_eval/--do_predict that give a run something to do."""
     from bert_realformer import storage
-    from bert_realformer.errors import InputError
     FLAGS = flags.FLAGS
     for name in ("data_dir", "bert_config_file", "task_name", "vocab_file", "output_dir"):
         if not getattr(FLAGS, name):
@@ -108,7 +109,6 @@ def finetuning_driver(make_model):
     against a released checkpoint's name, the config with its variant overrides, the strategy,
     the tokenizer, --init_checkpoint checked to exist, and the model `make_model(config)`."""
     from bert_realformer import checkpoints
-    from bert_realformer.errors import InputError
     from bert_realformer.training.driver import Driver
     from tokenization import FullTokenizer, validate_case_matches_checkpoint
     FLAGS = flags.FLAGS
@@ -135,7 +135,6 @@ def finetuning_driver(make_model):
 def load_config(config_file, max_seq_length):
     """The config with the variant overrides applied; checks max_seq_length against it."""
     import modeling
-    from bert_realformer.errors import InputError
     FLAGS = flags.FLAGS
     config = modeling.BertConfig.from_json_file(config_file)
     overrides = {k: getattr(FLAGS, k) for k in ("layer_norm_type", "residual_attention")
@@ -155,7 +154,6 @@ def check_batches_fit(config, seq_length, replicas, names, predictions_per_seq=0
     attention scores [B, heads, S, S], the feed-forward's [B, S, intermediate] or the masked LM
     logits [B * predictions, vocab]) would hold more elements than a tensor can index: said up
     front with what fits, instead of a shape error deep in the graph."""
-    from bert_realformer.errors import InputError
     per_example = {"attention scores": config.num_attention_heads * seq_length * seq_length,
                    "feed-forward activations": seq_length * config.intermediate_size,
                    "masked LM logits": predictions_per_seq * config.vocab_size}
@@ -205,7 +203,6 @@ def run_options(strategy, output_dir, init_checkpoint):
 
 def check_shared_flags():
     """One-line errors for shared flags out of range."""
-    from bert_realformer.errors import InputError
     FLAGS = flags.FLAGS
     for name in ("gradient_accumulation_steps", "save_checkpoints_steps", "iterations_per_loop",
                  "keep_checkpoint_max"):

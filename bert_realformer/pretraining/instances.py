@@ -10,6 +10,7 @@ joins that word under whole-word masking, and it is written out as the plain `id
 """
 
 import dataclasses
+import random
 
 
 @dataclasses.dataclass
@@ -272,7 +273,6 @@ def _fast_randint(rng, a, b):
 
 
 def _same_as_standard_library():
-    import random
     for seed in range(20):
         ours, theirs = random.Random(seed), random.Random(seed)
         for length in (0, 1, 2, 3, 7, 64, 1000):

@@ -23,9 +23,11 @@ import numpy as np
 import tensorflow as tf
 
 from bert_realformer import storage
+from bert_realformer.errors import InputError
 from bert_realformer.tasks.classification import metrics
 from bert_realformer.tasks.classification.features import cached_features, make_dataset
 from bert_realformer.tasks.feature_cache import record_count
+from bert_realformer.text_files import read_lines
 from bert_realformer.training.driver import TrainingTask
 from bert_realformer.training.per_example import Schedule, example_totals, loss_share
 
@@ -161,7 +163,6 @@ LABEL_LIST = "label_list.txt"  # OUTPUT_DIR/label_list.txt: the column order of 
 
 def recorded_label_list(output_dir: str) -> list[str] | None:
     """The labels a run recorded in OUTPUT_DIR/label_list.txt (one per line), or None."""
-    from bert_realformer.text_files import read_lines
     path = os.path.join(output_dir, LABEL_LIST)
     if not storage.isfile(path):
         return None
@@ -172,7 +173,6 @@ def settle_label_list(label_list: list[str], output_dir: str) -> list[str]:
     """The run's label list, written to OUTPUT_DIR/label_list.txt. Where the directory
     already records one (a run that trained there), its order wins: it is the order of the
     classifier's outputs. Other labels than the recorded ones are an `InputError`."""
-    from bert_realformer.errors import InputError
     path = os.path.join(output_dir, LABEL_LIST)
     recorded = recorded_label_list(output_dir)
     if recorded is not None and recorded != label_list:
