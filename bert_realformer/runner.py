@@ -170,11 +170,31 @@ def run(main):
     app.run(guarded, flags_parser=_parse_flags)
 
 
+def require_flags(*names: str) -> None:
+    """absl's `mark_flags_as_required` (call where the flags are defined): a missing one ends
+    the script as `error: --NAME is required`."""
+    flags.mark_flags_as_required(names)
+
+
+def flags_at_least(minimum: int, *names: str) -> None:
+    """A lower bound on integer flags, checked by absl as it parses (call where the flags are
+    defined): `error: flag --NAME=VALUE: must be at least MINIMUM`."""
+    for name in names:
+        flags.register_validator(name, lambda value, least=minimum: value is None or value >= least,
+                                 message=f"must be at least {minimum}")
+
+
+def flag_error_line(error: Exception) -> str:
+    """The one line a flag that does not parse or validate ends with."""
+    missing = re.search(r"Flag --(\w+) must have a value other than None", str(error))
+    return f"error: --{missing.group(1)} is required" if missing else f"error: {error} (see --help)"
+
+
 def _parse_flags(argv):
     """absl's flag parsing, with a bad flag ending as every user mistake does: one `error:`
     line and status 2."""
     try:
         return flags.FLAGS(argv)
     except flags.Error as error:
-        print(f"error: {error} (see --help)", file=sys.stderr)
+        print(flag_error_line(error), file=sys.stderr)
         sys.exit(2)

@@ -26,7 +26,7 @@ from absl import flags
 
 from bert_realformer import storage
 from bert_realformer.errors import InputError
-from bert_realformer.runner import script_entry
+from bert_realformer.runner import require_flags, script_entry
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("from", None, "Format of --input: tf1, ours, hf or kerashub.")
@@ -43,6 +43,8 @@ flags.DEFINE_bool("force", False, "Write even when the target cannot express the
                   "would be left out (fine-tuning heads in --to=hf, unknown Hugging Face weights, a Hugging Face "
                   "model without its pooler); every weight left out is listed.")
 
+
+require_flags("from", "to", "input", "output")
 
 # Moved in last (and removed first): the configs (ours and TF1's; Hugging Face's and KerasHub's)
 # and the file whose presence makes a SavedModel.
@@ -71,9 +73,6 @@ def export_savedmodel(weights, directory):
 def main(argv):
     del argv
     from bert_realformer.checkpoints import conversion
-    for name in ("from", "to", "input", "output"):
-        if FLAGS[name].value is None:
-            raise InputError(f"--{name} is required")
     for name, known in (("from", conversion.SOURCES), ("to", (*conversion.TARGETS, "savedmodel"))):
         if FLAGS[name].value not in known:
             raise InputError(f"--{name}={FLAGS[name].value}: unknown format; expected one of {', '.join(known)}")

@@ -33,7 +33,7 @@ from bert_realformer.commandline.training_flags import (
     strategy_from_flags,
 )
 from bert_realformer.errors import InputError
-from bert_realformer.runner import script_entry
+from bert_realformer.runner import flags_at_least, require_flags, script_entry
 
 FLAGS = flags.FLAGS
 
@@ -68,23 +68,15 @@ flags.DEFINE_float("masked_lm_prob", 0.15, "Unmasked records (create_pretraining
                    "the masks they were made with.")
 define_shared_flags(pld=True)
 flags.adopt_module_key_flags(training_flags)  # the shared flags in --help, not only --helpfull
+require_flags("bert_config_file", "input_file", "output_dir")
+flags_at_least(1, "train_batch_size", "eval_batch_size", "max_seq_length", "max_predictions_per_seq", "max_eval_steps")
+flags_at_least(0, "num_train_steps", "num_warmup_steps", "eval_every_steps")
 
 
 def _check_flags():
-    for name in ("bert_config_file", "input_file", "output_dir"):
-        if not getattr(FLAGS, name):
-            raise InputError(f"--{name} is required")
     if not FLAGS.do_train and not FLAGS.do_eval:
         raise InputError("at least one of --do_train or --do_eval must be true")
-    for name in ("train_batch_size", "eval_batch_size", "max_seq_length", "max_predictions_per_seq",
-                 "max_eval_steps"):
-        if getattr(FLAGS, name) < 1:
-            raise InputError(f"--{name}={getattr(FLAGS, name)}: must be at least 1")
     check_shared_flags()
-    if FLAGS.num_train_steps < 0 or FLAGS.num_warmup_steps < 0:
-        raise InputError("--num_train_steps and --num_warmup_steps must not be negative")
-    if FLAGS.eval_every_steps < 0:
-        raise InputError(f"--eval_every_steps={FLAGS.eval_every_steps}: must not be negative")
     if FLAGS.eval_every_steps and not FLAGS.eval_input_file:
         raise InputError("--eval_every_steps needs --eval_input_file (held-out TFRecords)")
     if not 0 < FLAGS.masked_lm_prob <= 1:

@@ -6,6 +6,7 @@ import os
 from absl import flags
 
 from bert_realformer.errors import InputError
+from bert_realformer.runner import flags_at_least, require_flags
 
 
 def define_shared_flags(pld=False):
@@ -67,6 +68,8 @@ def define_finetuning_flags(task_help, task_default=None, data_help=None, train_
                        "warmup for.")
     define_order_and_padding_flags()
     define_shared_flags()
+    require_flags("data_dir", "bert_config_file", "vocab_file", "output_dir", *(() if task_default else ("task_name",)))
+    flags_at_least(1, "train_batch_size", "eval_batch_size", "predict_batch_size", "max_seq_length")
 
 
 def define_order_and_padding_flags():
@@ -84,9 +87,6 @@ def check_finetuning_flags(min_seq_length, sequence, other_modes=()):
     flags besides --do_train/--do_eval/--do_predict that give a run something to do."""
     from bert_realformer import storage
     FLAGS = flags.FLAGS
-    for name in ("data_dir", "bert_config_file", "task_name", "vocab_file", "output_dir"):
-        if not getattr(FLAGS, name):
-            raise InputError(f"--{name} is required")
     modes = ("do_train", "do_eval", "do_predict", *other_modes)
     if not any(getattr(FLAGS, name) for name in modes):
         raise InputError(f"at least one of {', '.join('--' + m for m in modes)} is needed")
@@ -96,9 +96,6 @@ def check_finetuning_flags(min_seq_length, sequence, other_modes=()):
     if not storage.isdir(FLAGS.data_dir):
         raise InputError(f"--data_dir={FLAGS.data_dir}: no such directory")
     storage.check_writable_dir(FLAGS.output_dir, "--output_dir")
-    for name in ("train_batch_size", "eval_batch_size", "predict_batch_size", "max_seq_length"):
-        if getattr(FLAGS, name) < 1:
-            raise InputError(f"--{name}={getattr(FLAGS, name)}: must be at least 1")
     if FLAGS.max_seq_length < min_seq_length:
         raise InputError(f"--max_seq_length={FLAGS.max_seq_length}: too small for {sequence}")
     check_shared_flags()

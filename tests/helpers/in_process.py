@@ -18,7 +18,7 @@ def run_script(script, *argv):
     """(exit status, stderr text) of `python SCRIPT ARGV...` run in this process."""
     from absl import flags
 
-    from bert_realformer.runner import run_main
+    from bert_realformer.runner import flag_error_line, run_main
     FLAGS = flags.FLAGS
     path = os.path.join(ROOT, script)
     defined_before = set(FLAGS)
@@ -28,7 +28,10 @@ def run_script(script, *argv):
         spec = importlib.util.spec_from_file_location(f"_in_process_{script[:-3]}", source)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-        FLAGS([path, *argv])
+        try:
+            FLAGS([path, *argv])
+        except flags.Error as error:  # (as the scripts' own parsing ends)
+            return 2, flag_error_line(error) + "\n"
         with contextlib.redirect_stderr(stderr):
             try:
                 status = run_main(module.main, [path])
