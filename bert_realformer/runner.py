@@ -25,7 +25,7 @@ import sys
 
 from absl import app, flags, logging
 
-from bert_realformer import run_claim
+from bert_realformer import report, run_claim
 
 
 def run_main(main, argv) -> int:
@@ -37,20 +37,20 @@ def run_main(main, argv) -> int:
             raise Terminated()
         return status
     except KeyboardInterrupt:
-        print(f"error: interrupted (SIGINT); {INTACT}", file=sys.stderr)
+        report.say(f"error: interrupted (SIGINT); {INTACT}")
         return 128 + signal.SIGINT
     except Terminated:
-        print(f"error: stopped by SIGTERM; {INTACT}", file=sys.stderr)
+        report.say(f"error: stopped by SIGTERM; {INTACT}")
         return 128 + signal.SIGTERM
     except Exception as error:
         if getattr(type(error), "is_user_error", False):
-            print(f"error: {error}", file=sys.stderr)
+            report.say(f"error: {error}")
             return getattr(error, "exit_code", 2)
         ending = _system_ending(error)
         if ending is None:
             raise
         then = " after freeing space" if ending[1] == DISK_FULL_STATUS else ""
-        print(f"error: {ending[0]}; {_intact(error)}{then}", file=sys.stderr)
+        report.say(f"error: {ending[0]}; {_intact(error)}{then}")
         return ending[1]
     finally:
         run_claim.release_all()
@@ -162,6 +162,7 @@ def run(main):
     def guarded(argv):
         if not flags.FLAGS["verbosity"].present:  # TensorFlow's INFO chatter off by default
             logging.set_verbosity(logging.WARNING)
+            report.plain_warnings()
         _SCRIPT_PROCESS[0] = os.getpid()
         signal.signal(signal.SIGTERM, _terminated)
         status = run_main(main, argv)
@@ -196,5 +197,5 @@ def _parse_flags(argv):
     try:
         return flags.FLAGS(argv)
     except flags.Error as error:
-        print(flag_error_line(error), file=sys.stderr)
+        report.say(flag_error_line(error))
         sys.exit(2)

@@ -88,12 +88,12 @@ def main(argv):
     num_labels = 1 if regression else len(label_list)
     driver, tokenizer = finetuning_driver(lambda config: modeling.BertClassifier(config, num_labels=num_labels))
     if FLAGS.do_train:
-        task = classifier_task.training_task(
+        training = classifier_task.training_task(
             train_examples, tokenizer, FLAGS.max_seq_length, schedule_from_flags(), label_list=label_list,
             features_path=os.path.join(FLAGS.output_dir, "train.tf_record"), doc_stride=FLAGS.doc_stride,
             group_by_length=FLAGS.group_by_length)
-        print(task.summary, file=sys.stderr)
-        step = driver.train(task)
+        print(training.summary, file=sys.stderr)
+        step = driver.train(training)
     else:
         step = driver.restore_for_inference()
     if FLAGS.do_eval:

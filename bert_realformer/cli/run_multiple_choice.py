@@ -52,9 +52,9 @@ def main(argv):
     test = read("test") if FLAGS.do_predict else None
     driver, tokenizer = finetuning_driver(modeling.BertMultipleChoice)
     if FLAGS.do_train:
-        task = choice_task.training_task(train, tokenizer, FLAGS.max_seq_length, schedule_from_flags())
-        print(task.summary, file=sys.stderr)
-        step = driver.train(task)
+        training = choice_task.training_task(train, tokenizer, FLAGS.max_seq_length, schedule_from_flags())
+        print(training.summary, file=sys.stderr)
+        step = driver.train(training)
     else:
         step = driver.restore_for_inference()
     if dev is not None:

@@ -94,12 +94,12 @@ def main(argv):
         if not examples:
             raise InputError(f"--train_file={FLAGS.train_file}: no usable questions")
         storage.makedirs(FLAGS.output_dir)
-        task = squad_task.training_task(examples, tokenizer, FLAGS.max_seq_length, schedule_from_flags(),
+        training = squad_task.training_task(examples, tokenizer, FLAGS.max_seq_length, schedule_from_flags(),
                                         doc_stride=FLAGS.doc_stride, max_query_length=FLAGS.max_query_length,
                                         features_path=os.path.join(FLAGS.output_dir, "train.tf_record"))
-        print(task.summary, file=sys.stderr)
+        print(training.summary, file=sys.stderr)
         print(f"training on {len(examples)} questions ({skipped} skipped)", file=sys.stderr)
-        step = driver.train(task)
+        step = driver.train(training)
     else:
         step = driver.restore_for_inference()
     if FLAGS.do_predict:

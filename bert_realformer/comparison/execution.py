@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 
-from bert_realformer import storage
+from bert_realformer import report, storage
 from bert_realformer.comparison.plan import Run, StudyPlan, python_command, shown
 from bert_realformer.errors import InputError
 from bert_realformer.text_files import read_text
@@ -47,11 +47,11 @@ def execute(run: Run, stream=None) -> bool:
     """Runs `run` unless it has finished; True when it ran. Raises `RunFailed`."""
     stream = stream or sys.stdout
     if storage.exists(run.done_marker):
-        print(f"[{run.name}] done already", file=stream, flush=True)
+        report.say(f"[{run.name}] done already", stream)
         _check_recorded_command(run)
         return False
     _check_recorded_command(run)
-    print(f"[{run.name}] {shown(run.command)}", file=stream, flush=True)
+    report.say(f"[{run.name}] {shown(run.command)}", stream)
     started = time.time()
     log = os.path.join(run.directory, LOG_FILE)
     returncode, output = _streamed(run, log, stream)
@@ -59,7 +59,7 @@ def execute(run: Run, stream=None) -> bool:
         errors = [line for line in output if line.startswith("error:")]
         reason = errors[-1] if errors else (output[-1] if output else "no output")
         raise RunFailed(f"[{run.name}] failed (exit {returncode}): {reason} (log: {log})")
-    print(f"[{run.name}] finished in {time.time() - started:.0f} s", file=stream, flush=True)
+    report.say(f"[{run.name}] finished in {time.time() - started:.0f} s", stream)
     return True
 
 
@@ -78,7 +78,7 @@ def _streamed(run: Run, log: str, stream) -> tuple[int, list[str]]:
                 line = line.rstrip("\n")
                 tail = (tail + [line])[-50:]
                 if line.startswith("step "):
-                    print(f"[{run.name}] {line}", file=stream, flush=True)
+                    report.say(f"[{run.name}] {line}", stream)
         finally:
             if proc.poll() is None:  # (the study itself was stopped)
                 proc.terminate()

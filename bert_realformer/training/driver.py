@@ -32,7 +32,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_realformer import checkpoints, run_claim, storage, tfrecords
+from bert_realformer import checkpoints, report, run_claim, storage, tfrecords
 from bert_realformer.checkpoints import training_states
 from bert_realformer.errors import Diverged, InputError, Stopped
 from bert_realformer.training import recorded_config
@@ -116,7 +116,7 @@ class Driver:
         self._predict_steps = {}  # (fn, input spec) -> its traced step: later calls re-use it
 
     def _say(self, text):
-        print(text, file=self.stream, flush=True)
+        report.say(text, self.stream)
 
     @property
     def write_dir(self):

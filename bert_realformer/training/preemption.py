@@ -21,6 +21,8 @@ import threading
 
 import tensorflow as tf
 
+from bert_realformer import report
+
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
@@ -39,8 +41,8 @@ class StopSignals:
             os.kill(os.getpid(), signal_number)
             return
         self.received = signal_number
-        print(f"{signal.Signals(signal_number).name} received: saving a training state after the current loop "
-              "of steps (send it again to stop at once)", file=self.stream, flush=True)
+        report.say(f"{signal.Signals(signal_number).name} received: saving a training state after the current loop "
+                   "of steps (send it again to stop at once)", self.stream)
 
     def __enter__(self) -> StopSignals:
         if threading.current_thread() is threading.main_thread():
