@@ -112,16 +112,22 @@ def _system_ending(error: BaseException) -> tuple[str, int] | None:
 
 
 def _lost_workers(error: BaseException) -> str:
-    """The workers TensorFlow's collective error names as gone ("worker 1 stopped sending
-    heartbeats"), else the message's first line."""
+    """Who TensorFlow's collective error names as gone and why ("worker 1 stopped sending
+    heartbeats", "worker 1: recvmsg:Connection reset by peer"), else the message's first line."""
+    import json
     import re
     text = getattr(error, "message", None) or str(error)
-    if "stopped sending heartbeats" in text:
-        listed = text.split("stopped sending heartbeats", 1)[1]
-        tasks = dict.fromkeys(re.findall(r"^/job:(\w+)/replica:\d+/task:(\d+)\s*$", listed, re.MULTILINE))
-        if tasks:
-            return ", ".join(f"{job} {task}" for job, task in tasks) + " stopped sending heartbeats"
-    return _first_line(error)
+    cause = text.split("Collective ops is aborted by:", 1)[-1]
+    this = json.loads(os.environ.get("TF_CONFIG") or "{}").get("task", {})
+    tasks = [task for task in dict.fromkeys(re.findall(r"/job:(\w+)(?:/replica:\d+)?/task:(\d+)", cause))
+             if task != (this.get("type"), str(this.get("index")))]
+    if not tasks:
+        return _first_line(error)
+    who = ", ".join(f"{job} {index}" for job, index in tasks)
+    if "stopped sending heartbeats" in cause:
+        return f"{who} stopped sending heartbeats"
+    reason = cause.strip().splitlines()[0].strip()
+    return f"{who}: {reason[:200]}"
 
 
 def _is_disk_full(error: BaseException) -> bool:

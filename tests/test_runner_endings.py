@@ -29,6 +29,12 @@ def _ending(error, capsys):
         "Error reported from /job:worker/task:1: The following tasks are unhealthy (stopped sending heartbeats):\n"
         "/job:worker/replica:0/task:1\nThe tasks have crashed.")), runner.LOST_WORKER_STATUS,
      "error: lost contact with another worker (worker 1 stopped sending heartbeats): restart every worker"),
+    (tf.errors.UnavailableError(None, None, (  # (the other words TensorFlow 2.21 has for it)
+        "Graph execution error:\n\nDetected at node while/CollectiveReduceV2_2 ...\nCollective ops is aborted by: "
+        "recvmsg:Connection reset by peer\nAdditional GRPC error information from remote target "
+        "/job:worker/replica:0/task:1 while calling /tensorflow.WorkerService/RecvBuf:\n:UNKNOWN:Error received")),
+     runner.LOST_WORKER_STATUS, "error: lost contact with another worker (worker 1: recvmsg:Connection reset by "
+                                "peer): restart every worker"),
     (OSError(errno.ENOSPC, "No space left on device", "out/model.ckpt-5.index"), runner.DISK_FULL_STATUS,
      "error: no space left on the device writing out/model.ckpt-5.index; the files being written were removed"),
     (tf.errors.UnknownError(None, None, "out/train.tfrecord; No space left on device"), runner.DISK_FULL_STATUS,
