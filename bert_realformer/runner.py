@@ -82,6 +82,13 @@ def _terminated(signal_number, frame):
     raise Terminated()
 
 
+def _quiet_about_terminated(unraisable) -> None:
+    """`sys.unraisablehook`: a SIGTERM met where Python ignores exceptions (a GC callback, a
+    `__del__`) prints no traceback; the script ends with its one line when `main` returns."""
+    if not isinstance(unraisable.exc_value, Terminated):
+        sys.__unraisablehook__(unraisable)
+
+
 _SIGTERM_RECEIVED = [False]
 _SCRIPT_PROCESS = [0]  # the process whose SIGTERM ends the script through its cleanups
 
@@ -165,6 +172,7 @@ def run(main):
             report.plain_warnings()
         _SCRIPT_PROCESS[0] = os.getpid()
         signal.signal(signal.SIGTERM, _terminated)
+        sys.unraisablehook = _quiet_about_terminated
         status = run_main(main, argv)
         if status:
             sys.exit(status)

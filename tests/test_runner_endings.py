@@ -2,6 +2,7 @@
 a signal): one `error:` line and a distinct status, the output directory's claim released."""
 
 import errno
+import os
 
 import pytest
 import tensorflow as tf
@@ -64,3 +65,27 @@ def test_an_ending_from_a_training_loop_names_the_training_state_that_is_intact(
     assert line.startswith("error: out of memory (OOM when allocating tensor): ")
     assert line.endswith("; the files being written were removed and the training state "
                          "out/training_state/ckpt-20 is intact: run the same command again")
+
+
+def test_sigterm_met_where_python_ignores_exceptions_ends_in_one_line_without_a_traceback(tmp_path):
+    """The signal handler's exception raised inside a `__del__` (as inside a GC callback of a
+    library) is unraisable: no traceback is printed, and the script still ends with its line and
+    status 143 once `main` returns."""
+    import subprocess
+    import sys
+    script = tmp_path / "script.py"
+    script.write_text(
+        "import signal\n"
+        "from bert_realformer import runner\n"
+        "class Collected:\n"
+        "    def __del__(self):\n"
+        "        runner._terminated(signal.SIGTERM, None)  # as the handler runs between bytecodes\n"
+        "def main(argv):\n"
+        "    Collected()\n"
+        "    print('main went on', flush=True)\n"
+        "runner.run(main)\n")
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                            cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert result.returncode == 143, result.stderr
+    assert "main went on" in result.stdout and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("error: stopped by SIGTERM; the files being written")
