@@ -24,3 +24,21 @@ class Diverged(Exception):
     step it happened at; the scripts print it as one line and exit with status 3."""
     is_user_error = True
     exit_code = 3
+
+
+class Terminated(BaseException):
+    """SIGTERM outside a training loop (which saves a state first, `training.preemption`). A
+    BaseException, as KeyboardInterrupt is, so that no `except Exception` on the way (AutoGraph
+    converting a function, for one) swallows it; cleanups of what is being written run.
+    `received` stays set once the script's SIGTERM handler ran: a signal raised where Python
+    ignores exceptions (a GC callback, a `__del__`) is lost, and `stop_if_terminated` raises it
+    again before any output is switched in."""
+    received = False
+
+
+def stop_if_terminated() -> None:
+    """Raises `Terminated` when a SIGTERM arrived earlier (see `Terminated.received`): called
+    before a finished file or directory replaces its final name, so that nothing new appears
+    after the signal."""
+    if Terminated.received:
+        raise Terminated()

@@ -26,6 +26,7 @@ import sys
 from absl import app, flags, logging
 
 from bert_realformer import report, run_claim
+from bert_realformer.errors import Terminated, stop_if_terminated
 
 
 def run_main(main, argv) -> int:
@@ -33,8 +34,7 @@ def run_main(main, argv) -> int:
     (after printing its one line); other exceptions propagate. Claims are released."""
     try:
         status = main(argv) or 0
-        if _SIGTERM_RECEIVED[0]:  # (raised where Python ignores exceptions, e.g. a GC callback)
-            raise Terminated()
+        stop_if_terminated()  # (raised where Python ignores exceptions, e.g. a GC callback)
         return status
     except KeyboardInterrupt:
         report.say(f"error: interrupted (SIGINT); {INTACT}")
@@ -67,18 +67,12 @@ def _intact(error: BaseException) -> str:
     return f"the files being written were removed and {kept}: run the same command again" if kept else INTACT
 
 
-class Terminated(BaseException):
-    """SIGTERM outside a training loop (which saves a state first, `training.preemption`). A
-    BaseException, as KeyboardInterrupt is, so that no `except Exception` on the way (AutoGraph
-    converting a function, for one) swallows it; cleanups of what is being written run."""
-
-
 def _terminated(signal_number, frame):
     if os.getpid() != _SCRIPT_PROCESS[0]:  # a forked worker (a pool's): die as SIGTERM kills
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGTERM)
         return
-    _SIGTERM_RECEIVED[0] = True
+    Terminated.received = True
     raise Terminated()
 
 
@@ -89,7 +83,6 @@ def _quiet_about_terminated(unraisable) -> None:
         sys.__unraisablehook__(unraisable)
 
 
-_SIGTERM_RECEIVED = [False]
 _SCRIPT_PROCESS = [0]  # the process whose SIGTERM ends the script through its cleanups
 
 

@@ -31,7 +31,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 
-from bert_realformer.errors import InputError
+from bert_realformer.errors import InputError, stop_if_terminated
 
 _SCHEME = "://"
 
@@ -218,9 +218,10 @@ def rmtree(path: str) -> None:
 
 def rename(source: str, target: str) -> None:
     """Renames file `source` over `target` (replacing it); nothing when they are the same (some
-    filesystems would delete the file)."""
+    filesystems would delete the file). After a SIGTERM nothing is renamed (`stop_if_terminated`)."""
     if source == target:
         return
+    stop_if_terminated()
     if is_local(source) and is_local(target):
         os.replace(_local(source), _local(target))
     else:
@@ -232,6 +233,7 @@ def move_tree(source: str, target: str, last: tuple[str, ...] = ()) -> None:
     at once; elsewhere (object stores have no directory rename) each file is copied and the
     source removed, the files named in `last` copied after all others, so that their presence
     says the directory is complete (a SavedModel's `saved_model.pb`)."""
+    stop_if_terminated()
     if is_local(source) and is_local(target):
         os.replace(_local(source), _local(target))
         return
@@ -253,6 +255,7 @@ def switch_in(staging: str, target: str, last: tuple[str, ...]) -> list[str]:
     `last` (a directory's config) are removed from `target` first and moved in after all the
     others: a process killed between two files leaves `target` without them, a set that every
     reader refuses, never new weights beside an old config that may fit them."""
+    stop_if_terminated()
     if is_local(staging):
         names = [os.path.relpath(os.path.join(root, name), _local(staging))
                  for root, _, files in os.walk(_local(staging)) for name in files]

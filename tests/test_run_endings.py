@@ -361,9 +361,9 @@ def test_sigterm_outside_training_is_one_line_143_with_no_temporary_left(tmp_pat
     leftovers = [os.path.join(root, name) for root, dirs, names in os.walk(tmp_path)
                  for name in names + dirs if ".tmp" in name or "_temp" in name or "tempstate" in name]
     assert leftovers == []
-    if phase == "export":  # nothing, or (a signal met where Python ignores it) a whole export
-        versions = os.listdir(tmp_path / "export") if (tmp_path / "export").exists() else []
-        assert all((tmp_path / "export" / v / "saved_model.pb").exists() for v in versions)
+    # Nothing new, also when the signal met a GC callback (where Python ignores it) and the work went on.
+    if phase == "export":
+        assert not (tmp_path / "export").exists() or os.listdir(tmp_path / "export") == []
     elif phase == "conversion":
         assert not (tmp_path / "export").exists()
     else:

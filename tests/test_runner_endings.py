@@ -67,25 +67,33 @@ def test_an_ending_from_a_training_loop_names_the_training_state_that_is_intact(
                          "out/training_state/ckpt-20 is intact: run the same command again")
 
 
-def test_sigterm_met_where_python_ignores_exceptions_ends_in_one_line_without_a_traceback(tmp_path):
+@pytest.mark.parametrize("output", ["file", "directory"])
+def test_sigterm_met_where_python_ignores_exceptions_ends_in_one_line_without_a_traceback(tmp_path, output):
     """The signal handler's exception raised inside a `__del__` (as inside a GC callback of a
-    library) is unraisable: no traceback is printed, and the script still ends with its line and
-    status 143 once `main` returns."""
+    library) is unraisable: no traceback is printed, no output finished after it replaces its
+    final name (a file, a staged directory), and the script ends with its line and status 143."""
     import subprocess
     import sys
     script = tmp_path / "script.py"
     script.write_text(
-        "import signal\n"
-        "from bert_realformer import runner\n"
+        "import os, signal\n"
+        "from bert_realformer import runner, storage\n"
         "class Collected:\n"
         "    def __del__(self):\n"
         "        runner._terminated(signal.SIGTERM, None)  # as the handler runs between bytecodes\n"
         "def main(argv):\n"
         "    Collected()\n"
         "    print('main went on', flush=True)\n"
+        f"    os.makedirs('{tmp_path}/staged')\n"
+        + (f"    storage.write_atomic('{tmp_path}/staged/weights', 'new')\n" if output == "file" else
+           f"    open('{tmp_path}/staged/weights', 'w').write('new')\n"
+           f"    storage.switch_in('{tmp_path}/staged', '{tmp_path}/final', last=())\n") +
+        "    print('written', flush=True)\n"
         "runner.run(main)\n")
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
                             cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     assert result.returncode == 143, result.stderr
     assert "main went on" in result.stdout and "Traceback" not in result.stderr, result.stderr
+    assert "written" not in result.stdout and not (tmp_path / "final").exists()
+    assert os.listdir(tmp_path / "staged") == ([] if output == "file" else ["weights"])  # (the caller's cleanup)
     assert result.stderr.strip().splitlines()[-1].startswith("error: stopped by SIGTERM; the files being written")
