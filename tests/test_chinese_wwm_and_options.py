@@ -202,3 +202,24 @@ def test_empty_vocab_and_empty_corpus(tmp_path):
     result, output = create(tmp_path, input_file=str(blank))
     assert result.returncode == 2 and "holds no text" in result.stderr
     assert os.listdir(tmp_path) == ["empty.txt", "blank.txt"] or not os.path.exists(output)
+
+
+def test_a_pool_whose_work_is_done_lets_its_workers_exit_instead_of_killing_them(tmp_path):
+    """`finish_pool`: each worker ends by itself (status 0), not by `Pool.terminate`'s SIGTERM,
+    which can wait forever on a lock a killed worker held. (In a fresh process: forking this one,
+    which runs TensorFlow's threads, could itself deadlock.)"""
+    import subprocess
+    import sys
+    script = (
+        "import sys\n"
+        "from bert_realformer.pretraining import documents as docs\n"
+        f"pool = docs.worker_pool(({VOCAB_EN!r}, True, None), 2)\n"
+        "workers = list(pool._pool)\n"
+        "pool.terminate = lambda: sys.exit('Pool.terminate called')\n"
+        f"lines = [ids for ids in docs.tokenized_lines([{INPUT!r}], pool) if ids is not docs.BLANK]\n"
+        "docs.finish_pool(pool)\n"
+        "print(len(lines), [worker.exitcode for worker in workers])\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    expected_lines = sum(1 for line in open(INPUT, encoding="utf-8") if line.strip())
+    assert result.stdout.split() == [str(expected_lines), "[0,", "0]"]

@@ -185,21 +185,24 @@ def _create(input_files, output_files, seed, vocab_ids, progress, ref_files, opt
             raise InputError(str(error)) from None
         finally:
             progress.done()  # (ends the progress line, also before an error's)
+        # (the C module masks as it goes: unmasked records are made by the Python path)
+        use_native = options.use_native and native.available() and not options.dynamic_masking
+        if use_native or not documents:  # tokenization is done: free the workers' memory
+            docs.finish_pool(pool)
+            pool = None
         if not documents:
             raise InputError(f"--input_file: {', '.join(input_files)} holds no text "
                              "(every line is blank or tokenizes to nothing)")
         masking = MaskingOptions(options.masked_lm_prob, options.max_predictions_per_seq,
                                  options.do_whole_word_mask, dynamic=options.dynamic_masking)
-        # (the C module masks as it goes: unmasked records are made by the Python path)
-        if options.use_native and native.available() and not options.dynamic_masking:
-            if pool is not None:  # tokenization is done: free the workers' memory
-                pool.terminate()
-                pool = None
+        if use_native:
             counts = _write_native(documents, output_files, seed, masking, vocab_ids, options)
         else:
             counts = _write_python(documents, output_files, seed, masking, vocab_ids, pool, options)
+        docs.finish_pool(pool)
+        pool = None
     finally:
-        if pool is not None:
+        if pool is not None:  # left in the middle of work
             pool.terminate()
     return (len(documents), *counts)
 

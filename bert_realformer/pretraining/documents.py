@@ -104,6 +104,15 @@ def _default_sigterm():
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
+def finish_pool(pool) -> None:
+    """Lets the workers of `pool` (None: nothing) exit once its work is all collected, and waits
+    for them. `Pool.terminate` is kept for leaving in the middle of work: with idle workers it can
+    wait forever on a lock a worker held when it was killed (CPython issues 78178, 96995)."""
+    if pool is not None:
+        pool.close()
+        pool.join()
+
+
 def tokenized_lines(input_files, pool=None, ref_files=None):
     """Yields, in corpus order, one `array('i')` per non-blank line, or BLANK for a blank line,
     tokenized by `pool` (from `worker_pool`), or in this process when it is None."""
