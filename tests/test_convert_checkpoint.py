@@ -156,6 +156,34 @@ def test_regression_classifier_exports_its_score_not_a_softmax_of_one(tmp_path):
     assert not np.allclose(served["scores"], 1.0)
 
 
+def test_a_fine_tuned_classifier_serves_the_labels_of_its_run(tmp_path):
+    """label_list.txt beside the checkpoint (a run_classifier run's label order) names the
+    SavedModel's `label` output, as run_classifier's own export does ('0', '1', ... before);
+    a list that does not fit the classifier is one line and nothing written."""
+    import shutil
+    values = {k: v for k, v in checkpoints.read_tf1_checkpoint(POSTLN).items() if k.startswith("bert/")}
+    hidden = values["bert/pooler/dense/bias"].shape[0]
+    values["output_weights"] = np.random.default_rng(1).normal(0, 2.0, (3, hidden)).astype(np.float32)
+    values["output_bias"] = np.array([0.5, -0.5, 0.0], np.float32)
+    run = tmp_path / "run"
+    checkpoints.write_tf1_checkpoint(values, str(run / "bert_model.ckpt"))
+    for name in ("bert_config.json", "vocab.txt"):
+        shutil.copy(os.path.join(POSTLN, name), run / name)
+    (run / "label_list.txt").write_text("体育\nfinance\npolitics\n", encoding="utf-8")
+    result = convert("--from=tf1", "--to=savedmodel", f"--input={run}", f"--output={tmp_path}/sm",
+                     "--max_seq_length=16")
+    assert result.returncode == 0, result.stderr[-2000:]
+    served = serve(tmp_path / "sm", SENTENCES, "classify")
+    names = ["体育", "finance", "politics"]
+    assert served["label"] == [names[int(np.argmax(p))] for p in served["probabilities"]]
+    (run / "label_list.txt").write_text("体育\nfinance\n", encoding="utf-8")
+    refused = convert("--from=tf1", "--to=savedmodel", f"--input={run}", f"--output={tmp_path}/sm2")
+    assert refused.returncode == 2
+    assert refused.stderr.strip().splitlines()[-1] == (
+        "error: label_list.txt names 2 labels but the classifier has 3 outputs")
+    assert not os.path.exists(tmp_path / "sm2")
+
+
 def _hf_dir(tmp_path, drop=(), add=None):
     """The tiny post-LN model as a Hugging Face directory, less `drop`, plus `add` tensors."""
     from safetensors.numpy import load_file, save_file

@@ -98,6 +98,13 @@ def missing_encoder_weights(values: dict[str, np.ndarray], config: modeling.Bert
     return assign_named_values(modeling.BertModel(config), values, "--input").missing
 
 
+def describe(weights: Weights) -> str:
+    """'N weights (L layers, hidden H, <variant>)': what was converted, in one phrase."""
+    config = weights.config
+    return (f"{len(weights.values)} weights ({config.num_hidden_layers} layers, hidden {config.hidden_size}, "
+            f"{config.layer_norm_type}-LN, residual_attention={config.residual_attention})")
+
+
 def model_for(weights: Weights):
     """The model class whose weights `weights` holds (a classifier, a pretrainer with or
     without NSP, else the encoder), with them loaded."""

@@ -51,39 +51,25 @@ require_flags("from", "to", "input", "output")
 LAST_FILES = ("bert_config.json", "config.json", "saved_model.pb")
 
 
-def export_savedmodel(weights, directory):
-    """A SavedModel taking raw text: a classifier's scores (one output: a regression score, as
-    run_classifier trains it for STS-B, not a softmax), else the encoder's outputs."""
-    import modeling
-    from bert_realformer.checkpoints import conversion
-    from bert_realformer.tasks.export import export_classifier, export_encoder
-    if weights.vocab_file is None:
-        raise InputError("--to=savedmodel needs --vocab_file (no vocab.txt beside --input)")
-    model = conversion.model_for(weights)
-    if isinstance(model, modeling.BertClassifier):
-        labels = [str(i) for i in range(model.num_labels)] if model.num_labels > 1 else None
-        path = export_classifier(model, weights.vocab_file, FLAGS.do_lower_case, FLAGS.max_seq_length, labels,
-                                 directory)
-    else:
-        encoder = model if isinstance(model, modeling.BertModel) else model.bert
-        path = export_encoder(encoder, weights.vocab_file, FLAGS.do_lower_case, FLAGS.max_seq_length, directory)
-    return [os.path.relpath(path, directory)]
-
-
 def main(argv):
     del argv
     from bert_realformer.checkpoints import conversion
+    from bert_realformer.tasks.export import export_model
     for name, known in (("from", conversion.SOURCES), ("to", (*conversion.TARGETS, "savedmodel"))):
         if FLAGS[name].value not in known:
             raise InputError(f"--{name}={FLAGS[name].value}: unknown format; expected one of {', '.join(known)}")
     weights = conversion.read(FLAGS["from"].value, FLAGS.input, FLAGS.bert_config_file, FLAGS.vocab_file,
                               FLAGS.force, FLAGS.to)
+    if FLAGS.to == "savedmodel" and weights.vocab_file is None:
+        raise InputError("--to=savedmodel needs --vocab_file (no vocab.txt beside --input)")
     print(f"read {len(weights.values)} weights from {FLAGS.input}; writing --to={FLAGS.to} beside {FLAGS.output} "
           "(switched in when whole)", file=sys.stderr, flush=True)
     staging = f"{FLAGS.output.rstrip('/')}.tmp-{os.getpid()}"
     try:
         if FLAGS.to == "savedmodel":
-            written = export_savedmodel(weights, staging)
+            path = export_model(conversion.model_for(weights), weights.vocab_file, FLAGS.do_lower_case,
+                                FLAGS.max_seq_length, staging, weights.labels)
+            written = [os.path.relpath(path, staging)]
         else:
             written = conversion.write(FLAGS.to, staging, weights, FLAGS.do_lower_case, FLAGS.max_seq_length,
                                        FLAGS.force)
@@ -94,10 +80,8 @@ def main(argv):
         storage.rmtree(staging)
     for note in weights.notes:
         print(note, file=sys.stderr)
-    config = weights.config
-    variant = f"{config.layer_norm_type}-LN, residual_attention={config.residual_attention}"
-    print(f"{FLAGS['from'].value} -> {FLAGS.to}: {len(weights.values)} weights ({config.num_hidden_layers} layers, "
-          f"hidden {config.hidden_size}, {variant}); wrote {', '.join(written)} in {FLAGS.output}")
+    print(f"{FLAGS['from'].value} -> {FLAGS.to}: {conversion.describe(weights)}; wrote {', '.join(written)} "
+          f"in {FLAGS.output}")
 
 
 entry = script_entry(main, __doc__)  # the installed command `bert-convert-checkpoint`

@@ -23,8 +23,10 @@ from typing import TYPE_CHECKING
 
 import tensorflow as tf
 
+import modeling
 from bert_realformer import storage
 from bert_realformer.checkpoints.training_states import named_variables
+from bert_realformer.errors import InputError
 from bert_realformer.training.padding import padded_length
 from tokenization.fast import FastTokenizer
 
@@ -206,3 +208,21 @@ def export_encoder(model: keras.Model, vocab_file: str, do_lower_case: bool, max
     """Signatures `serving_default`/`encode` (text_a) and `encode_pair` (text_a, text_b)."""
     module = EncoderServing(model, vocab_file, do_lower_case, max_seq_length)
     return _save(module, export_dir, ("encode", "encode_pair"))
+
+
+def export_model(model: keras.Model, vocab_file: str, do_lower_case: bool, max_seq_length: int, export_dir: str,
+                 label_list: list[str] | None = None) -> str:
+    """What a checkpoint serves, by its model: a `BertClassifier` as `export_classifier` (its
+    labels named by `label_list`, a fine-tuning run's order; '0'..'C-1' without one; a regression
+    model's score), any other model as its encoder (`export_encoder`). Returns the version's path."""
+    if not isinstance(model, modeling.BertClassifier):
+        encoder = model if isinstance(model, modeling.BertModel) else model.bert
+        return export_encoder(encoder, vocab_file, do_lower_case, max_seq_length, export_dir)
+    if model.num_labels == 1:
+        label_list = None
+    elif label_list is None:
+        label_list = [str(i) for i in range(model.num_labels)]
+    elif len(label_list) != model.num_labels:
+        raise InputError(f"label_list.txt names {len(label_list)} labels but the classifier has "
+                         f"{model.num_labels} outputs")
+    return export_classifier(model, vocab_file, do_lower_case, max_seq_length, label_list, export_dir)
