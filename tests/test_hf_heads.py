@@ -213,3 +213,9 @@ def test_a_fine_tuned_classifier_run_leaves_for_transformers_with_its_labels(tmp
     assert theirs["id2label"] == {str(i): label for i, label in enumerate(labels)}
     np.testing.assert_allclose(np.array(theirs["p"]), np.loadtxt(out / "test_results.tsv", delimiter="\t"),
                                atol=1e-4)
+    # Its training_state directory as --input: the run's config and labels are found beside it.
+    again = convert("--from=ours", "--to=tf1", f"--input={out}/training_state", f"--output={tmp_path}/tf1")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert (tmp_path / "tf1" / "label_list.txt").read_text().splitlines() == labels
+    assert json.loads((tmp_path / "tf1" / "bert_config.json").read_text()) == json.loads(
+        (out / "bert_config.json").read_text())

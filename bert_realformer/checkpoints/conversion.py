@@ -21,7 +21,7 @@ from bert_realformer import storage
 from bert_realformer.checkpoints import huggingface, kerashub
 from bert_realformer.checkpoints.huggingface import name_list
 from bert_realformer.checkpoints.tf1 import assign_named_values, read_tf1_checkpoint, write_tf1_checkpoint
-from bert_realformer.checkpoints.training_states import read_training_state, write_training_state
+from bert_realformer.checkpoints.training_states import TRAINING_STATE, read_training_state, write_training_state
 from bert_realformer.errors import InputError
 from bert_realformer.text_files import read_lines
 
@@ -87,9 +87,14 @@ def _refuse_unless_forced(weights, force, message, forced_note, names):
 
 
 def _beside(path, name):
-    directory = path if storage.isdir(path) else os.path.dirname(path)
-    candidate = os.path.join(directory, name)
-    return candidate if storage.isfile(candidate) else None
+    """File `name` in the directory of `path` (a directory, or a checkpoint prefix in one); for
+    a run's `training_state` directory, in the run directory where the run keeps its files."""
+    directory = (path if storage.isdir(path) else os.path.dirname(path)).rstrip("/")
+    directories = [directory]
+    if os.path.basename(directory) == TRAINING_STATE:
+        directories.append(os.path.dirname(directory))
+    found = [os.path.join(d, name) for d in directories if storage.isfile(os.path.join(d, name))]
+    return found[0] if found else None
 
 
 def missing_encoder_weights(values: dict[str, np.ndarray], config: modeling.BertConfig) -> list[str]:
