@@ -164,6 +164,7 @@ def run(main):
             logging.set_verbosity(logging.WARNING)
             report.plain_warnings()
         _SCRIPT_PROCESS[0] = os.getpid()
+        Terminated.received = False  # (a script run again in one process, as the tests do)
         signal.signal(signal.SIGTERM, _terminated)
         sys.unraisablehook = _quiet_about_terminated
         status = run_main(main, argv)
