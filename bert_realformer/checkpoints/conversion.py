@@ -93,8 +93,10 @@ def _beside(path, name):
     directories = [directory]
     if os.path.basename(directory) == TRAINING_STATE:
         directories.append(os.path.dirname(directory))
-    found = [os.path.join(d, name) for d in directories if storage.isfile(os.path.join(d, name))]
-    return found[0] if found else None
+    for candidate in (os.path.join(d, name) for d in directories):
+        if storage.isfile(candidate):  # (one look per place: each may be a remote call)
+            return candidate
+    return None
 
 
 def missing_encoder_weights(values: dict[str, np.ndarray], config: modeling.BertConfig) -> list[str]:
