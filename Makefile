@@ -70,7 +70,7 @@ fresh-fast-tier:
 # The study: Post-LN vs Pre-LN vs RealFormer on real Chinese data (People's Daily, review
 # sentiment, a 33-class part-of-speech task), pretrained with held-out evaluation, attention
 # analysed, fine-tuned, aggregated over seeds. `make demo` is its smallest form (one seed, 600
-# steps, about 14 minutes on 2 cores); `make study` runs three seeds at a size where held-out MLM
+# steps, about 15 minutes on 2 cores, AMD EPYC Zen 4); `make study` runs three seeds at a size where held-out MLM
 # accuracy leaves the unigram stage (about 85 minutes on 2 cores; STUDY.md is its result).
 STUDY_MODEL = {"vocab_size": 21128, "hidden_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4, \
 	"intermediate_size": 512, "hidden_act": "gelu", "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1, \
