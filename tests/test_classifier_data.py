@@ -11,7 +11,7 @@ from bert_realformer.errors import InputError
 from bert_realformer.tasks.classification.features import cached_features, convert_example
 from bert_realformer.tasks.classification.reading import InputExample, get_processor
 from bert_realformer.tasks.export import pack_inputs
-from bert_realformer.tasks.sequences import truncate_seq_pair
+from bert_realformer.tasks.sequences import TRUNCATIONS, kept, pack, truncate_seq_pair
 from tokenization import FullTokenizer
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
@@ -223,21 +223,44 @@ def test_feature_cache_follows_the_options_that_change_the_examples(tmp_path):
     assert list(by_body) == tokenizer.convert_tokens_to_ids(["[CLS]", "the", "dog", "[SEP]"])
 
 
-def test_in_graph_packing_equals_python_features():
-    """The SavedModel's truncation and packing give the Python path's features."""
+@pytest.mark.parametrize("truncation", TRUNCATIONS)
+def test_in_graph_packing_equals_python_features(truncation):
+    """The SavedModel's truncation and packing give the Python path's features, single texts
+    and pairs, for every truncation."""
     tokenizer = FullTokenizer(VOCAB_EN)
     rng = np.random.RandomState(0)
     words = "the of and to in a is that for it as was with be by on not he".split()
     texts = [" ".join(rng.choice(words, rng.randint(0, 14))) or "a" for _ in range(40)]
     for max_len in (8, 11, 16):
         pairs = list(zip(texts[:20], texts[20:]))
-        expected = [convert_example(InputExample("g", a, b, "0"), {"0": 0}, max_len, tokenizer) for a, b in pairs]
-        ids_a = tf.ragged.constant([tokenizer.tokenize_to_ids(a) for a, _ in pairs], dtype=tf.int64)
-        ids_b = tf.ragged.constant([tokenizer.tokenize_to_ids(b) for _, b in pairs], dtype=tf.int64)
-        packed = pack_inputs(ids_a, ids_b, max_len, tokenizer.vocab["[CLS]"], tokenizer.vocab["[SEP]"])
-        assert packed["input_ids"].numpy().tolist() == [f["input_ids"] for f in expected]
-        assert packed["token_type_ids"].numpy().tolist() == [f["segment_ids"] for f in expected]
-        assert packed["input_mask"].numpy().tolist() == [f["input_mask"] for f in expected]
+        for single in (False, True):
+            expected = [convert_example(InputExample("g", a, None if single else b, "0"), {"0": 0}, max_len,
+                                        tokenizer, truncation) for a, b in pairs]
+            ids_a = tf.ragged.constant([tokenizer.tokenize_to_ids(a) for a, _ in pairs], dtype=tf.int64)
+            ids_b = None if single else tf.ragged.constant([tokenizer.tokenize_to_ids(b) for _, b in pairs],
+                                                           dtype=tf.int64)
+            packed = pack_inputs(ids_a, ids_b, max_len, tokenizer.vocab["[CLS]"], tokenizer.vocab["[SEP]"],
+                                 truncation)
+            padded = [f["input_ids"][:packed["input_ids"].shape[1]] for f in expected]
+            assert packed["input_ids"].numpy().tolist() == padded
+            assert packed["token_type_ids"].numpy().tolist() == [f["segment_ids"][:len(p)]
+                                                                 for f, p in zip(expected, padded)]
+            assert packed["input_mask"].numpy().tolist() == [f["input_mask"][:len(p)]
+                                                             for f, p in zip(expected, padded)]
+
+
+def test_truncations_by_hand():
+    """Cut to 8: head keeps 0-7; tail 12-19; head_tail the first 8 // 4 = 2 and the last 6. A
+    pair keeps the original's lengths (pop from the longer) and the truncation's tokens."""
+    text = list(range(20))
+    assert kept(text, 8, "head") == list(range(8))
+    assert kept(text, 8, "tail") == list(range(12, 20))
+    assert kept(text, 8, "head_tail") == [0, 1, 14, 15, 16, 17, 18, 19]
+    assert kept(text[:5], 8, "tail") == text[:5]  # what fits is whole
+    a, b = list(range(10)), list(range(100, 104))  # [CLS] A [SEP] B [SEP] in 12: room 9 -> A 5, B 4
+    assert pack(a, b, 12, "C", "S", "tail")[0] == ["C", 5, 6, 7, 8, 9, "S", 100, 101, 102, 103, "S"]
+    assert pack(a, b, 12, "C", "S", "head_tail")[0] == ["C", 0, 6, 7, 8, 9, "S", 100, 101, 102, 103, "S"]
+    assert pack(a, b, 12, "C", "S")[0] == ["C", 0, 1, 2, 3, 4, "S", 100, 101, 102, 103, "S"]
 
 
 def test_labels_with_surrounding_spaces_are_one_class_and_said_once(tmp_path, caplog):

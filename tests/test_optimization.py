@@ -122,3 +122,74 @@ def test_on_two_replicas_the_gradient_is_not_reduced_again():
     assert np.abs(once - twice).max() > 1e-3  # the test can tell them apart
     for value in values.values():
         np.testing.assert_allclose(value, once, rtol=1e-6)
+
+
+def _three_variables():
+    """A kernel (decayed), a LayerNorm gamma and a bias (both excluded from weight decay)."""
+    return [keras.Variable(np.array([1.0, -2.0, 0.5], "float32"), name="kernel"),
+            keras.Variable(np.array([0.9, 1.1], "float32"), name="layer_norm_gamma"),
+            keras.Variable(np.array([0.25], "float32"), name="bias")]
+
+
+def _gradients(steps):
+    rng = np.random.default_rng(0)
+    return [[rng.normal(size=n).astype("float32") for n in (3, 2, 1)] for _ in range(steps)]
+
+
+def test_adamw_with_bias_correction_by_hand():
+    """Five steps of Adam's corrected moments, m_hat = m / (1 - 0.9^t) and v_hat = v / (1 -
+    0.999^t), update m_hat / (sqrt(v_hat) + 1e-6), weight decay on the kernel only; at step 1
+    the step is lr * sign(g) (m_hat = g, v_hat = g^2), where the original moves 0.1 / sqrt(0.001)
+    = 3.16 times further for any g."""
+    variables = _three_variables()
+    optimizer = AdamWeightDecay(learning_rate=0.01, weight_decay_rate=0.01, bias_correction=True)
+    expected = [v.numpy().astype("float64") for v in variables]
+    m = [np.zeros_like(w) for w in expected]
+    v = [np.zeros_like(w) for w in expected]
+    for t, grads in enumerate(_gradients(5), start=1):
+        optimizer.apply_gradients(zip([tf.constant(g) for g in grads], variables))
+        for i, g in enumerate(grads):
+            m[i] = 0.9 * m[i] + 0.1 * g
+            v[i] = 0.999 * v[i] + 0.001 * g * g
+            update = (m[i] / (1 - 0.9 ** t)) / (np.sqrt(v[i] / (1 - 0.999 ** t)) + 1e-6)
+            if i == 0:
+                update = update + 0.01 * expected[i]
+            expected[i] = expected[i] - 0.01 * update
+        if t == 1:
+            first = [np.array([1.0, -2.0, 0.5]) * (1 - 0.01 * 0.01), np.array([0.9, 1.1]), np.array([0.25])]
+            for w, start, g in zip(variables, first, grads):
+                np.testing.assert_allclose(w.numpy(), start - 0.01 * np.sign(g), atol=2e-6)
+    for w, e in zip(variables, expected):
+        np.testing.assert_allclose(w.numpy(), e, rtol=1e-5, atol=1e-7)
+
+
+def test_bias_correction_off_is_the_original_bit_for_bit():
+    """The default and `bias_correction=False` make exactly the original's updates (the
+    equations of `test_adamw_update_equations_by_hand`), with a clipping scale too."""
+    results = []
+    for kwargs in ({}, {"bias_correction": False}):
+        variables = _three_variables()
+        optimizer = AdamWeightDecay(learning_rate=0.01, weight_decay_rate=0.01, **kwargs)
+        for grads in _gradients(3):
+            optimizer.apply([tf.constant(g) for g in grads], variables, scale=tf.constant(0.5))
+        results.append([v.numpy() for v in variables])
+    for a, b in zip(*results):
+        np.testing.assert_array_equal(a, b)
+    expected = [v.numpy().astype("float64") for v in _three_variables()]
+    m = [np.zeros_like(w) for w in expected]
+    v = [np.zeros_like(w) for w in expected]
+    for grads in _gradients(3):
+        for i, g in enumerate(grads):
+            g = 0.5 * g
+            m[i] = 0.9 * m[i] + 0.1 * g
+            v[i] = 0.999 * v[i] + 0.001 * g * g
+            update = m[i] / (np.sqrt(v[i]) + 1e-6) + (0.01 * expected[i] if i == 0 else 0.0)
+            expected[i] = expected[i] - 0.01 * update
+    for w, e in zip(results[0], expected):
+        np.testing.assert_allclose(w, e, rtol=1e-5, atol=1e-7)
+
+
+def test_create_optimizer_passes_bias_correction_to_adamw_only():
+    assert create_optimizer(5e-5, 100, 10).bias_correction is False
+    assert create_optimizer(5e-5, 100, 10, adam_bias_correction=True).bias_correction is True
+    assert create_optimizer(5e-5, 100, 10, optimizer="lamb", adam_bias_correction=False).bias_correction is True

@@ -173,10 +173,11 @@ def write_tf1_checkpoint(values: Mapping[str, np.ndarray], prefix: str) -> str:
     for data_file in data_files:  # data first, index last: the index makes the checkpoint exist
         storage.rename(data_file, prefix + data_file[len(tmp_prefix):])
     storage.rename(f"{tmp_prefix}.index", f"{prefix}.index")
-    _write_checkpoint_state(directory, os.path.basename(prefix))
+    write_checkpoint_state(directory, os.path.basename(prefix))
     return prefix
 
 
-def _write_checkpoint_state(directory, basename):
+def write_checkpoint_state(directory: str, basename: str) -> None:
+    """DIRECTORY/checkpoint naming `basename` as the latest checkpoint there."""
     storage.write_atomic(os.path.join(directory, "checkpoint"),
                          f'model_checkpoint_path: "{basename}"\nall_model_checkpoint_paths: "{basename}"\n')

@@ -16,7 +16,9 @@ classification with the run's labels, question answering, token classification, 
 choice); --to=kerashub writes a KerasHub preset directory (a BertTextClassifier or BertMaskedLM
 task where the checkpoint has that head; --from=kerashub reads one); --to=ours writes
 DIR/training_state; --to=savedmodel writes DIR/<version> taking raw text. A classifier's
-label_list.txt travels with it.
+label_list.txt travels with it; a classifier fine-tuned by run_classifier.py serves texts as that
+run read them (its --max_seq_length, --doc_stride windows and --window_pooling, or --truncation:
+OUTPUT_DIR/training_options.json).
 """
 
 import os
@@ -37,7 +39,8 @@ flags.DEFINE_string("bert_config_file", None, "Config of the input (default: the
 flags.DEFINE_string("vocab_file", None, "Vocabulary of the input (default: vocab.txt beside it).")
 flags.DEFINE_bool("do_lower_case", True, "--to=savedmodel, --to=hf (tokenizer_config.json) and --to=kerashub (its "
                   "tokenizer): lower-case the input text (False for cased vocabularies).")
-flags.DEFINE_integer("max_seq_length", 128, "--to=savedmodel and --to=kerashub (its preprocessor): sequence length.")
+flags.DEFINE_integer("max_seq_length", 128, "--to=savedmodel and --to=kerashub (its preprocessor): sequence length "
+                     "(default for a run_classifier.py run: the run's).")
 flags.DEFINE_bool("force", False, "Write even when the target cannot express the model (e.g. a RealFormer "
                   "or Pre-LN model as Hugging Face's BertModel, which would compute plain BERT) or weights "
                   "would be left out (fine-tuning heads in --to=hf, unknown Hugging Face weights, a Hugging Face "
@@ -67,8 +70,12 @@ def main(argv):
     staging = f"{FLAGS.output.rstrip('/')}.tmp-{os.getpid()}"
     try:
         if FLAGS.to == "savedmodel":
-            path = export_model(conversion.model_for(weights), weights.vocab_file, FLAGS.do_lower_case,
-                                FLAGS.max_seq_length, staging, weights.labels)
+            reading = _classifier_input(FLAGS.input)
+            max_seq_length = FLAGS.max_seq_length if FLAGS["max_seq_length"].present else reading.get(
+                "max_seq_length", FLAGS.max_seq_length)
+            path = export_model(conversion.model_for(weights), weights.vocab_file, FLAGS.do_lower_case, max_seq_length,
+                                staging, weights.labels, reading.get("doc_stride"),
+                                reading.get("window_pooling", "mean"), reading.get("truncation", "head"))
             written = [os.path.relpath(path, staging)]
         else:
             written = conversion.write(FLAGS.to, staging, weights, FLAGS.do_lower_case, FLAGS.max_seq_length,
@@ -82,6 +89,25 @@ def main(argv):
         print(note, file=sys.stderr)
     print(f"{FLAGS['from'].value} -> {FLAGS.to}: {conversion.describe(weights)}; wrote {', '.join(written)} "
           f"in {FLAGS.output}")
+
+
+def _classifier_input(path):
+    """How the run_classifier.py run that wrote `path` (its directory, a checkpoint in it, its
+    training_state/ or best/) read its texts ({} for other checkpoints)."""
+    from bert_realformer.training import recorded_options
+    directory = (path if storage.isdir(path) else os.path.dirname(path)).rstrip("/")
+    candidates = [directory]
+    if os.path.basename(directory) in ("training_state", "best"):
+        candidates.append(os.path.dirname(directory))
+    for candidate in candidates:
+        reading = recorded_options.read(candidate).get("classifier_input")
+        if reading:
+            shown = (f"windows of {reading['max_seq_length']} tokens, {reading['doc_stride']} apart, "
+                     f"{reading['window_pooling']} pooling" if reading.get("doc_stride") else
+                     f"{reading['max_seq_length']} tokens, {reading.get('truncation', 'head')} truncation")
+            print(f"serving texts as the run read them: {shown}", file=sys.stderr)
+            return reading
+    return {}
 
 
 entry = script_entry(main, __doc__)  # the installed command `bert-convert-checkpoint`

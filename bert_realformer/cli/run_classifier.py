@@ -22,13 +22,15 @@ import sys
 from absl import flags
 
 from bert_realformer import storage
-from bert_realformer.commandline import training_flags
+from bert_realformer.commandline import finetuning, training_flags
+from bert_realformer.commandline.finetuning import check_monitoring_flags
 from bert_realformer.commandline.training_flags import (
     check_finetuning_flags,
     define_finetuning_flags,
     finetuning_driver,
     schedule_from_flags,
 )
+from bert_realformer.errors import InputError
 from bert_realformer.runner import script_entry
 
 FLAGS = flags.FLAGS
@@ -48,11 +50,20 @@ flags.DEFINE_string("label_file", None, "--task_name=generic: the labels, one pe
                     "training file).")
 flags.DEFINE_integer("doc_stride", None, "Long texts: cut text_a (the document; in pairs, text_b is kept in every "
                      "window) into overlapping windows that start N tokens apart, as run_squad.py does, instead of "
-                     "truncating it. Training uses every window with the document's label; evaluation, prediction and "
-                     "the SavedModel combine a document's windows into one row (--window_pooling).", lower_bound=1)
+                     "truncating it. Evaluation, prediction and the SavedModel combine a document's windows into one "
+                     "row (--window_pooling); training as --window_training says.", lower_bound=1)
 flags.DEFINE_enum("window_pooling", "mean", ["mean", "max"], "With --doc_stride: how a document's windows combine: "
                   "mean of their log-probabilities (renormalised) or each class's maximum (renormalised); "
                   "regression: mean or maximum score.")
+flags.DEFINE_enum("window_training", "pooled", ["pooled", "separate"], "With --doc_stride: pooled: a document's "
+                  "windows are pooled (--window_pooling) before the loss, one loss per document, as prediction "
+                  "pools them; separate: every window is a training example with its document's label.")
+flags.DEFINE_integer("max_windows_per_document", 8, "--window_training=pooled: the most windows of one document in "
+                     "a training batch (a longer document trains on that many of its windows, drawn anew each "
+                     "epoch); a batch runs up to --train_batch_size times this many sequences.", lower_bound=1)
+flags.DEFINE_enum("truncation", "head", ["head", "tail", "head_tail"], "Without --doc_stride, which tokens of a text "
+                  "too long to fit are kept: head (the first, as the original), tail (the last), head_tail (the "
+                  "first quarter of the room and the rest from the end).")
 flags.DEFINE_bool("group_by_length", False, "Training: batches of examples of similar lengths, each padded to its "
                   "longest (faster on CPU/GPU; changes the batches, and the shapes vary: not for TPUs).")
 flags.DEFINE_string("export_dir", None, "Export a SavedModel taking raw text (text_a, text_b) to EXPORT_DIR/<version>.")
@@ -60,8 +71,22 @@ flags.DEFINE_string("export_dir", None, "Export a SavedModel taking raw text (te
 
 def _check_flags():
     check_finetuning_flags(3, "[CLS] A [SEP]", other_modes=("export_dir",))
+    check_monitoring_flags(FLAGS.do_eval, "--do_eval (DATA_DIR's dev file)", MONITORED_METRICS)
+    if FLAGS.doc_stride and FLAGS.truncation != "head":
+        raise InputError(f"--truncation={FLAGS.truncation} cuts a text to one window; --doc_stride reads all of "
+                         "it in windows: use one or the other")
+    if FLAGS.doc_stride and FLAGS.window_training == "pooled" and FLAGS.group_by_length:
+        raise InputError("--group_by_length groups windows by length; --window_training=pooled trains whole "
+                         "documents: use --window_training=separate or leave --group_by_length out")
     if FLAGS.export_dir:  # before training: an export that fails would come after all of it
         storage.check_writable_dir(FLAGS.export_dir, "--export_dir")
+
+
+# The metrics evaluations report, the main one first (a task may also report matthews_corrcoef,
+# f1, pearson and spearman: `main_metric`).
+MONITORED_METRICS = ("eval_accuracy", "eval_loss", "macro_f1", "macro_precision", "macro_recall", "weighted_f1",
+                     "weighted_precision", "weighted_recall", "matthews_corrcoef", "f1", "pearson", "spearman")
+SHOWN = ("eval_accuracy", "eval_loss", "macro_f1", "matthews_corrcoef", "f1", "pearson", "spearman")
 
 
 def main(argv):
@@ -70,7 +95,6 @@ def main(argv):
     import modeling
     from bert_realformer.tasks.classification import task as classifier_task
     from bert_realformer.tasks.classification.reading import get_processor
-    from bert_realformer.training.results import write_eval_results
     task = FLAGS.task_name.lower()
     recorded = os.path.join(FLAGS.output_dir, classifier_task.LABEL_LIST)
     label_file = FLAGS.label_file or (recorded if task == "generic" and storage.isfile(recorded) else None)
@@ -87,34 +111,46 @@ def main(argv):
     test_examples = processor.get_test_examples(FLAGS.data_dir) if FLAGS.do_predict else None
     num_labels = 1 if regression else len(label_list)
     driver, tokenizer = finetuning_driver(lambda config: modeling.BertClassifier(config, num_labels=num_labels))
-    if FLAGS.do_train:
-        training = classifier_task.training_task(
-            train_examples, tokenizer, FLAGS.max_seq_length, schedule_from_flags(), label_list=label_list,
-            features_path=os.path.join(FLAGS.output_dir, "train.tf_record"), doc_stride=FLAGS.doc_stride,
-            group_by_length=FLAGS.group_by_length)
-        print(training.summary, file=sys.stderr)
-        step = driver.train(training)
-    else:
-        step = driver.restore_for_inference()
-    if FLAGS.do_eval:
-        outputs, labels = classifier_task.predict(
-            driver, eval_examples, label_list, tokenizer, os.path.join(FLAGS.output_dir, "eval.tf_record"),
-            FLAGS.eval_batch_size, FLAGS.max_seq_length, FLAGS.doc_stride, FLAGS.window_pooling, FLAGS.dynamic_padding)
+    known = (classifier_task.main_metric(task, regression), *MONITORED_METRICS)
+
+    def predict(examples, name, batch_size):
+        return classifier_task.predict(driver, examples, label_list, tokenizer, os.path.join(FLAGS.output_dir, name),
+                                       batch_size, FLAGS.max_seq_length, FLAGS.doc_stride, FLAGS.window_pooling,
+                                       FLAGS.dynamic_padding, FLAGS.truncation)
+
+    def evaluate(step):
+        outputs, labels = predict(eval_examples, "eval.tf_record", FLAGS.eval_batch_size)
         result = classifier_task.evaluation_results(task, outputs, labels, label_list, step)
-        write_eval_results(result, os.path.join(FLAGS.output_dir, "eval_results.txt"))
-        for key in ("eval_accuracy", "eval_loss", "macro_f1", "pearson", "spearman"):
-            if key in result:
-                print(f"  {key} = {result[key]}", file=sys.stderr)
+        return result, None if regression else outputs.argmax(-1)
+
+    reading = {"max_seq_length": FLAGS.max_seq_length, "doc_stride": FLAGS.doc_stride,
+               "window_pooling": FLAGS.window_pooling, "truncation": FLAGS.truncation}
+    if FLAGS.do_train:
+        from bert_realformer.training import recorded_options
+        # How the model reads its input, for a later conversion to a SavedModel.
+        recorded_options.update(driver.write_dir, classifier_input=reading)
+        step = finetuning.train(
+            driver, lambda seed: classifier_task.training_task(
+                train_examples, tokenizer, FLAGS.max_seq_length, schedule_from_flags(seed), label_list=label_list,
+                features_path=os.path.join(FLAGS.output_dir, "train.tf_record"), doc_stride=FLAGS.doc_stride,
+                group_by_length=FLAGS.group_by_length, truncation=FLAGS.truncation,
+                window_training=FLAGS.window_training, window_pooling=FLAGS.window_pooling,
+                max_windows_per_document=FLAGS.max_windows_per_document),
+            evaluate if FLAGS.do_eval else None, known_metrics=known, num_classes=num_labels, label_names=label_list,
+            shown=SHOWN)
+    else:
+        step = finetuning.restore(driver)
+    if FLAGS.do_eval:
+        result, predicted = evaluate(step)
+        finetuning.write_results(driver, result, predicted, os.path.join(FLAGS.output_dir, "eval_results.txt"),
+                                 label_list, shown=SHOWN)
     if FLAGS.do_predict:
-        outputs, _ = classifier_task.predict(
-            driver, test_examples, label_list, tokenizer, os.path.join(FLAGS.output_dir, "predict.tf_record"),
-            FLAGS.predict_batch_size, FLAGS.max_seq_length, FLAGS.doc_stride, FLAGS.window_pooling,
-            FLAGS.dynamic_padding)
+        outputs, _ = predict(test_examples, "predict.tf_record", FLAGS.predict_batch_size)
         classifier_task.write_test_results(outputs, os.path.join(FLAGS.output_dir, "test_results.tsv"))
     if FLAGS.export_dir:
         from bert_realformer.tasks.export import export_classifier
         path = export_classifier(driver.model, FLAGS.vocab_file, FLAGS.do_lower_case, FLAGS.max_seq_length,
-                                 label_list, FLAGS.export_dir, FLAGS.doc_stride, FLAGS.window_pooling)
+                                 label_list, FLAGS.export_dir, FLAGS.doc_stride, FLAGS.window_pooling, FLAGS.truncation)
         print(f"exported {path}", file=sys.stderr)
 
 

@@ -11,11 +11,11 @@ Data formats: see tasks/multiple_choice.py.
 """
 
 import os
-import sys
 
 from absl import flags
 
-from bert_realformer.commandline import training_flags
+from bert_realformer.commandline import finetuning, training_flags
+from bert_realformer.commandline.finetuning import check_monitoring_flags
 from bert_realformer.commandline.training_flags import (
     check_finetuning_flags,
     define_finetuning_flags,
@@ -35,6 +35,10 @@ flags.adopt_module_key_flags(training_flags)  # the shared flags in --help, not 
 
 def _check_flags():
     check_finetuning_flags(4, "[CLS] A [SEP] B [SEP]")
+    check_monitoring_flags(FLAGS.do_eval, "--do_eval (DATA_DIR's dev file)", MONITORED_METRICS)
+
+
+MONITORED_METRICS = ("eval_accuracy", "eval_loss")
 
 
 def main(argv):
@@ -44,29 +48,33 @@ def main(argv):
     from bert_realformer.tasks import multiple_choice
     from bert_realformer.tasks.classification import task as classifier_task
     from bert_realformer.tasks.multiple_choice import task as choice_task
-    from bert_realformer.training.results import write_eval_results
     task = FLAGS.task_name.lower()
     read = lambda split: multiple_choice.read_examples(FLAGS.data_dir, task, split)  # noqa: E731
     train = read("train") if FLAGS.do_train else None
     dev = read("dev") if FLAGS.do_eval else None
     test = read("test") if FLAGS.do_predict else None
     driver, tokenizer = finetuning_driver(modeling.BertMultipleChoice)
-    if FLAGS.do_train:
-        training = choice_task.training_task(train, tokenizer, FLAGS.max_seq_length, schedule_from_flags())
-        print(training.summary, file=sys.stderr)
-        step = driver.train(training)
-    else:
-        step = driver.restore_for_inference()
-    if dev is not None:
+
+    def evaluate(step):
         probabilities = choice_task.predict_probabilities(driver, dev, tokenizer, FLAGS.max_seq_length,
-                                                              FLAGS.eval_batch_size, FLAGS.dynamic_padding)
-        result = multiple_choice.evaluation_results(dev, probabilities, step)
-        write_eval_results(result, os.path.join(FLAGS.output_dir, "eval_results.txt"))
-        for key in ("eval_accuracy", "eval_loss"):
-            print(f"  {key} = {result[key]}", file=sys.stderr)
+                                                          FLAGS.eval_batch_size, FLAGS.dynamic_padding)
+        return multiple_choice.evaluation_results(dev, probabilities, step), probabilities.argmax(-1)
+
+    if FLAGS.do_train:
+        choices = max(len(example.choices) for example in train)
+        step = finetuning.train(
+            driver, lambda seed: choice_task.training_task(train, tokenizer, FLAGS.max_seq_length,
+                                                           schedule_from_flags(seed)),
+            evaluate if dev is not None else None, known_metrics=MONITORED_METRICS, num_classes=choices)
+    else:
+        step = finetuning.restore(driver)
+    if dev is not None:
+        result, predicted = evaluate(step)
+        finetuning.write_results(driver, result, predicted, os.path.join(FLAGS.output_dir, "eval_results.txt"),
+                                 shown=MONITORED_METRICS)
     if test is not None:
         probabilities = choice_task.predict_probabilities(driver, test, tokenizer, FLAGS.max_seq_length,
-                                                              FLAGS.predict_batch_size, FLAGS.dynamic_padding)
+                                                          FLAGS.predict_batch_size, FLAGS.dynamic_padding)
         classifier_task.write_test_results(multiple_choice.test_rows(test, probabilities),
                                            os.path.join(FLAGS.output_dir, "test_results.tsv"))
 

@@ -12,11 +12,11 @@ input line with the predicted tag appended: conlleval's input), and `model.ckpt-
 """
 
 import os
-import sys
 
 from absl import flags
 
-from bert_realformer.commandline import training_flags
+from bert_realformer.commandline import finetuning, training_flags
+from bert_realformer.commandline.finetuning import check_monitoring_flags
 from bert_realformer.commandline.training_flags import (
     check_finetuning_flags,
     define_finetuning_flags,
@@ -37,6 +37,10 @@ flags.DEFINE_bool("crf", False, "A linear-chain CRF over the tag scores (Viterbi
 
 def _check_flags():
     check_finetuning_flags(3, "[CLS] token [SEP]")
+    check_monitoring_flags(FLAGS.do_eval, "--do_eval (DATA_DIR's dev file)", MONITORED_METRICS)
+
+
+MONITORED_METRICS = ("f1", "precision", "recall", "accuracy")
 
 
 def _read_data(task):
@@ -60,30 +64,36 @@ def main(argv):
     import modeling
     from bert_realformer.tasks.ner import reading as ner_data
     from bert_realformer.tasks.ner import task as ner_task
-    from bert_realformer.training.results import write_eval_results
     task = FLAGS.task_name.lower()
     labels, train, dev, test = _read_data(task)
     driver, tokenizer = finetuning_driver(
         lambda config: modeling.BertTokenClassifier(config, len(labels), crf=FLAGS.crf))
+
+    def predict(conll_file, batch_size):
+        return ner_task.predict_tags(driver, conll_file.sentences, tokenizer, labels, FLAGS.max_seq_length,
+                                     batch_size, FLAGS.crf, FLAGS.dynamic_padding)
+
+    def evaluate(step):
+        predicted = predict(dev, FLAGS.eval_batch_size)
+        tag_ids = [labels.index(tag) for sentence in predicted for tag in sentence]
+        return ner_task.evaluation_results(dev.sentences, predicted, step), tag_ids, predicted
+
     if FLAGS.do_train:
-        training = ner_task.training_task(train.sentences, tokenizer, FLAGS.max_seq_length, schedule_from_flags(),
-                                          labels=labels, use_crf=FLAGS.crf)
-        print(training.summary, file=sys.stderr)
-        step = driver.train(training)
+        step = finetuning.train(
+            driver, lambda seed: ner_task.training_task(train.sentences, tokenizer, FLAGS.max_seq_length,
+                                                        schedule_from_flags(seed), labels=labels, use_crf=FLAGS.crf),
+            (lambda step: evaluate(step)[:2]) if dev is not None else None, known_metrics=MONITORED_METRICS,
+            num_classes=None, label_names=labels)
     else:
-        step = driver.restore_for_inference()
-    for conll_file, batch_size, name in ((dev, FLAGS.eval_batch_size, "eval"),
-                                         (test, FLAGS.predict_batch_size, "test")):
-        if conll_file is None:
-            continue
-        predicted = ner_task.predict_tags(driver, conll_file.sentences, tokenizer, labels,
-                                          FLAGS.max_seq_length, batch_size, FLAGS.crf, FLAGS.dynamic_padding)
-        ner_data.write_predictions(conll_file, predicted, os.path.join(FLAGS.output_dir, f"{name}_predictions.txt"))
-        if name == "eval":
-            result = ner_task.evaluation_results(conll_file.sentences, predicted, step)
-            write_eval_results(result, os.path.join(FLAGS.output_dir, "eval_results.txt"))
-            for key in ("precision", "recall", "f1", "accuracy"):
-                print(f"  {key} = {result[key]}", file=sys.stderr)
+        step = finetuning.restore(driver)
+    if dev is not None:
+        result, tag_ids, predicted = evaluate(step)
+        ner_data.write_predictions(dev, predicted, os.path.join(FLAGS.output_dir, "eval_predictions.txt"))
+        finetuning.write_results(driver, result, tag_ids, os.path.join(FLAGS.output_dir, "eval_results.txt"),
+                                 labels, shown=MONITORED_METRICS)
+    if test is not None:
+        ner_data.write_predictions(test, predict(test, FLAGS.predict_batch_size),
+                                   os.path.join(FLAGS.output_dir, "test_predictions.txt"))
 
 
 entry = script_entry(main, __doc__)  # the installed command `bert-run-ner`

@@ -17,7 +17,8 @@ import sys
 from absl import flags
 
 from bert_realformer import storage
-from bert_realformer.commandline import training_flags
+from bert_realformer.commandline import finetuning, training_flags
+from bert_realformer.commandline.finetuning import check_monitoring_flags, define_monitoring_flags
 from bert_realformer.commandline.training_flags import (
     check_shared_flags,
     define_order_and_padding_flags,
@@ -60,14 +61,12 @@ flags.DEFINE_bool("do_eval", False, "Score the predictions of --predict_file aga
 flags.DEFINE_enum("eval_metric", "squad", ["squad", "cmrc2018"],
                   "--do_eval scoring: the official SQuAD scripts, or the CMRC 2018 script (Chinese).")
 define_order_and_padding_flags()
-define_shared_flags()
+define_shared_flags(adam_bias_correction=True)
+define_monitoring_flags()
 flags.adopt_module_key_flags(training_flags)  # the shared flags in --help, not only --helpfull
 
 
-def main(argv):
-    del argv
-    if FLAGS.verbose_logging:
-        logging.getLogger("bert_realformer.tasks.squad.reading").setLevel(logging.INFO)
+def _check_flags():
     for name in ("bert_config_file", "vocab_file", "output_dir"):
         if not getattr(FLAGS, name):
             raise InputError(f"--{name} is required")
@@ -84,44 +83,75 @@ def main(argv):
     if FLAGS.max_seq_length <= FLAGS.max_query_length + 3:
         raise InputError(f"--max_seq_length={FLAGS.max_seq_length} must exceed --max_query_length + 3")
     check_shared_flags()
+    check_monitoring_flags(FLAGS.do_predict and FLAGS.do_eval, "--do_predict --do_eval (the answers of "
+                           "--predict_file)", _metrics())
+
+
+def _metrics():
+    """What --do_eval reports, the main metric first."""
+    if FLAGS.eval_metric == "cmrc2018":
+        return ("F1", "EM", "AVERAGE")
+    if FLAGS.version_2_with_negative:
+        return ("f1", "exact", "HasAns_f1", "HasAns_exact", "NoAns_f1", "NoAns_exact", "best_f1", "best_exact")
+    return ("f1", "exact_match")
+
+
+def main(argv):
+    del argv
+    if FLAGS.verbose_logging:
+        logging.getLogger("bert_realformer.tasks.squad.reading").setLevel(logging.INFO)
+    _check_flags()
     import modeling
     from bert_realformer.tasks.squad import task as squad_task
     from bert_realformer.tasks.squad.reading import read_squad_examples
     driver, tokenizer = finetuning_driver(modeling.BertSpanLabeler)
     windows = (FLAGS.max_seq_length, FLAGS.doc_stride, FLAGS.max_query_length)
+    predict_examples = read_squad_examples(FLAGS.predict_file, False, FLAGS.version_2_with_negative)[0] \
+        if FLAGS.do_predict else None
+
+    def predict():
+        return squad_task.predict(
+            driver, predict_examples, tokenizer, *windows, FLAGS.predict_batch_size, FLAGS.n_best_size,
+            FLAGS.max_answer_length, FLAGS.do_lower_case, FLAGS.version_2_with_negative,
+            FLAGS.null_score_diff_threshold, FLAGS.dynamic_padding)
+
+    def score(predictions, null_odds):
+        from bert_realformer.tasks.squad import cmrc2018_metrics as cmrc2018_evaluate
+        from bert_realformer.tasks.squad.metrics import evaluate, evaluate_v1
+        from bert_realformer.text_files import read_text
+        dataset = json.loads(read_text(FLAGS.predict_file))["data"]
+        if FLAGS.eval_metric == "cmrc2018":
+            return cmrc2018_evaluate.evaluate(dataset, predictions)
+        if FLAGS.version_2_with_negative:
+            return evaluate(dataset, predictions, null_odds, FLAGS.null_score_diff_threshold)
+        return evaluate_v1(dataset, predictions)
+
+    def evaluate_during_training(step):
+        predictions, _, null_odds = predict()
+        return {**score(predictions, null_odds), "global_step": step}, None
+
     if FLAGS.do_train:
         examples, skipped = read_squad_examples(FLAGS.train_file, True, FLAGS.version_2_with_negative)
         if not examples:
             raise InputError(f"--train_file={FLAGS.train_file}: no usable questions")
         storage.makedirs(FLAGS.output_dir)
-        training = squad_task.training_task(examples, tokenizer, FLAGS.max_seq_length, schedule_from_flags(),
-                                        doc_stride=FLAGS.doc_stride, max_query_length=FLAGS.max_query_length,
-                                        features_path=os.path.join(FLAGS.output_dir, "train.tf_record"))
-        print(training.summary, file=sys.stderr)
         print(f"training on {len(examples)} questions ({skipped} skipped)", file=sys.stderr)
-        step = driver.train(training)
+        features_path = os.path.join(FLAGS.output_dir, "train.tf_record")
+        step = finetuning.train(
+            driver, lambda seed: squad_task.training_task(
+                examples, tokenizer, FLAGS.max_seq_length, schedule_from_flags(seed), doc_stride=FLAGS.doc_stride,
+                max_query_length=FLAGS.max_query_length, features_path=features_path),
+            evaluate_during_training if FLAGS.do_predict and FLAGS.do_eval else None, known_metrics=_metrics(),
+            num_classes=None)
     else:
-        step = driver.restore_for_inference()
+        step = finetuning.restore(driver)
     if FLAGS.do_predict:
-        examples, _ = read_squad_examples(FLAGS.predict_file, False, FLAGS.version_2_with_negative)
-        predictions, nbest, null_odds = squad_task.predict(
-            driver, examples, tokenizer, *windows, FLAGS.predict_batch_size, FLAGS.n_best_size,
-            FLAGS.max_answer_length, FLAGS.do_lower_case, FLAGS.version_2_with_negative,
-            FLAGS.null_score_diff_threshold, FLAGS.dynamic_padding)
+        predictions, nbest, null_odds = predict()
         squad_task.write_predictions(FLAGS.output_dir, predictions, nbest,
                                      null_odds if FLAGS.version_2_with_negative else None)
         if FLAGS.do_eval:
-            from bert_realformer.tasks.squad import cmrc2018_metrics as cmrc2018_evaluate
-            from bert_realformer.tasks.squad.metrics import evaluate, evaluate_v1
-            from bert_realformer.text_files import read_text
             from bert_realformer.training.results import write_eval_results
-            dataset = json.loads(read_text(FLAGS.predict_file))["data"]
-            if FLAGS.eval_metric == "cmrc2018":
-                result = cmrc2018_evaluate.evaluate(dataset, predictions)
-            elif FLAGS.version_2_with_negative:
-                result = evaluate(dataset, predictions, null_odds, FLAGS.null_score_diff_threshold)
-            else:
-                result = evaluate_v1(dataset, predictions)
+            result = score(predictions, null_odds)
             write_eval_results(result, os.path.join(FLAGS.output_dir, "eval_results.txt"), step=step)
             print(json.dumps(result), file=sys.stderr)
 

@@ -5,11 +5,13 @@ import os
 
 from absl import flags
 
+from bert_realformer.commandline.finetuning import define_monitoring_flags
 from bert_realformer.errors import InputError
 from bert_realformer.runner import flags_at_least, require_flags
 
 
-def define_shared_flags(pld=False):
+def define_shared_flags(pld=False, adam_bias_correction=False):
+    """`adam_bias_correction`: that flag's default (True for the fine-tuning scripts)."""
     # The original's TPU flags.
     flags.DEFINE_bool("use_tpu", False, "Whether to use TPU (same as --distribution_strategy=tpu).")
     flags.DEFINE_string("tpu_name", None, "The Cloud TPU to use for training.")
@@ -28,6 +30,10 @@ def define_shared_flags(pld=False):
                       "scaling.")
     flags.DEFINE_bool("use_xla", False, "Compile the forward and backward pass with XLA.")
     flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"], "adamw (the original's) or lamb.")
+    flags.DEFINE_bool("adam_bias_correction", adam_bias_correction, "AdamW: correct Adam's moment estimates for their "
+                      "start at zero (Adam, torch.optim.AdamW); the original BERT optimizer does not (false), which "
+                      "leaves some fine-tuning seeds at chance. A resumed run keeps what it started with. (LAMB "
+                      "always corrects.)")
     flags.DEFINE_float("weight_decay", 0.01, "Weight decay (not on LayerNorm and bias weights).")
     flags.DEFINE_integer("gradient_accumulation_steps", 1, "Micro-batches of the train batch size per optimizer step.")
     flags.DEFINE_enum("layer_norm_type", None, ["post", "pre"], "Override the config's layer_norm_type.")
@@ -67,7 +73,8 @@ def define_finetuning_flags(task_help, task_default=None, data_help=None, train_
     flags.DEFINE_float("warmup_proportion", 0.1, "Proportion of training to perform linear learning rate "
                        "warmup for.")
     define_order_and_padding_flags()
-    define_shared_flags()
+    define_shared_flags(adam_bias_correction=True)
+    define_monitoring_flags()
     require_flags("data_dir", "bert_config_file", "vocab_file", "output_dir", *(() if task_default else ("task_name",)))
     flags_at_least(1, "train_batch_size", "eval_batch_size", "predict_batch_size", "max_seq_length")
 
@@ -165,13 +172,13 @@ def check_batches_fit(config, seq_length, replicas, names, predictions_per_seq=0
                 f"index; at most {fits:,} fit (--gradient_accumulation_steps makes larger updates)")
 
 
-def schedule_from_flags():
+def schedule_from_flags(seed=None):
     """The fine-tuning `Schedule` the shared flags give (batch, learning rate, epochs, warmup,
-    accumulation, seed, order)."""
+    accumulation, order, and `seed`: default --seed)."""
     from bert_realformer.training.per_example import Schedule
     FLAGS = flags.FLAGS
     return Schedule(FLAGS.train_batch_size, FLAGS.learning_rate, FLAGS.num_train_epochs, FLAGS.warmup_proportion,
-                    FLAGS.gradient_accumulation_steps, FLAGS.seed, FLAGS.shuffle_buffer_size)
+                    FLAGS.gradient_accumulation_steps, FLAGS.seed if seed is None else seed, FLAGS.shuffle_buffer_size)
 
 
 def strategy_from_flags():
@@ -189,13 +196,17 @@ def run_options(strategy, output_dir, init_checkpoint):
     FLAGS = flags.FLAGS
     chief = is_chief(strategy)
     write_dir = None if chief else os.path.join(output_dir, f"worker_{strategy.cluster_resolver.task_id}")
+    finetuning = "on_stuck" in FLAGS  # (the fine-tuning scripts' monitoring flags)
     return RunOptions(
         output_dir=output_dir, init_checkpoint=init_checkpoint, seed=FLAGS.seed,
         mixed_precision=FLAGS.mixed_precision, use_xla=FLAGS.use_xla, optimizer=FLAGS.optimizer,
-        weight_decay=FLAGS.weight_decay, gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
+        weight_decay=FLAGS.weight_decay, adam_bias_correction=FLAGS.adam_bias_correction,
+        gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
         save_checkpoints_steps=FLAGS.save_checkpoints_steps, iterations_per_loop=FLAGS.iterations_per_loop,
         keep_checkpoint_max=FLAGS.keep_checkpoint_max, is_chief=chief, write_dir=write_dir,
-        claim_output_dir=chief and FLAGS.do_train)
+        claim_output_dir=chief and FLAGS.do_train,
+        **({"on_stuck": FLAGS.on_stuck, "max_restarts": FLAGS.max_restarts, "keep_recorded_seed": FLAGS.do_train}
+           if finetuning else {}))
 
 
 def check_shared_flags():

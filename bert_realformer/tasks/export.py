@@ -34,23 +34,33 @@ if TYPE_CHECKING:  # annotations only
     import keras
 
 
-def _keep_first(ids, lengths):
-    """The first `lengths[i]` ids of each row of a ragged [B, (n)] tensor."""
+def _keep(ids, lengths, truncation="head"):
+    """`lengths[i]` ids of each row of a ragged [B, (n)] tensor, chosen as `sequences.kept`
+    chooses them: the first (`head`), the last (`tail`), or the first k // 4 and the last
+    k - k // 4 (`head_tail`)."""
     positions = tf.ragged.range(ids.row_lengths())
-    return tf.ragged.boolean_mask(ids, positions < tf.expand_dims(lengths, 1))
+    lengths = tf.expand_dims(lengths, 1)
+    if truncation == "head":
+        keep = positions < lengths
+    else:
+        head = lengths // 4 if truncation == "head_tail" else tf.zeros_like(lengths)
+        tail_start = tf.expand_dims(ids.row_lengths(), 1) - (lengths - head)
+        keep = (positions < head) | (positions >= tail_start)
+    return tf.ragged.boolean_mask(ids, keep)
 
 
-def pack_inputs(ids_a, ids_b, max_seq_length, cls_id, sep_id):
+def pack_inputs(ids_a, ids_b, max_seq_length, cls_id, sep_id, truncation="head"):
     """Ragged ids -> dense `input_ids`, `input_mask`, `token_type_ids` [B, max_seq_length], with
     the original's truncation: pop from the end of the longer text (B on ties) until they fit.
     In closed form: B keeps min(len_b, max(m // 2, m - len_a)) and A keeps what remains, m the
-    room left by [CLS] and the [SEP]s."""
+    room left by [CLS] and the [SEP]s. Which tokens each text keeps: `truncation`
+    (`sequences.kept`)."""
     batch = ids_a.nrows()
     cls = tf.fill([batch, 1], tf.constant(cls_id, tf.int64))
     sep = tf.fill([batch, 1], tf.constant(sep_id, tf.int64))
     len_a = ids_a.row_lengths()
     if ids_b is None:
-        a = _keep_first(ids_a, tf.minimum(len_a, tf.constant(max_seq_length - 2, tf.int64)))
+        a = _keep(ids_a, tf.minimum(len_a, tf.constant(max_seq_length - 2, tf.int64)), truncation)
         ids = tf.concat([cls, a, sep], axis=1)
         types = tf.zeros_like(ids)
     else:
@@ -58,7 +68,7 @@ def pack_inputs(ids_a, ids_b, max_seq_length, cls_id, sep_id):
         len_b = ids_b.row_lengths()
         keep_b = tf.minimum(len_b, tf.maximum(room // 2, room - len_a))
         keep_a = tf.minimum(len_a, room - keep_b)
-        a, b = _keep_first(ids_a, keep_a), _keep_first(ids_b, keep_b)
+        a, b = _keep(ids_a, keep_a, truncation), _keep(ids_b, keep_b, truncation)
         first = tf.concat([cls, a, sep], axis=1)
         second = tf.concat([b, sep], axis=1)
         ids = tf.concat([first, second], axis=1)
@@ -72,9 +82,10 @@ def pack_inputs(ids_a, ids_b, max_seq_length, cls_id, sep_id):
 class TextServing(tf.Module):
     """Raw text -> the fast tokenizer -> packed features -> `outputs(features)`."""
 
-    def __init__(self, model, vocab_file, do_lower_case, max_seq_length):
+    def __init__(self, model, vocab_file, do_lower_case, max_seq_length, truncation="head"):
         super().__init__()
         self._model = model
+        self._truncation = truncation
         self.model_variables = named_variables(model)  # tracked, so the SavedModel holds them
         self._tokenizer = FastTokenizer(vocab_file, do_lower_case=do_lower_case)
         self.wordpiece = self._tokenizer._wordpiece
@@ -87,7 +98,7 @@ class TextServing(tf.Module):
 
     def texts_outputs(self, ids_a, ids_b):
         """Token ids (ragged [B, (n)]; `ids_b` None for single texts) -> the outputs."""
-        return self.outputs(pack_inputs(ids_a, ids_b, self._max_seq_length, self._cls, self._sep))
+        return self.outputs(pack_inputs(ids_a, ids_b, self._max_seq_length, self._cls, self._sep, self._truncation))
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text_a")])
     def serve(self, text_a):
@@ -102,29 +113,34 @@ class TextServing(tf.Module):
 class ClassifierServing(TextServing):
     """A `BertClassifier`: {probabilities [B, C], label [B] (the most probable label's name)},
     or {scores [B, 1]} for regression (`label_list` None). With `doc_stride`, long texts are
-    cut into windows whose outputs are combined per text (`window_pooling`)."""
+    cut into windows whose outputs are combined per text (`window_pooling`); without it, a text
+    too long is cut as `truncation` says."""
 
     def __init__(self, model, vocab_file, do_lower_case, max_seq_length, label_list, doc_stride=None,
-                 window_pooling="mean"):
-        super().__init__(model, vocab_file, do_lower_case, max_seq_length)
+                 window_pooling="mean", truncation="head"):
+        super().__init__(model, vocab_file, do_lower_case, max_seq_length, truncation)
         self._regression = label_list is None
         self.labels = tf.constant(label_list or ["score"])
         self._doc_stride = doc_stride
         self._window_pooling = window_pooling
 
     def outputs(self, features):
-        logits = tf.cast(self._model(features, training=False), tf.float32)
-        return self._named(logits if self._regression else tf.nn.softmax(logits, axis=-1))
+        return self._named(self._logits(features))
 
-    def _named(self, values):
+    def _logits(self, features):
+        """[B, C] logits (scores for regression) of packed features."""
+        return tf.cast(self._model(features, training=False), tf.float32)
+
+    def _named(self, logits):
         if self._regression:
-            return {"scores": values}
-        return {"probabilities": values, "label": tf.gather(self.labels, tf.argmax(values, axis=-1))}
+            return {"scores": logits}
+        probabilities = tf.nn.softmax(logits, axis=-1)
+        return {"probabilities": probabilities, "label": tf.gather(self.labels, tf.argmax(probabilities, axis=-1))}
 
     def texts_outputs(self, ids_a, ids_b):
-        """Without `doc_stride`, the original truncation; with it, the outputs of every window
-        of text_a (with text_b, cut to half the room when the pair does not fit), combined per
-        text as `classifier_task.combine_windows` combines them."""
+        """Without `doc_stride`, the original truncation; with it, the logits of every window
+        of text_a (with text_b, cut to half the room when the pair does not fit), pooled per
+        text as `classifier_task.combine_windows` pools them."""
         if not self._doc_stride:
             return super().texts_outputs(ids_a, ids_b)
         room = self._max_seq_length - 2 if ids_b is None else self._max_seq_length - 3
@@ -132,23 +148,15 @@ class ClassifierServing(TextServing):
             too_long = ids_a.row_lengths() + ids_b.row_lengths() > room
             keep_b = tf.where(too_long, tf.minimum(ids_b.row_lengths(), tf.maximum(
                 tf.constant(room // 2, tf.int64), room - ids_a.row_lengths())), ids_b.row_lengths())
-            ids_b = _keep_first(ids_b, keep_b)
+            ids_b = _keep(ids_b, keep_b)
             room_a = room - ids_b.row_lengths()
         else:
             room_a = tf.fill([ids_a.nrows()], tf.constant(room, tf.int64))
         windows, document = _windows_of(ids_a, room_a, tf.constant(self._doc_stride, tf.int64))
         pair = None if ids_b is None else tf.gather(ids_b, document)
-        values = self.outputs(pack_inputs(windows, pair, self._max_seq_length, self._cls, self._sep))
-        values = values["scores"] if self._regression else values["probabilities"]
-        counts = tf.math.bincount(tf.cast(document, tf.int32), minlength=tf.cast(ids_a.nrows(), tf.int32))
-        pooled_in = values if self._regression else tf.math.log(tf.maximum(values, 1e-30))
+        logits = self._logits(pack_inputs(windows, pair, self._max_seq_length, self._cls, self._sep))
         pool = tf.math.segment_max if self._window_pooling == "max" else tf.math.segment_mean
-        pooled = pool(pooled_in, document)
-        if not self._regression:
-            pooled = tf.nn.softmax(pooled, axis=-1)
-        # A text of one window keeps that window's output unchanged.
-        first = tf.gather(values, tf.math.segment_min(tf.range(tf.shape(document)[0], dtype=tf.int64), document))
-        return self._named(tf.where(tf.expand_dims(counts == 1, 1), first, pooled))
+        return self._named(pool(logits, document))
 
 
 def _windows_of(ids, room, stride):
@@ -196,10 +204,10 @@ def _save(module, export_dir, names):
 
 def export_classifier(model: keras.Model, vocab_file: str, do_lower_case: bool, max_seq_length: int,
                       label_list: list[str] | None, export_dir: str, doc_stride: int | None = None,
-                      window_pooling: str = "mean") -> str:
+                      window_pooling: str = "mean", truncation: str = "head") -> str:
     """Signatures `serving_default`/`classify` (text_a) and `classify_pair` (text_a, text_b)."""
     module = ClassifierServing(model, vocab_file, do_lower_case, max_seq_length, label_list, doc_stride,
-                               window_pooling)
+                               window_pooling, truncation)
     return _save(module, export_dir, ("classify", "classify_pair"))
 
 
@@ -211,10 +219,12 @@ def export_encoder(model: keras.Model, vocab_file: str, do_lower_case: bool, max
 
 
 def export_model(model: keras.Model, vocab_file: str, do_lower_case: bool, max_seq_length: int, export_dir: str,
-                 label_list: list[str] | None = None) -> str:
+                 label_list: list[str] | None = None, doc_stride: int | None = None, window_pooling: str = "mean",
+                 truncation: str = "head") -> str:
     """What a checkpoint serves, by its model: a `BertClassifier` as `export_classifier` (its
     labels named by `label_list`, a fine-tuning run's order; '0'..'C-1' without one; a regression
-    model's score), any other model as its encoder (`export_encoder`). Returns the version's path."""
+    model's score; long texts read as `doc_stride`, `window_pooling` and `truncation` say), any
+    other model as its encoder (`export_encoder`). Returns the version's path."""
     if not isinstance(model, modeling.BertClassifier):
         encoder = model if isinstance(model, modeling.BertModel) else model.bert
         return export_encoder(encoder, vocab_file, do_lower_case, max_seq_length, export_dir)
@@ -225,4 +235,5 @@ def export_model(model: keras.Model, vocab_file: str, do_lower_case: bool, max_s
     elif len(label_list) != model.num_labels:
         raise InputError(f"label_list.txt names {len(label_list)} labels but the classifier has "
                          f"{model.num_labels} outputs")
-    return export_classifier(model, vocab_file, do_lower_case, max_seq_length, label_list, export_dir)
+    return export_classifier(model, vocab_file, do_lower_case, max_seq_length, label_list, export_dir, doc_stride,
+                             window_pooling, truncation)

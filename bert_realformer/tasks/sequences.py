@@ -1,6 +1,14 @@
 """The original's input sequence for one text or a pair: `[CLS] A [SEP]` or `[CLS] A [SEP] B
 [SEP]`, the pair cut to fit by dropping tokens from the end of the longer text. Works on token
-strings and on ids alike."""
+strings and on ids alike.
+
+Which tokens a text cut to k keeps (`truncation`): `head` (the original) its first k; `tail` its
+last k; `head_tail` its first k // 4 and its last k - k // 4 (Sun et al. 2019, "How to Fine-Tune
+BERT for Text Classification?": 128 + 382 of 510 was best on IMDb and Sogou). In a pair, how
+many tokens each text keeps is the original's rule; `truncation` says which.
+"""
+
+TRUNCATIONS = ("head", "tail", "head_tail")
 
 
 def truncate_seq_pair(tokens_a: list, tokens_b: list, max_length: int) -> None:
@@ -9,17 +17,27 @@ def truncate_seq_pair(tokens_a: list, tokens_b: list, max_length: int) -> None:
         (tokens_a if len(tokens_a) > len(tokens_b) else tokens_b).pop()
 
 
-def pack(a: list, b: list | None, max_seq_length: int, cls, sep) -> tuple[list, list[int]]:
+def kept(tokens: list, k: int, truncation: str = "head") -> list:
+    """`tokens` cut to at most `k` items as `truncation` says (see the module docstring)."""
+    if len(tokens) <= k:
+        return list(tokens)
+    if truncation == "head":
+        return list(tokens[:k])
+    head = k // 4 if truncation == "head_tail" else 0
+    return list(tokens[:head]) + list(tokens[len(tokens) - (k - head):])
+
+
+def pack(a: list, b: list | None, max_seq_length: int, cls, sep, truncation: str = "head") -> tuple[list, list[int]]:
     """(sequence, segment ids) of `[cls] A [sep] (B [sep])` in at most `max_seq_length` items:
-    A alone is cut to `max_seq_length - 2`, a pair as `truncate_seq_pair` (on copies). Segment
-    ids are 0 up to the first `sep`, 1 for B and its `sep`."""
-    a = list(a)
+    A alone is cut to `max_seq_length - 2`, a pair to the lengths `truncate_seq_pair` leaves,
+    each text keeping the tokens `truncation` says. Segment ids are 0 up to the first `sep`, 1
+    for B and its `sep`."""
     if b is None:
-        del a[max_seq_length - 2:]
-        sequence = [cls, *a, sep]
+        sequence = [cls, *kept(a, max_seq_length - 2, truncation), sep]
         return sequence, [0] * len(sequence)
-    b = list(b)
-    truncate_seq_pair(a, b, max_seq_length - 3)
+    a_cut, b_cut = list(a), list(b)
+    truncate_seq_pair(a_cut, b_cut, max_seq_length - 3)
+    a, b = kept(a, len(a_cut), truncation), kept(b, len(b_cut), truncation)
     return [cls, *a, sep, *b, sep], [0] * (len(a) + 2) + [1] * (len(b) + 1)
 
 

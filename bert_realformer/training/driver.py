@@ -35,11 +35,13 @@ import tensorflow as tf
 from bert_realformer import checkpoints, report, run_claim, storage, tfrecords
 from bert_realformer.checkpoints import training_states
 from bert_realformer.errors import Diverged, InputError, Stopped
-from bert_realformer.training import recorded_config
+from bert_realformer.training import best_checkpoint, recorded_config, recorded_options
+from bert_realformer.training.best_checkpoint import BestCheckpoint, Selection
 from bert_realformer.training.eval_history import EvalHistory, PeriodicEval
 from bert_realformer.training.optimization import create_optimizer
 from bert_realformer.training.preemption import StopAgreement, StopSignals
 from bert_realformer.training.progress import LoopSizes, Progress
+from bert_realformer.training.stuck import StuckWatch, Verdict, advice
 from bert_realformer.training.trainer import LossFn, TotalsFn, TrainLoop, global_batch_slices
 
 
@@ -53,6 +55,7 @@ class RunOptions:
     use_xla: bool = False
     optimizer: str = "adamw"               # adamw (the original's) | lamb
     weight_decay: float = 0.01
+    adam_bias_correction: bool = False     # AdamW with Adam's bias correction (fine-tuning's default)
     gradient_accumulation_steps: int = 1
     save_checkpoints_steps: int = 1000
     iterations_per_loop: int = 1000
@@ -60,6 +63,9 @@ class RunOptions:
     is_chief: bool = True                  # writes model.ckpt-N, summaries and results
     claim_output_dir: bool = False         # a training run's chief: one run per output directory
     write_dir: str | None = None           # where this worker's training state goes (default output_dir)
+    on_stuck: str = "warn"                 # warn | restart (`train_restarting`: from the start, next seed)
+    max_restarts: int = 3
+    keep_recorded_seed: bool = False       # a resumed run takes the seed it started (or restarted) with
 
 
 @dataclasses.dataclass
@@ -82,7 +88,17 @@ class TrainingTask:
     input_files: Sequence[str] = ()     # the TFRecord files dataset_fn reads: a damaged one is named
     input_flag: str = "--input_file"    # the flag that gave them, for that message
     periodic_eval: PeriodicEval | None = None  # held-out evaluation every N steps (the chief's)
+    keep_best: Selection | None = None  # with periodic_eval: OUTPUT_DIR/best/ and early stopping
+    stuck: StuckWatch | None = None     # the check for a run that learns nothing
     summary: str = ""                   # what it trains on, for the user ("2,000 examples, 2,340 windows")
+
+
+class StuckRun(Exception):
+    """Raised out of `Driver.train` when a run is stuck and may restart (`train_restarting`)."""
+
+    def __init__(self, verdict: Verdict):
+        super().__init__(verdict.reason)
+        self.verdict = verdict
 
 
 class Driver:
@@ -104,15 +120,41 @@ class Driver:
         storage.makedirs(options.output_dir)
         self.claim = run_claim.claim(options.output_dir) if options.claim_output_dir else None
         # (claimed before anything expensive: a second run on the directory stops at once)
-        keras.utils.set_random_seed(options.seed)
         set_mixed_precision(options.mixed_precision)
-        with strategy.scope():
-            self.model = build_model()
-            self.model.build()
+        if options.keep_recorded_seed:
+            self.options = options = self._recorded_seed(options)
+        self._build_model = build_model
+        self._build(options.seed)
         warning = recorded_config.check_against_recorded(self.model.config, options.output_dir)
         if warning:
             self._say(warning)
         self.weights = None  # the Checkpoint the weights came from (None: fresh)
+        self._restarts_left = 0
+        self._restarting = False  # (a restart's train(): its record keeps the restarts)
+
+    def _recorded_seed(self, options):
+        """`options` with the seed recorded in WRITE_DIR/training_options.json when the run
+        resumes from a training state (its data order and dropout go on as they began)."""
+        write_dir = options.write_dir or options.output_dir
+        state_dir = os.path.join(write_dir, training_states.TRAINING_STATE)
+        latest = tf.train.latest_checkpoint(state_dir) if storage.isdir(state_dir) else None
+        if latest is None or not self._holds_optimizer(latest):
+            return options
+        record = recorded_options.read(write_dir)
+        recorded = record.get("seed")
+        if recorded is None or int(recorded) == options.seed:
+            return options
+        how = "restarted" if record.get("restarts") else "started"
+        self._say(f"resuming with --seed={recorded}, the seed this run {how} with; --seed={options.seed} applies "
+                  "to new runs")
+        return dataclasses.replace(options, seed=int(recorded))
+
+    def _build(self, seed):
+        """The model, built with `seed` (its initial weights and dropout seeds) under the strategy."""
+        keras.utils.set_random_seed(seed)
+        with self.strategy.scope():
+            self.model = self._build_model()
+            self.model.build()
         self._predict_steps = {}  # (fn, input spec) -> its traced step: later calls re-use it
 
     def _say(self, text):
@@ -126,7 +168,8 @@ class Driver:
     def train(self, task: TrainingTask) -> int:
         """Trains to `task.num_train_steps` (resuming when the output directory holds a
         training state), saving the training state every `save_checkpoints_steps` and at the
-        end, then exports `OUTPUT_DIR/model.ckpt-N`. Returns N."""
+        end, then exports `OUTPUT_DIR/model.ckpt-N`. Returns N. With `task.keep_best`, training
+        ends early once the best evaluation is `patience` evaluations old (N is that step)."""
         options, strategy = self.options, self.strategy
         # Before any step: a training state that cannot be saved would lose the steps before it.
         state_dir = os.path.join(self.write_dir, training_states.TRAINING_STATE)
@@ -134,18 +177,23 @@ class Driver:
         storage.check_writable_dir(state_dir, "--output_dir")
         if not existed:  # (a run refused later, e.g. for its weights, leaves nothing behind)
             storage.rmtree(state_dir)
+        latest = tf.train.latest_checkpoint(state_dir) if existed else None
+        resuming = latest is not None and self._holds_optimizer(latest)
+        bias_correction = self._adam_bias_correction(resuming)
         with strategy.scope():
             optimizer = create_optimizer(task.learning_rate, task.num_train_steps, task.num_warmup_steps,
-                                         options.optimizer, options.weight_decay)
+                                         options.optimizer, options.weight_decay, bias_correction)
             loop = TrainLoop(strategy, self.model, optimizer, task.loss_fn, task.totals_fn,
                              task.metric_names, accumulation_steps=options.gradient_accumulation_steps,
                              loss_scaling=options.mixed_precision == "fp16", use_xla=options.use_xla)
         state = tf.train.Checkpoint(variables=training_states.named_variables(self.model),
                                     optimizer=optimizer, **loop.state())
-        manager = tf.train.CheckpointManager(state, os.path.join(self.write_dir, training_states.TRAINING_STATE),
-                                             max_to_keep=options.keep_checkpoint_max)
+        manager = tf.train.CheckpointManager(state, state_dir, max_to_keep=options.keep_checkpoint_max)
         _remove_unfinished_saves(manager.directory)  # (a killed run's; one run per directory)
         self._start_training(state, manager)
+        if not resuming:  # (once the starting weights are settled: a refused run records nothing)
+            recorded_options.update(self.write_dir, adam_bias_correction=bias_correction, seed=options.seed,
+                                    **({} if self._restarting else {"restarts": []}))
         if options.is_chief:
             recorded_config.record(self.model.config, options.output_dir)
         step = int(optimizer.iterations.numpy())
@@ -157,20 +205,20 @@ class Driver:
                   if options.is_chief else None)
         examples_per_step = task.batch_size * options.gradient_accumulation_steps
         progress = Progress(task.num_train_steps, examples_per_step, step, self.stream)
-        history = self._eval_history(task, step)
+        best = self._best_checkpoint(task, resuming)
+        history = self._eval_history(task, step, best)
+        finish = best is not None and best.exhausted()  # (a run resumed after it stopped early)
         sizes, agreement = LoopSizes(options.iterations_per_loop), StopAgreement(strategy)
         attempts = sizes.next()
         with StopSignals(self.stream) as signals, self._naming_what_is_kept(manager):
-            while step < task.num_train_steps:
-                next_save = (step // options.save_checkpoints_steps + 1) * options.save_checkpoints_steps
-                attempts = min(attempts, next_save - step, task.num_train_steps - step)
-                if task.periodic_eval is not None:  # (every worker: loops stay the same size)
-                    attempts = min(attempts, task.periodic_eval.next_due(step, task.num_train_steps) - step)
+            while step < task.num_train_steps and not finish:
+                attempts = min(attempts, self._next_boundary(task, step) - step)
                 started = time.time()
                 with tfrecords.naming_damaged_file(task.input_files, task.input_flag,
                                                    self._kept(manager)):
                     metrics = loop.run_steps(iterator, attempts)
                 diverged = bool(metrics.pop("diverged"))
+                loss_sum = float(metrics.pop("loss_sum"))
                 previous, step = step, int(optimizer.iterations.numpy())
                 if diverged:
                     raise self._diverged(step, metrics, manager, task)
@@ -179,17 +227,124 @@ class Driver:
                 if writer is not None:
                     self._summaries(writer, step, metrics, optimizer, progress.steps_per_second, examples_per_step)
                 if step % options.save_checkpoints_steps == 0 or step >= task.num_train_steps:
-                    _save_state(manager, step)
+                    self._save(manager, step, best)
                 if history is not None and task.periodic_eval.due(step, task.num_train_steps):
-                    self._evaluate_into(history, task.periodic_eval, step)
+                    self._evaluate_into(history, task.periodic_eval, step, best)
+                if task.stuck is not None:
+                    task.stuck.observe_loss(previous, step, loss_sum)
+                    self._act_on_stuck(task, bias_correction)
                 self._check_claim()
-                stop, attempts = agreement.agreed(signals.received, sizes.next())
+                finish = best is not None and best.exhausted()
+                stop, attempts, finish = agreement.agreed(signals.received, sizes.next(), finish)
                 if stop is not None:
                     self._stop(stop, signals.received, step, manager)
+            if finish:
+                self._stop_early(step, manager, best)
+        if best is not None and manager.latest_checkpoint:  # (the final state may precede the last evaluation)
+            best.state_saved(training_states.step_of(manager.latest_checkpoint))
         if options.is_chief:
             prefix = checkpoints.save_tf1_checkpoint(self.model, os.path.join(self.write_dir, f"model.ckpt-{step}"))
             self._say(f"wrote {prefix}")
         return step
+
+    def train_restarting(self, make_task: Callable[[int], TrainingTask]) -> int:
+        """`train(make_task(seed))`; with `on_stuck="restart"`, a run whose training loss shows
+        it stuck (`training.stuck`) starts again from its initial weights with the next seed,
+        at most `max_restarts` times (counted over the run's life: a resumed run keeps its count).
+        Each restart is said, and recorded in WRITE_DIR/training_options.json."""
+        while True:
+            restarts = recorded_options.read(self.write_dir).get("restarts", [])
+            self._restarts_left = self.options.max_restarts - len(restarts) if self.options.on_stuck == "restart" else 0
+            try:
+                return self.train(make_task(self.options.seed))
+            except StuckRun as stuck:
+                self._restart(stuck.verdict, restarts)
+
+    def _next_boundary(self, task, step):
+        """The step the next loop of steps must end at (or before): the next save, the end of
+        training, the next evaluation, the stuck check's next window."""
+        options = self.options
+        boundary = min((step // options.save_checkpoints_steps + 1) * options.save_checkpoints_steps,
+                       task.num_train_steps)
+        if task.periodic_eval is not None:  # (every worker: loops stay the same size)
+            boundary = min(boundary, task.periodic_eval.next_due(step, task.num_train_steps))
+        if task.stuck is not None:
+            boundary = min(boundary, task.stuck.next_boundary(step))
+        return boundary
+
+    def _adam_bias_correction(self, resuming):
+        """Whether AdamW corrects its moments: the flag for a new run (recorded in
+        WRITE_DIR/training_options.json); for a resumed one, what it started with (a training
+        state without that record started without it, as every run did before the option)."""
+        wanted = self.options.adam_bias_correction
+        if not resuming:
+            return wanted
+        recorded = bool(recorded_options.read(self.write_dir).get("adam_bias_correction", False))
+        if recorded != wanted and self.options.optimizer == "adamw":
+            self._say(f"resuming with Adam bias correction {'on' if recorded else 'off'}, as this run started "
+                      f"({os.path.join(self.write_dir, recorded_options.FILE_NAME)}); --adam_bias_correction="
+                      f"{str(wanted).lower()} applies to new runs")
+        return recorded
+
+    def _best_checkpoint(self, task, resuming):
+        """The chief's best checkpoint keeper when the task keeps one; a new run removes a
+        best/ left by an earlier run of the directory."""
+        if task.keep_best is None or task.periodic_eval is None or not self.options.is_chief:
+            return None
+        best = BestCheckpoint(self.options.output_dir, task.keep_best)
+        if not resuming:
+            best.start_fresh()
+        return best
+
+    def _save(self, manager, step, best):
+        _save_state(manager, step)
+        if best is not None:
+            best.state_saved(step)
+
+    def _act_on_stuck(self, task, bias_correction):
+        """Restarts a stuck run (`StuckRun`) when it may, else one warning line."""
+        verdict = task.stuck.verdict()
+        if verdict is None:
+            return
+        if verdict.from_loss and self._restarts_left > 0:
+            raise StuckRun(verdict)
+        self._say(f"warning: this run looks stuck: {verdict.reason}; "
+                  f"{advice(task.learning_rate, bias_correction)}")
+
+    def _restart(self, verdict, restarts):
+        """Puts the stuck run's files aside (OUTPUT_DIR/stuck_runs/seed-S/: its eval history and
+        TensorBoard curves; its training states and best checkpoint are removed), records the
+        restart and builds the model again with the next seed."""
+        options = self.options
+        seed = options.seed + 1
+        self._say(f"stuck at step {verdict.step}: {verdict.reason}; starting again from the initial weights with "
+                  f"--seed={seed} (restart {len(restarts) + 1} of at most {options.max_restarts})")
+        storage.rmtree(os.path.join(self.write_dir, training_states.TRAINING_STATE))
+        if options.is_chief:
+            storage.rmtree(os.path.join(options.output_dir, "best"))
+            aside = os.path.join(options.output_dir, "stuck_runs", f"seed-{options.seed}")
+            storage.rmtree(aside)
+            for name in ("train", "eval", "eval_history.jsonl"):
+                path = os.path.join(options.output_dir, name)
+                if storage.exists(path):
+                    storage.makedirs(aside)
+                    (storage.move_tree if storage.isdir(path) else storage.rename)(path, os.path.join(aside, name))
+        restarts = [*restarts, {"seed": options.seed, "step": verdict.step, "reason": verdict.reason}]
+        recorded_options.update(self.write_dir, seed=seed, restarts=restarts)
+        self.options = dataclasses.replace(options, seed=seed)
+        self._restarting = True
+        self._build(seed)
+
+    def _stop_early(self, step, manager, best):
+        """Ends training at `step` (early stopping): a training state there, so that running
+        the command again finds the run finished."""
+        if manager.latest_checkpoint is None or training_states.step_of(manager.latest_checkpoint) != step:
+            self._save(manager, step, best)
+        if best is not None:
+            self._say(f"early stopping at step {step}: {best.selection.metric} has not improved in "
+                      f"{best.since_best} evaluations (best: {best.describe()})")
+        else:
+            self._say(f"early stopping at step {step} (decided by the chief)")
 
     def _check_workers_agree(self, step):
         """Several workers must resume from one step (each restores its own training state; one
@@ -216,22 +371,26 @@ class Driver:
                              f"{min(by_worker)} in its 'checkpoint' file) so that all resume from there, then run "
                              "the same command on every worker again")
 
-    def _eval_history(self, task, step):
+    def _eval_history(self, task, step, best=None):
         """The chief's eval history when the task evaluates periodically, trimmed to the step
-        training resumes from, with the point due at that step written if it is missing."""
+        training resumes from (and the best checkpoint rebuilt from it), with the point due at
+        that step written if it is missing."""
         if task.periodic_eval is None or not self.options.is_chief:
             return None
         history = EvalHistory(self.options.output_dir)
         history.resume_at(step)
+        if best is not None:
+            best.resume_at(step, history.points)
         if task.periodic_eval.due(step, task.num_train_steps) and not history.has(step):
-            self._evaluate_into(history, task.periodic_eval, step)
+            self._evaluate_into(history, task.periodic_eval, step, best)
         return history
 
-    def _evaluate_into(self, history, periodic_eval, step):
+    def _evaluate_into(self, history, periodic_eval, step, best=None):
+        """One evaluation: the best checkpoint first (when it is the best), then the history."""
         result = periodic_eval.evaluate(step)
+        improved = best is not None and best.consider(step, result, self.model)
         history.add(step, result)
-        shown = ", ".join(f"{k} {v:.4f}" for k, v in sorted(result.items()) if k != "global_step")
-        self._say(f"eval at step {step}: {shown}")
+        self._say(f"eval at step {step}: {periodic_eval.line(result)}{' (best so far)' if improved else ''}")
 
     @staticmethod
     def _kept(manager):
@@ -320,15 +479,35 @@ class Driver:
         writer.flush()
 
     # ------------------------------------------------------------------ eval / predict
-    def restore_for_inference(self) -> int:
+    def restore_for_inference(self, prefer_best: bool = False) -> int:
         """Loads the weights the policy chooses for an eval/predict-only run (every weight of
-        the model must be there); returns their step. A one-line error when there are none."""
+        the model must be there); returns their step. A one-line error when there are none.
+        `prefer_best`: the run's best checkpoint (OUTPUT_DIR/best/) when it kept one."""
+        if prefer_best and best_checkpoint.read_record(self.options.output_dir) is not None:
+            return self.use_best()
         found = training_states.choose_weights(self.options.output_dir, self.options.init_checkpoint,
                                              training=False)
         report = training_states.load_weights(self.model, found, strict=True)
         self.weights = found
         self._describe_weights(found, report)
         return found.step
+
+    def use_best(self, last_step: int | None = None) -> int:
+        """Loads the run's best checkpoint (OUTPUT_DIR/best/, `training.best_checkpoint`) when it
+        kept one, saying which step it is; returns the step of the weights the model now holds
+        (`last_step`, the weights training ended with, when there is no best)."""
+        record = best_checkpoint.read_record(self.options.output_dir)
+        if record is None:
+            return last_step
+        step = int(record["step"])
+        found = training_states.Checkpoint(best_checkpoint.checkpoint_prefix(self.options.output_dir, step),
+                                           training_states.TF1_KIND, step)
+        training_states.load_weights(self.model, found, strict=True)
+        self.weights = found
+        ended = "" if last_step is None else f"; training ended at step {last_step}"
+        self._say(f"weights: the best checkpoint {found.prefix} ({record['metric']} {record['value']:.4f} at "
+                  f"step {step}{ended})")
+        return step
 
     def predict(self, dataset: tf.data.Dataset, fn: Callable) -> dict:
         """`fn(model, features) -> {name: [B, ...] tensor}` over every batch of `dataset`, under

@@ -10,6 +10,7 @@ point due at that step which the killed run did not write is written first.
 
 import dataclasses
 import json
+import numbers
 import os
 from collections.abc import Callable
 
@@ -24,16 +25,27 @@ FILE_NAME = "eval_history.jsonl"
 @dataclasses.dataclass
 class PeriodicEval:
     """`evaluate(step) -> {metric: number}` before the first step (step 0: the model a run
-    starts from), at every multiple of `every_steps` and at the last step of training."""
+    starts from; not with `at_start=False`), at every multiple of `every_steps` and at the last
+    step of training. `shown`: the metrics the progress line shows (None: every number)."""
     every_steps: int
     evaluate: Callable[[int], dict]
+    at_start: bool = True
+    shown: tuple[str, ...] | None = None
 
     def due(self, step: int, last_step: int) -> bool:
+        if step == 0 and not self.at_start:
+            return False
         return step % self.every_steps == 0 or step == last_step
 
     def next_due(self, step: int, last_step: int) -> int:
         """The first step after `step` at which an evaluation is due."""
         return min((step // self.every_steps + 1) * self.every_steps, last_step)
+
+    def line(self, result: dict) -> str:
+        """'loss 1.2345, masked_lm_accuracy 0.3100': the numbers of `result` to show."""
+        names = sorted(k for k, v in result.items() if k != "global_step" and isinstance(v, numbers.Real)
+                       and not isinstance(v, bool) and (self.shown is None or k in self.shown))
+        return ", ".join(f"{name} {result[name]:.4f}" for name in names)
 
 
 def read_history(path: str) -> list[dict]:

@@ -5,8 +5,13 @@ their update (`AdamWeightDecay.apply`).
     m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
     update = m / (sqrt(v) + eps) [+ weight_decay * w, except LayerNorm and bias weights]
     w -= lr * update
-with no bias correction. `Lamb` (You et al. 2019) adds bias correction and scales each
-variable's step by the trust ratio ||w|| / ||update||. Gradients are clipped to global norm 1.0
+with no bias correction. With `bias_correction=True` (the fine-tuning scripts' default) the
+moments are corrected as in Adam (Kingma and Ba) and `torch.optim.AdamW`, at step t = 1, 2, ...:
+    update = (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps) [+ weight_decay * w]
+Without it the first steps are far smaller than the learning rate says (m starts at 0.1 g), which
+leaves some fine-tuning seeds at chance (Mosbach et al. 2021, "On the Stability of Fine-tuning
+BERT"). `Lamb` (You et al. 2019) always corrects and scales each variable's step by the trust
+ratio ||w|| / ||update||. Gradients are clipped to global norm 1.0
 by the training loop (`clip_by_global_norm`), as the original `create_optimizer`.
 The schedule: linear warmup from 0 over `num_warmup_steps`, then linear decay to 0 at
 `num_train_steps` (the original's polynomial decay with power 1).
@@ -52,7 +57,7 @@ def _excluded(variable, patterns):
 
 
 class AdamWeightDecay(keras.optimizers.Optimizer):
-    """The original BERT AdamW (no bias correction, epsilon 1e-6).
+    """The original BERT AdamW (epsilon 1e-6; no bias correction unless `bias_correction`).
 
     The update is this class's own: `apply(gradients, variables, scale, has_gradient,
     apply_mask)` takes gradients the caller has already summed across replicas (the training
@@ -64,9 +69,10 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
     """
 
     def __init__(self, learning_rate=0.001, weight_decay_rate=0.0, beta_1=0.9, beta_2=0.999,
-                 epsilon=1e-6, exclude_from_weight_decay=EXCLUDE_FROM_WEIGHT_DECAY,
+                 epsilon=1e-6, exclude_from_weight_decay=EXCLUDE_FROM_WEIGHT_DECAY, bias_correction=False,
                  name="AdamWeightDecay", **kwargs):
         super().__init__(learning_rate=learning_rate, name=name, **kwargs)
+        self.bias_correction = bool(bias_correction)
         self.weight_decay_rate = weight_decay_rate
         self.beta_1 = beta_1
         self.beta_2 = beta_2
@@ -136,10 +142,11 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         dtype = variable.dtype
         m, v = self._m[index], self._v[index]
         decay = 0.0 if self._excluded[index] else self.weight_decay_rate
+        step = self.iterations + 1  # (the step this update makes: t in the bias correction)
         # As tensors (a cast reads a variable's value): the compiled function takes values.
         new_m, new_v, new_w = _fused_adamw(
-            *(ops.cast(x, dtype) for x in (gradient, m, v, variable, learning_rate, scale)),
-            mask, self.beta_1, self.beta_2, self.epsilon, decay)
+            *(ops.cast(x, dtype) for x in (gradient, m, v, variable, learning_rate, scale, step)),
+            mask, self.beta_1, self.beta_2, self.epsilon, decay, self.bias_correction)
         self._assign_all((m, v, variable), (new_m, new_v, new_w))
 
     def _assign_all(self, targets, values):
@@ -152,7 +159,8 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
     def get_config(self):
         return {**super().get_config(), "weight_decay_rate": self.weight_decay_rate,
                 "beta_1": self.beta_1, "beta_2": self.beta_2, "epsilon": self.epsilon,
-                "exclude_from_weight_decay": self.exclude_from_weight_decay_patterns}
+                "exclude_from_weight_decay": self.exclude_from_weight_decay_patterns,
+                "bias_correction": self.bias_correction}
 
 
 class Lamb(AdamWeightDecay):
@@ -161,8 +169,9 @@ class Lamb(AdamWeightDecay):
     variables)."""
 
     def __init__(self, learning_rate=0.001, weight_decay_rate=0.0, name="Lamb", **kwargs):
+        kwargs.pop("bias_correction", None)  # (always on)
         super().__init__(learning_rate=learning_rate, weight_decay_rate=weight_decay_rate,
-                         name=name, **kwargs)
+                         bias_correction=True, name=name, **kwargs)
 
     def _update_one(self, variable, index, gradient, mask, scale, learning_rate):
         dtype = variable.dtype
@@ -170,9 +179,7 @@ class Lamb(AdamWeightDecay):
         new_m, new_v = _adam_moments(ops.cast(gradient, dtype) * ops.cast(scale, dtype), m, v,
                                      self.beta_1, self.beta_2)
         step = ops.cast(self.iterations + 1, dtype)
-        m_hat = new_m / (1.0 - ops.power(self.beta_1, step))
-        v_hat = new_v / (1.0 - ops.power(self.beta_2, step))
-        update = m_hat / (ops.sqrt(v_hat) + self.epsilon)
+        update = _adam_direction(new_m, new_v, step, self.beta_1, self.beta_2, self.epsilon, True)
         ratio = 1.0
         if self.weight_decay_rate and not self._excluded[index]:
             update = update + self.weight_decay_rate * variable
@@ -211,11 +218,20 @@ def _adam_moments(g, m, v, beta_1, beta_2):
     return beta_1 * m + (1.0 - beta_1) * g, beta_2 * v + (1.0 - beta_2) * ops.square(g)
 
 
-def _adamw_math(g, m, v, w, learning_rate, scale, mask, beta_1, beta_2, epsilon, decay):
-    """The original AdamW on one variable: (new m, new v, new w), all unchanged where not
-    `mask`. The gradient is multiplied by `scale` first."""
+def _adam_direction(m, v, step, beta_1, beta_2, epsilon, bias_correction):
+    """m / (sqrt(v) + eps), or with `bias_correction` the same of the moments divided by
+    1 - beta^step (`step` counts from 1)."""
+    if bias_correction:
+        m = m / (1.0 - ops.power(beta_1, step))
+        v = v / (1.0 - ops.power(beta_2, step))
+    return m / (ops.sqrt(v) + epsilon)
+
+
+def _adamw_math(g, m, v, w, learning_rate, scale, step, mask, beta_1, beta_2, epsilon, decay, bias_correction):
+    """AdamW on one variable: (new m, new v, new w), all unchanged where not `mask`. The
+    gradient is multiplied by `scale` first; `step` (from 1) only matters with `bias_correction`."""
     new_m, new_v = _adam_moments(g * scale, m, v, beta_1, beta_2)
-    update = new_m / (ops.sqrt(new_v) + epsilon)
+    update = _adam_direction(new_m, new_v, step, beta_1, beta_2, epsilon, bias_correction)
     if decay:
         update = update + decay * w
     new_w = w - learning_rate * update
@@ -235,11 +251,13 @@ _fused_adamw = _fuse(_adamw_math)
 
 
 def create_optimizer(init_lr, num_train_steps, num_warmup_steps, optimizer="adamw",
-                     weight_decay=0.01):
-    """The original `create_optimizer` (schedule + AdamW with decay 0.01), or LAMB."""
+                     weight_decay=0.01, adam_bias_correction=False):
+    """The original `create_optimizer` (schedule + AdamW with decay 0.01), or LAMB;
+    `adam_bias_correction` for AdamW (LAMB always corrects)."""
     schedule = WarmupLinearDecay(init_lr, num_train_steps, num_warmup_steps)
     if optimizer == "adamw":
-        return AdamWeightDecay(learning_rate=schedule, weight_decay_rate=weight_decay)
+        return AdamWeightDecay(learning_rate=schedule, weight_decay_rate=weight_decay,
+                               bias_correction=adam_bias_correction)
     if optimizer == "lamb":
         return Lamb(learning_rate=schedule, weight_decay_rate=weight_decay)
     raise ValueError(f"unknown optimizer {optimizer!r}; expected adamw or lamb")

@@ -64,15 +64,22 @@ def training_batches(data: tf.data.Dataset, batch_size: int, seed: int | None, s
     of examples in that order are sorted by length and cut into batches, which are then taken in
     a random order (a function of the seed and the group), each cut to its longest sequence
     (`padding.trim_to_longest`)."""
-    if shuffle_buffer_size:
-        data = data.repeat().shuffle(shuffle_buffer_size, seed=seed)
-    else:
-        if not num_examples:
-            raise ValueError("a permutation of the whole training set needs num_examples")
-        data = data.shuffle(num_examples, seed=seed, reshuffle_each_iteration=True).repeat()
+    data = training_order(data, seed, num_examples, shuffle_buffer_size)
     if group_by_length:
         return _grouped_by_length(data, batch_size, seed or 0).skip(start_batch)
     return data.skip(start_batch * batch_size).batch(batch_size, drop_remainder=True)
+
+
+def training_order(data: tf.data.Dataset, seed: int | None, num_examples: int | None = None,
+                   shuffle_buffer_size: int = 0) -> tf.data.Dataset:
+    """The `num_examples` examples of `data` repeated forever, each epoch a new permutation (a
+    function of the seed and the epoch); `shuffle_buffer_size` > 0: the original's shuffle
+    through a buffer of that size instead."""
+    if shuffle_buffer_size:
+        return data.repeat().shuffle(shuffle_buffer_size, seed=seed)
+    if not num_examples:
+        raise ValueError("a permutation of the whole training set needs num_examples")
+    return data.shuffle(num_examples, seed=seed, reshuffle_each_iteration=True).repeat()
 
 
 def _grouped_by_length(data, batch_size, seed):

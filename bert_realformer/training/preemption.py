@@ -57,10 +57,11 @@ class StopSignals:
 
 
 class StopAgreement:
-    """`agreed(received, next_steps)`: the signal to stop for (SIGTERM before SIGINT, or None)
-    and the size of the next loop of steps, the same on every worker of `strategy` (the
-    workers' sizes, measured each on its own clock, averaged and rounded down). One
-    all-reduce per call on several workers; none on one."""
+    """`agreed(received, next_steps, finish)`: the signal to stop for (SIGTERM before SIGINT, or
+    None), the size of the next loop of steps, and whether to finish training now (early
+    stopping, which only the chief evaluates), the same on every worker of `strategy` (the
+    workers' sizes, measured each on its own clock, averaged and rounded down). One all-reduce
+    per call on several workers; none on one."""
 
     def __init__(self, strategy: tf.distribute.Strategy):
         self.strategy = strategy
@@ -75,10 +76,10 @@ class StopAgreement:
                                        axis=None)
             self._averaged = averaged
 
-    def agreed(self, received: int | None, next_steps: int) -> tuple[int | None, int]:
+    def agreed(self, received: int | None, next_steps: int, finish: bool = False) -> tuple[int | None, int, bool]:
         if not self._several:
-            return received, next_steps
-        values = tf.constant([float(received == number) for number in SIGNALS] + [float(next_steps)])
+            return received, next_steps, finish
+        values = tf.constant([float(received == number) for number in SIGNALS] + [float(finish), float(next_steps)])
         averaged = self._averaged(values).numpy()  # a flag is > 0 where any worker's is 1
         stop = next((number for number, value in zip(SIGNALS, averaged) if value > 0), None)
-        return stop, max(1, int(averaged[-1]))
+        return stop, max(1, int(averaged[-1])), bool(averaged[-2] > 0)

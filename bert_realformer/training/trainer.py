@@ -251,20 +251,25 @@ class TrainLoop:
         def run_steps(iterator, attempts):
             metrics = {name: tf.zeros((), tf.float32) for name in names}
             metrics["diverged"] = tf.constant(False)
+            loss_sum = tf.zeros((), tf.float32)
             for _ in tf.range(attempts):
                 metrics = self._attempt(iterator)
                 if metrics["diverged"]:
                     break
-            return metrics
+                if "loss" in metrics:
+                    loss_sum += metrics["loss"]
+            return {**metrics, "loss_sum": loss_sum}
 
         return run_steps
 
     def run_steps(self, iterator, attempts):
         """`attempts` optimizer steps in one `tf.function` call, with no host round trip
         between them (the original's `iterations_per_loop`). Returns {name: scalar tensor}:
-        the loss metrics of the last step's whole batch, `gradient_norm`, `loss_scale`, and
-        `diverged`: True when the loop stopped early at an attempt whose loss or gradient is
-        not finite (see `_diverged`); that attempt changed no weight and no step counter."""
+        the loss metrics of the last step's whole batch, `gradient_norm`, `loss_scale`,
+        `loss_sum` (the sum of the losses of the loop's steps: their mean, for the driver's stuck
+        check), and `diverged`: True when the loop stopped early at an attempt whose loss or
+        gradient is not finite (see `_diverged`); that attempt changed no weight and no step
+        counter."""
         if self._run_steps is None:
             self._run_steps = self._build_run_steps()
         return self._run_steps(iterator, tf.constant(attempts, tf.int64))

@@ -37,3 +37,26 @@ def pretraining_task(num_train_steps, batch_size=8, learning_rate=1e-3, loss_fn=
         dataset_fn=lambda start: tf.data.Dataset.from_tensor_slices(data).repeat()
         .skip(start * batch_size).batch(batch_size),
         learning_rate=learning_rate, num_train_steps=num_train_steps, num_warmup_steps=0)
+
+
+def classification_data(n=64, seq=12, seed=0):
+    """Random token features with labels {0, 1}: 1 where token 7 occurs (learnable), balanced."""
+    rng = np.random.RandomState(seed)
+    ids = rng.randint(8, 50, size=(n, seq)).astype("int32")
+    labels = np.arange(n) % 2
+    ids[labels == 1, rng.randint(1, seq)] = 7
+    return {"input_ids": ids, "input_mask": np.ones((n, seq), "int32"), "segment_ids": np.zeros((n, seq), "int32"),
+            "label_ids": labels.astype("int32")}
+
+
+def classification_task(num_train_steps, seed=0, learning_rate=1e-3, num_warmup_steps=0, batch_size=8):
+    """A `TrainingTask` of a two-class BertClassifier on `classification_data()`, in the order
+    `seed` gives (`per_example.training_batches`)."""
+    from bert_realformer.tasks.classification.task import classifier_loss_fn
+    from bert_realformer.training.per_example import example_totals, training_batches
+    data = classification_data()
+    return TrainingTask(
+        loss_fn=classifier_loss_fn(False), totals_fn=example_totals, batch_size=batch_size,
+        dataset_fn=lambda start: training_batches(tf.data.Dataset.from_tensor_slices(data), batch_size, seed, start,
+                                                  len(data["label_ids"])),
+        learning_rate=learning_rate, num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps)

@@ -26,13 +26,13 @@ if TYPE_CHECKING:  # annotations only
     from tokenization import FullTokenizer
 
 
-def convert_example(example, label_map, max_seq_length, tokenizer):
+def convert_example(example, label_map, max_seq_length, tokenizer, truncation="head"):
     """-> {input_ids, input_mask, segment_ids, label_id} (lists; label_id int or float), the
-    original's one truncated sequence."""
-    return convert_windows(example, label_map, max_seq_length, tokenizer)[0]
+    original's one truncated sequence (keeping the tokens `truncation` says)."""
+    return convert_windows(example, label_map, max_seq_length, tokenizer, truncation=truncation)[0]
 
 
-def convert_windows(example, label_map, max_seq_length, tokenizer, doc_stride=None):
+def convert_windows(example, label_map, max_seq_length, tokenizer, doc_stride=None, truncation="head"):
     """-> [{input_ids, input_mask, segment_ids, label_id}]: `convert_example`'s one sequence,
     or with `doc_stride` the windows of a long text A."""
     ids_a = tokenizer.tokenize_to_ids(example.text_a)
@@ -41,7 +41,7 @@ def convert_windows(example, label_map, max_seq_length, tokenizer, doc_stride=No
     if doc_stride:
         windows = pack_windows(ids_a, ids_b, max_seq_length, doc_stride, cls, sep)
     else:
-        windows = [pack(ids_a, ids_b, max_seq_length, cls, sep)]
+        windows = [pack(ids_a, ids_b, max_seq_length, cls, sep, truncation)]
     label = float(example.label) if label_map is None else label_map[example.label]
     features = []
     for input_ids, segment_ids in windows:
@@ -62,42 +62,56 @@ def feature_spec(max_seq_length, regression=False):
             "example_index": tf.io.FixedLenFeature([], tf.int64)}
 
 
-def _cache_key(examples, label_list, max_seq_length, tokenizer, doc_stride):
+def _cache_key(examples, label_list, max_seq_length, tokenizer, doc_stride, truncation):
     """Everything the features depend on: the examples themselves (so any option that changes
     what is read -- the XNLI language, MNLI mismatched, the generic format's columns -- changes the
-    key), the vocabulary's contents, casing, length, stride and labels."""
+    key), the vocabulary's contents, casing, length, stride, truncation and labels."""
     return {"examples": digest([e.text_a, e.text_b, e.label] for e in examples),
             "vocab": file_digest(tokenizer.vocab_file), "do_lower_case": tokenizer.do_lower_case,
-            "max_seq_length": max_seq_length, "labels": label_list, "doc_stride": doc_stride, "layout": 2}
+            "max_seq_length": max_seq_length, "labels": label_list, "doc_stride": doc_stride,
+            "truncation": None if doc_stride else truncation, "layout": 2}
 
 
 def cached_features(examples: list[InputExample], label_list: list[str] | None, max_seq_length: int,
                     tokenizer: FullTokenizer, path: str, doc_stride: int | None = None,
-                    sort_by_length: bool = False) -> bool:
+                    sort_by_length: bool = False, per_document: bool = False, truncation: str = "head") -> bool:
     """Writes `path` (and `path.key`) unless a cache with the same key exists. Returns True
     when the cache was re-used. Its records (windows with `doc_stride`, else one per example)
     are counted by `feature_cache.record_count(path)`. `sort_by_length` (evaluation and
     prediction): the records in order of length (stable), so that a batch cut to its longest
-    sequence holds little padding; `example_index` still names each record's example."""
+    sequence holds little padding; `example_index` still names each record's example.
+    `per_document` (training on whole documents): one record per example holding all its windows,
+    the token features [num_windows * max_seq_length] with `num_windows`."""
     label_map = None if label_list is None else {label: i for i, label in enumerate(label_list)}
 
     def features():
         for index, example in enumerate(examples):
-            for f in convert_windows(example, label_map, max_seq_length, tokenizer, doc_stride):
-                yield index, f
+            windows = convert_windows(example, label_map, max_seq_length, tokenizer, doc_stride, truncation)
+            if per_document:
+                yield index, {**{name: [v for w in windows for v in w[name]] for name in _TOKEN_FEATURES},
+                              "label_id": windows[0]["label_id"], "num_windows": len(windows)}
+            else:
+                for f in windows:
+                    yield index, f
 
     def records():
         ordered = sorted(features(), key=lambda item: sum(item[1]["input_mask"])) if sort_by_length else features()
         for index, f in ordered:
             label = float_feature([f["label_id"]]) if label_map is None else int64_feature([f["label_id"]])
-            yield encode_example({
-                "input_ids": int64_feature(f["input_ids"]), "input_mask": int64_feature(f["input_mask"]),
-                "segment_ids": int64_feature(f["segment_ids"]), "label_ids": label,
-                "is_real_example": int64_feature([1]), "example_index": int64_feature([index])})
+            record = {name: int64_feature(f[name]) for name in _TOKEN_FEATURES}
+            record.update({"label_ids": label, "is_real_example": int64_feature([1]),
+                           "example_index": int64_feature([index])})
+            if per_document:
+                record["num_windows"] = int64_feature([f["num_windows"]])
+            yield encode_example(record)
 
-    key = {**_cache_key(examples, label_list, max_seq_length, tokenizer, doc_stride), "sorted": sort_by_length}
+    key = {**_cache_key(examples, label_list, max_seq_length, tokenizer, doc_stride, truncation),
+           "sorted": sort_by_length, **({"per_document": True} if per_document else {})}
     reused, _ = cached_records(path, key, records)
     return reused
+
+
+_TOKEN_FEATURES = ("input_ids", "input_mask", "segment_ids")
 
 
 def make_dataset(path: str, batch_size: int, max_seq_length: int, is_training: bool, regression: bool = False,
@@ -131,3 +145,50 @@ def make_dataset(path: str, batch_size: int, max_seq_length: int, is_training: b
         example = cast(tf.io.parse_example(records, spec))
         return trim_to_longest(example) if dynamic_padding and not is_training else example
     return d.map(decode, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+
+def document_dataset(path: str, batch_size: int, max_seq_length: int, max_windows: int, regression: bool = False,
+                     seed: int = 0, start_batch: int = 0, num_documents: int | None = None,
+                     shuffle_buffer_size: int = 0) -> tf.data.Dataset:
+    """Training batches of whole documents from a `per_document` cache: the documents in the
+    training order (`per_example.training_order`), from batch `start_batch` on, each batch
+    {input_ids, input_mask, segment_ids: [B, W, max_seq_length]; window_mask: [B, W] (1 for a
+    real window); label_ids: [B]}, W the most windows a document of the batch has (at most
+    `max_windows`). A document of more windows than `max_windows` trains on `max_windows` of them
+    (in text order), drawn anew each time it comes (a function of the seed and its position in
+    the training stream, so a resumed run draws what the uninterrupted one drew)."""
+    import tensorflow as tf
+
+    from bert_realformer.training.per_example import training_order
+    spec = {name: tf.io.VarLenFeature(tf.int64) for name in _TOKEN_FEATURES}
+    spec.update({"label_ids": tf.io.FixedLenFeature([], tf.float32 if regression else tf.int64),
+                 "num_windows": tf.io.FixedLenFeature([], tf.int64)})
+
+    def decode(position, record):
+        example = tf.io.parse_single_example(record, spec)
+        count = example["num_windows"]
+        chosen = tf.range(count)
+        if max_windows:
+            drawn = tf.random.experimental.stateless_shuffle(chosen, seed=tf.stack([tf.constant(seed, tf.int64),
+                                                                                     position]))
+            chosen = tf.sort(drawn[:max_windows])
+        kept = tf.size(chosen)
+        document = {}
+        for name in _TOKEN_FEATURES:
+            windows = tf.reshape(tf.sparse.to_dense(example[name]), [count, max_seq_length])
+            document[name] = tf.cast(tf.pad(tf.gather(windows, chosen), [[0, max_windows - kept], [0, 0]]),
+                                     tf.int32)
+            document[name].set_shape([max_windows, max_seq_length])
+        document["window_mask"] = tf.cast(tf.range(max_windows) < kept, tf.int32)
+        label = example["label_ids"]
+        document["label_ids"] = label if regression else tf.cast(label, tf.int32)
+        return document
+
+    def trim_windows(batch):  # to the most windows a document of the batch has
+        most = tf.reduce_max(tf.reduce_sum(batch["window_mask"], axis=1))
+        return {name: value[:, :most] if name != "label_ids" else value for name, value in batch.items()}
+
+    data = training_order(tf.data.TFRecordDataset(path), seed, num_documents, shuffle_buffer_size)
+    data = data.enumerate().skip(start_batch * batch_size)
+    data = data.map(decode, num_parallel_calls=tf.data.AUTOTUNE).batch(batch_size, drop_remainder=True)
+    return data.map(trim_windows).prefetch(tf.data.AUTOTUNE)

@@ -2,13 +2,16 @@
 the loss, the training task over cached features, predictions, and the eval_results.txt and
 test_results.tsv the original writes.
 
-Long documents (`doc_stride`): training uses every window with its document's label;
-prediction combines the windows of a document into one row (`combine_windows`): by default the
-mean of the windows' log-probabilities, renormalised (a geometric mean of their
-probabilities: every window's evidence counts), or with `window_pooling="max"` each class's
-largest log-probability, renormalised (a class that one window is sure of wins); regression
-scores are averaged (or their maximum taken). A document of one window keeps that window's
-output unchanged.
+Long documents (`doc_stride`): prediction combines the windows of a document into one row
+(`combine_windows`) by pooling their logits, then a softmax: by default their mean (the same as
+the mean of their log-probabilities, renormalised: a geometric mean of the probabilities, every
+window's evidence counts), or with `window_pooling="max"` each class's largest logit (a class
+wins by its strongest window, and a window can abstain with low logits for every class: the
+pooling of multiple-instance learning); regression scores are averaged (or their maximum taken).
+A document of one window keeps that window's output. Training either pools a document's
+windows the same way before the loss (`window_training="pooled"`: one loss per document, so a
+window that holds none of the evidence is not taught its document's label) or trains every
+window alone with its document's label (`"separate"`).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import tensorflow as tf
 from bert_realformer import storage
 from bert_realformer.errors import InputError
 from bert_realformer.tasks.classification import metrics
-from bert_realformer.tasks.classification.features import cached_features, make_dataset
+from bert_realformer.tasks.classification.features import cached_features, document_dataset, make_dataset
 from bert_realformer.tasks.feature_cache import record_count
 from bert_realformer.text_files import read_lines
 from bert_realformer.training.driver import TrainingTask
@@ -55,37 +58,86 @@ def classifier_loss_fn(regression):
 
 
 WINDOW_POOLINGS = ("mean", "max")
+WINDOW_TRAININGS = ("pooled", "separate")
+
+
+def pool_windows(values, window_mask, pooling: str):
+    """[B, W, C] values of a batch of documents' windows (logits; scores for regression),
+    `window_mask` [B, W] (1 for real windows) -> [B, C]: their mean, or maximum, over each
+    document's real windows (`combine_windows`' pooling, in the graph)."""
+    mask = tf.cast(window_mask, values.dtype)[:, :, None]
+    if pooling == "max":
+        return tf.reduce_max(tf.where(mask > 0, values, tf.cast(-1e9, values.dtype)), axis=1)
+    return tf.reduce_sum(values * mask, axis=1) / tf.reduce_sum(mask, axis=1)
+
+
+def document_loss_fn(regression: bool, pooling: str):
+    """The loss of whole documents: a document's windows [W, S] run through the model, their
+    outputs pooled (`pool_windows`) and the pooled prediction scored against the document's
+    label, as `classifier_loss_fn` scores one sequence; this replica's share of the batch's mean."""
+
+    def loss_fn(model, features, step, totals):
+        shape = tf.shape(features["input_ids"])                                  # [B, W, S]
+        windows = {name: tf.reshape(features[name], [-1, shape[2]])
+                   for name in ("input_ids", "input_mask", "segment_ids")}
+        logits = tf.reshape(model(windows, training=True), [shape[0], shape[1], -1])  # [B, W, C]
+        logits = tf.cast(logits, tf.float32)
+        pooled = pool_windows(logits, features["window_mask"], pooling)                  # [B, C]
+        if regression:
+            per_example = tf.square(pooled[:, 0] - tf.cast(features["label_ids"], tf.float32))
+        else:
+            per_example = -tf.gather(tf.nn.log_softmax(pooled, axis=-1), features["label_ids"], batch_dims=1)
+        return loss_share(tf.reduce_sum(per_example), totals["examples"])
+
+    return loss_fn
 
 
 def training_task(examples: list[InputExample], tokenizer: FullTokenizer, max_seq_length: int,
                   schedule: Schedule, *, label_list: list[str] | None, features_path: str,
-                  doc_stride: int | None = None, group_by_length: bool = False) -> TrainingTask:
+                  doc_stride: int | None = None, group_by_length: bool = False, truncation: str = "head",
+                  window_training: str = "separate", window_pooling: str = "mean",
+                  max_windows_per_document: int = 8) -> TrainingTask:
     """The `TrainingTask` over the examples' features, cached in `features_path` (re-used when
-    the same): every record (a window with `doc_stride`: an epoch is every window once) once per
-    epoch in a new order (`Schedule.batches`). `label_list` None: regression."""
-    reused = cached_features(examples, label_list, max_seq_length, tokenizer, features_path, doc_stride)
-    count = record_count(features_path)
-    windows = f", {count} windows" if doc_stride else ""
+    the same), each epoch in a new order (`Schedule.batches`). Without `doc_stride`, one record
+    per example, cut as `truncation` says. With it: `window_training="separate"` trains every
+    window alone (an epoch is every window once); `"pooled"` trains whole documents (an epoch
+    is every document once; a batch of B documents runs up to B * `max_windows_per_document`
+    windows), their windows pooled by `window_pooling` before the loss (`document_loss_fn`).
+    `label_list` None: regression."""
     regression = label_list is None
+    pooled = bool(doc_stride) and window_training == "pooled"
+    reused = cached_features(examples, label_list, max_seq_length, tokenizer, features_path, doc_stride,
+                             per_document=pooled, truncation=truncation)
+    count = record_count(features_path)
+    done = f"{'re-used' if reused else 'wrote'} {features_path}"
+    if pooled:
+        return schedule.training_task(
+            count, document_loss_fn(regression, window_pooling), example_totals,
+            lambda start: document_dataset(features_path, schedule.batch_size, max_seq_length,
+                                           max_windows_per_document, regression, schedule.seed, start, count,
+                                           schedule.shuffle_buffer_size),
+            summary=f"{done} ({len(examples)} documents, their windows pooled ({window_pooling}) before the loss)")
+    windows = f", {count} windows" if doc_stride else ""
     return schedule.training_task(
         count, classifier_loss_fn(regression), example_totals,
         lambda start: make_dataset(features_path, schedule.batch_size, max_seq_length, True, regression,
                                    schedule.seed, start_batch=start, num_examples=count,
                                    shuffle_buffer_size=schedule.shuffle_buffer_size, group_by_length=group_by_length),
-        summary=f"{'re-used' if reused else 'wrote'} {features_path} ({len(examples)} examples{windows})")
+        summary=f"{done} ({len(examples)} examples{windows})")
 
 
 def predict(driver: Driver, examples: list[InputExample], label_list: list[str] | None, tokenizer: FullTokenizer,
             features_path: str, batch_size: int, max_seq_length: int, doc_stride: int | None = None,
-            window_pooling: str = "mean", dynamic_padding: bool = True) -> tuple[np.ndarray, np.ndarray]:
+            window_pooling: str = "mean", dynamic_padding: bool = True,
+            truncation: str = "head") -> tuple[np.ndarray, np.ndarray]:
     """(probabilities [N, C], or scores [N, 1] for regression; labels [N]) for `examples`, in
     order, with the driver's model (features cached at `features_path`): one row per example,
-    its windows combined (`combine_windows`). With `dynamic_padding` (the default) the
-    sequences are run in order of length, each batch cut to its longest; False: in file order,
-    every batch at `max_seq_length`, as the original."""
+    its windows combined (`combine_windows`), or without `doc_stride` cut as `truncation` says.
+    With `dynamic_padding` (the default) the sequences are run in order of length, each batch
+    cut to its longest; False: in file order, every batch at `max_seq_length`, as the original."""
     regression = label_list is None
     cached_features(examples, label_list, max_seq_length, tokenizer, features_path, doc_stride,
-                    sort_by_length=dynamic_padding)
+                    sort_by_length=dynamic_padding, truncation=truncation)
     result = driver.predict(make_dataset(features_path, batch_size, max_seq_length, False, regression,
                                          dynamic_padding=dynamic_padding), _prediction_outputs(regression))
     combined = combine_windows(result["outputs"], result["example_index"], len(examples), regression,
@@ -97,39 +149,41 @@ def predict(driver: Driver, examples: list[InputExample], label_list: list[str] 
 
 @functools.cache
 def _prediction_outputs(regression):
-    """The per-batch outputs of `predict` (one function per kind, so a driver re-uses its trace)."""
+    """The per-batch outputs of `predict`: logits (scores for regression) with each window's
+    example and label (one function per kind, so a driver re-uses its trace)."""
 
     def outputs(model, features):
-        logits = model(features, training=False)
-        return {"outputs": logits if regression else tf.nn.softmax(logits, axis=-1),
-                "labels": features["label_ids"], "example_index": features["example_index"]}
+        return {"outputs": tf.cast(model(features, training=False), tf.float32), "labels": features["label_ids"],
+                "example_index": features["example_index"]}
     return outputs
 
 
-def combine_windows(outputs: np.ndarray, example_index: np.ndarray, num_examples: int, regression: bool,
+def combine_windows(logits: np.ndarray, example_index: np.ndarray, num_examples: int, regression: bool,
                     pooling: str = "mean") -> np.ndarray:
-    """Window outputs [W, C] (probabilities, or scores for regression) of examples
-    `example_index` [W] -> one row per example [N, C] (see the module docstring)."""
+    """Window logits [W, C] (scores for regression) of examples `example_index` [W] -> one row
+    per example [N, C]: the softmax of its windows' pooled logits (the mean, or each class's
+    maximum), or the pooled scores for regression (see the module docstring)."""
+    values = logits.astype(np.float64)
     counts = np.bincount(example_index, minlength=num_examples)
-    if np.all(counts == 1):
-        combined = np.empty_like(outputs)
-        combined[example_index] = outputs
-        return combined
-    values = outputs.astype(np.float64) if regression else np.log(np.maximum(outputs.astype(np.float64), 1e-30))
     if pooling == "max":
-        pooled = np.full((num_examples, outputs.shape[1]), -np.inf)
+        pooled = np.full((num_examples, values.shape[1]), -np.inf)
         np.maximum.at(pooled, example_index, values)
     else:
-        pooled = np.zeros((num_examples, outputs.shape[1]))
+        pooled = np.zeros((num_examples, values.shape[1]))
         np.add.at(pooled, example_index, values)
         pooled /= np.maximum(counts, 1)[:, None]
     if not regression:
         pooled = np.exp(pooled - pooled.max(axis=1, keepdims=True))
         pooled /= pooled.sum(axis=1, keepdims=True)
-    combined = pooled.astype(outputs.dtype)
-    single = counts[example_index] == 1
-    combined[example_index[single]] = outputs[single]  # one window: its output, unchanged
-    return combined
+    return pooled.astype(np.float32)
+
+
+def main_metric(task: str, regression: bool) -> str:
+    """The metric a task is judged by (GLUE's): Matthews correlation for CoLA, F1 for MRPC
+    and QQP, Pearson correlation for regression (STS-B), accuracy for every other task."""
+    if regression:
+        return "pearson"
+    return {"cola": "matthews_corrcoef", "mrpc": "f1", "qqp": "f1"}.get(task, "eval_accuracy")
 
 
 def evaluation_results(task, outputs, labels, label_list, global_step):

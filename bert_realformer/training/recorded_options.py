@@ -1,0 +1,46 @@
+"""The training options a run directory was started with: `WRITE_DIR/training_options.json`.
+
+A resumed run keeps what it started with, whatever its flags now say: the optimizer's Adam bias
+correction (a change mid-run would change every later update) and the seed (data order, dropout;
+after a restart of a stuck run, the seed it restarted with). The file also says how a fine-tuned
+classifier reads its input (length, windows, truncation), so that a later conversion to a
+SavedModel serves the texts as the run read them; and it lists a run's restarts.
+
+    {"adam_bias_correction": true, "seed": 12346,
+     "restarts": [{"seed": 12345, "step": 90, "reason": "..."}],
+     "classifier_input": {"max_seq_length": 128, "doc_stride": 64, "window_pooling": "max", ...}}
+
+Each worker of a multi-worker run keeps its own file beside its own training state.
+"""
+
+import json
+import os
+
+from bert_realformer import storage
+from bert_realformer.errors import InputError
+from bert_realformer.text_files import read_text
+
+FILE_NAME = "training_options.json"
+
+
+def read(directory: str) -> dict:
+    """The recorded options of a run directory ({} when it records none); a file that is not
+    a JSON object is an `InputError` naming it."""
+    path = os.path.join(directory, FILE_NAME)
+    if not storage.isfile(path):
+        return {}
+    try:
+        options = json.loads(read_text(path))
+    except ValueError as error:
+        raise InputError(f"{path}: expected a JSON object: {error}") from None
+    if not isinstance(options, dict):
+        raise InputError(f"{path}: expected a JSON object, found {type(options).__name__}")
+    return options
+
+
+def update(directory: str, **values) -> dict:
+    """Sets `values` in the directory's record (atomically, other keys kept); returns the record."""
+    options = {**read(directory), **values}
+    storage.makedirs(directory)
+    storage.write_atomic(os.path.join(directory, FILE_NAME), json.dumps(options, indent=2, sort_keys=True) + "\n")
+    return options

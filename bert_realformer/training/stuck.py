@@ -1,0 +1,126 @@
+"""Seeing that a fine-tuning run is stuck: it has learned nothing and will not.
+
+A classifier of K classes that has learned nothing predicts about 1/K for every class, and its
+training loss is ln K (0.6931 for two classes). Some seeds of a fine-tuning run stay there for
+the whole run (Mosbach et al. 2021, "On the Stability of Fine-tuning BERT"; Devlin et al. restarted
+such runs by hand). Two signs, after warm-up:
+
+* the mean training loss has stayed within `TOLERANCE` (1%) of ln K over `STUCK_WINDOWS`
+  consecutive windows of steps, each `window` steps long (a tenth of the run, at least 10 steps),
+  the first starting after warm-up;
+* two evaluations in a row after warm-up give every example the same class.
+
+The driver ends its loops of steps at window boundaries (`next_boundary`), hands the watch the
+sum of each loop's step losses (`observe_loss`), and asks `verdict()` after each loop; the
+fine-tuning evaluation hands it its predictions (`observe_predictions`). Only the loss sign may
+restart a run (`--on_stuck=restart`): the losses are the same on every worker of a multi-worker
+run, the predictions only the chief sees. After a resume the windows start again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+TOLERANCE = 0.01      # relative distance from ln K that counts as "learned nothing"
+STUCK_WINDOWS = 2     # consecutive windows at ln K that make a run stuck
+MIN_WINDOW = 10       # steps
+
+
+@dataclasses.dataclass
+class Verdict:
+    """What the watch saw: `reason` for the user; `from_loss`: the training-loss sign (the same
+    on every worker, so it may restart a run)."""
+    reason: str
+    step: int
+    from_loss: bool
+
+
+class StuckWatch:
+    """Args:
+      num_classes: K (the choices, for multiple choice): chance loss ln K. None or < 2: no
+        loss sign (a regression).
+      num_warmup_steps, num_train_steps: the run's schedule.
+    """
+
+    def __init__(self, num_classes: int | None, num_warmup_steps: int, num_train_steps: int):
+        self.chance_loss = math.log(num_classes) if num_classes and num_classes >= 2 else None
+        self.num_warmup_steps = num_warmup_steps
+        self.num_train_steps = num_train_steps
+        self.window = max(MIN_WINDOW, num_train_steps // 10)
+        self._window_start: int | None = None   # first step of the current window, minus one
+        self._window_sum = 0.0
+        self._stuck_windows: list[tuple[int, int, float]] = []  # (first, last, mean) in a row
+        self._constant_since: int | None = None  # an evaluation that gave every example one class
+        self._verdict: Verdict | None = None
+        self._reported = False
+
+    def next_boundary(self, step: int) -> int:
+        """The first step after `step` at which a loop of steps should end: the end of
+        warm-up, then the end of each window (`num_train_steps` when there is none)."""
+        if self.chance_loss is None or self._verdict is not None:
+            return self.num_train_steps
+        if step < self.num_warmup_steps:
+            return self.num_warmup_steps
+        start = step if self._window_start is None else self._window_start
+        return min(start + self.window, self.num_train_steps)
+
+    def observe_loss(self, previous_step: int, step: int, loss_sum: float) -> None:
+        """The steps `previous_step + 1` .. `step` (one loop, not across a boundary) had losses
+        summing to `loss_sum`."""
+        if self.chance_loss is None or self._verdict is not None or step <= self.num_warmup_steps:
+            return
+        if self._window_start is None:
+            self._window_start = max(previous_step, self.num_warmup_steps)
+        self._window_sum += loss_sum
+        if step - self._window_start < self.window:
+            return
+        mean = self._window_sum / (step - self._window_start)
+        if abs(mean - self.chance_loss) <= TOLERANCE * self.chance_loss:
+            self._stuck_windows.append((self._window_start + 1, step, mean))
+        else:
+            self._stuck_windows = []
+        self._window_start, self._window_sum = step, 0.0
+        if len(self._stuck_windows) >= STUCK_WINDOWS:
+            first, last = self._stuck_windows[0][0], self._stuck_windows[-1][1]
+            mean = float(np.mean([m for _, _, m in self._stuck_windows]))
+            self._verdict = Verdict(
+                f"the training loss has stayed within {TOLERANCE:.0%} of ln {round(math.exp(self.chance_loss))} = "
+                f"{self.chance_loss:.4f}, the loss of a model that has learned nothing, over steps {first}-{last} "
+                f"(mean {mean:.4f})", step, from_loss=True)
+
+    def observe_predictions(self, step: int, predicted: np.ndarray, label_names=None) -> None:
+        """The classes an evaluation at `step` predicted [N] (ids; `label_names` names them)."""
+        if self._verdict is not None or step <= self.num_warmup_steps:
+            return
+        said = constant_prediction(predicted, label_names)
+        if said and self._constant_since is not None:
+            self._verdict = Verdict(f"{said}, at steps {self._constant_since} and {step}", step, from_loss=False)
+        self._constant_since = step if said else None
+
+    def verdict(self) -> Verdict | None:
+        """The verdict, the first time it is asked for after the run was found stuck (else None)."""
+        if self._verdict is None or self._reported:
+            return None
+        self._reported = True
+        return self._verdict
+
+
+def advice(learning_rate: float, bias_correction: bool) -> str:
+    """What usually helps a stuck run, for the end of its warning line."""
+    helps = ["another --seed", f"a lower --learning_rate (now {learning_rate:g})"]
+    if not bias_correction:
+        helps.append("--adam_bias_correction")
+    return "what usually helps: " + ", ".join(helps) + ", or --on_stuck=restart"
+
+
+def constant_prediction(predicted: np.ndarray, label_names=None) -> str | None:
+    """'all N predictions of the evaluation are one class, 'x'' when `predicted` [N] (class
+    ids; `label_names` names them) holds one class, else None."""
+    predicted = np.asarray(predicted)
+    if len(predicted) < 2 or not np.all(predicted == predicted[0]):
+        return None
+    label = str(predicted[0]) if label_names is None else label_names[int(predicted[0])]
+    return f"all {len(predicted)} predictions of the evaluation are one class, {label!r}"

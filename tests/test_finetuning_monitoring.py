@@ -1,0 +1,238 @@
+"""Watching a fine-tuning run in-process (the driver on a tiny classifier): the best checkpoint
+and early stopping against a scripted metric, a crashed and resumed run picking the same best
+step with the same weights, the stuck check on a run made to stick (a warning; a restart with the
+next seed, recorded and kept on resume), and the Adam bias correction a run started with."""
+
+import io
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from helpers.tiny_training import TINY, classification_task
+
+import modeling
+from bert_realformer.checkpoints import read_tf1_checkpoint
+from bert_realformer.checkpoints.training_states import read_training_state
+from bert_realformer.errors import InputError
+from bert_realformer.training import best_checkpoint, recorded_options
+from bert_realformer.training.best_checkpoint import Selection
+from bert_realformer.training.driver import Driver, RunOptions
+from bert_realformer.training.monitoring import monitored
+from bert_realformer.training.stuck import StuckWatch
+
+EVERY = 4
+# The scripted metric of the evaluation at each step: best at 8, then three without improvement.
+SCRIPT = {4: 0.50, 8: 0.70, 12: 0.60, 16: 0.70, 20: 0.65, 24: 0.90, 28: 0.95}
+
+
+def _driver(out, stream=None, **options):
+    return Driver(tf.distribute.OneDeviceStrategy("/cpu:0"), lambda: modeling.BertClassifier(TINY, 2),
+                  RunOptions(output_dir=str(out), **options), stream=stream or io.StringIO())
+
+
+def _scripted(calls=None, crash_at=None):
+    def evaluate(step):
+        if calls is not None:
+            calls.append(step)
+        if step == crash_at:
+            raise RuntimeError("killed")
+        return {"eval_accuracy": SCRIPT[step], "eval_loss": 1.0 - SCRIPT[step], "global_step": step}, None
+    return evaluate
+
+
+def _task(steps=28, patience=None, metric="eval_accuracy", evaluate=None, **kwargs):
+    return monitored(classification_task(steps, **kwargs), evaluate or _scripted(), num_classes=2, every_steps=EVERY,
+                     selection=Selection.by(metric, patience=patience))
+
+
+def test_selection_minimises_losses_and_keeps_the_earlier_of_a_tie():
+    assert Selection.by("eval_loss").minimize and not Selection.by("eval_accuracy").minimize
+    accuracy = Selection.by("eval_accuracy")
+    assert accuracy.better(0.7, None) and accuracy.better(0.7, 0.6) and not accuracy.better(0.7, 0.7)
+    assert Selection.by("loss").better(0.2, 0.3)
+    with pytest.raises(InputError, match=r"--keep_best_by=f1: the evaluation reports no such number; it reports: "
+                                         r"eval_accuracy, eval_loss"):
+        Selection.by("f1").value_of({"eval_accuracy": 0.5, "eval_loss": 0.7, "global_step": 3, "matrix": "[1]"})
+
+
+def test_best_checkpoint_holds_the_best_steps_weights_and_patience_stops_the_run(tmp_path):
+    out = tmp_path / "out"
+    stream = io.StringIO()
+    driver = _driver(out, stream, save_checkpoints_steps=4, keep_checkpoint_max=20)
+    assert driver.train(_task(patience=3)) == 20  # best at 8; 12, 16 (a tie), 20 do not improve
+    record = best_checkpoint.read_record(str(out))
+    assert record["step"] == 8 and record["value"] == 0.70 and record["metrics"]["eval_loss"] == pytest.approx(0.3)
+    assert sorted(p.name for p in (out / "best").iterdir()) == [
+        "best.json", "checkpoint", "model.ckpt-8.data-00000-of-00001", "model.ckpt-8.index"]
+    best = read_tf1_checkpoint(str(out / "best" / "model.ckpt-8"))
+    at_8 = read_training_state(str(out / "training_state" / "ckpt-8"))
+    assert best.keys() == at_8.keys()
+    for name in best:
+        np.testing.assert_array_equal(best[name], at_8[name], err_msg=name)
+    assert "early stopping at step 20: eval_accuracy has not improved in 3 evaluations (best: eval_accuracy " \
+           "0.7000 at step 8)" in stream.getvalue()
+    assert [json.loads(line)["step"] for line in (out / "eval_history.jsonl").read_text().splitlines()] == \
+        [4, 8, 12, 16, 20]
+
+    # The same command again: the run is over; no step, no evaluation.
+    calls, again = [], io.StringIO()
+    assert _driver(out, again, save_checkpoints_steps=4).train(_task(patience=3, evaluate=_scripted(calls))) == 20
+    assert calls == [] and "early stopping at step 20" in again.getvalue()
+
+    # After training the best weights serve (eval, predict, export), said with their step.
+    said = io.StringIO()
+    driver = _driver(out, said)
+    assert driver.restore_for_inference(prefer_best=True) == 8
+    assert f"the best checkpoint {out}/best/model.ckpt-8 (eval_accuracy 0.7000 at step 8)" in said.getvalue()
+    assert driver.restore_for_inference() == 20  # the weights policy alone: the last step
+
+
+def test_a_loss_is_minimised_and_without_patience_training_runs_to_the_end(tmp_path):
+    out = tmp_path / "out"
+    assert _driver(out).train(_task(metric="eval_loss")) == 28
+    assert best_checkpoint.read_record(str(out))["step"] == 28  # the lowest eval_loss, 0.05
+
+
+def test_a_crashed_run_resumed_picks_the_same_best_with_the_same_weights(tmp_path):
+    """Killed at the evaluation of step 20 (the best of step 8 written, a training state of step
+    16 the last), then run again: the same best step and weights as an uninterrupted run; no
+    checkpoint of a later evaluation survives in best/."""
+    whole = tmp_path / "whole"
+    _driver(whole, save_checkpoints_steps=8).train(_task(steps=24))
+    crashed = tmp_path / "crashed"
+    with pytest.raises(RuntimeError, match="killed"):
+        _driver(crashed, save_checkpoints_steps=8).train(_task(steps=24, evaluate=_scripted(crash_at=20)))
+    assert best_checkpoint.read_record(str(crashed))["step"] == 8
+    # As if killed after the best of a later evaluation was written (a best the resumed run must redo).
+    (crashed / "best" / "model.ckpt-20.index").write_bytes((crashed / "best" / "model.ckpt-8.index").read_bytes())
+    calls = []
+    _driver(crashed, save_checkpoints_steps=8).train(_task(steps=24, evaluate=_scripted(calls)))
+    assert calls == [20, 24]  # resumed from the state of step 16
+    assert best_checkpoint.read_record(str(crashed))["step"] == best_checkpoint.read_record(str(whole))["step"] == 24
+    assert sorted(p.name for p in (crashed / "best").glob("*.index")) == ["model.ckpt-24.index"]
+    a = read_tf1_checkpoint(str(whole / "best" / "model.ckpt-24"))
+    b = read_tf1_checkpoint(str(crashed / "best" / "model.ckpt-24"))
+    for name in a:
+        np.testing.assert_allclose(a[name], b[name], atol=1e-6, err_msg=name)
+
+
+def test_a_new_run_in_the_directory_does_not_inherit_an_old_best(tmp_path):
+    out = tmp_path / "out"
+    _driver(out).train(_task(steps=12))
+    for path in (out / "training_state").iterdir():
+        path.unlink()
+    (out / "training_state").rmdir()
+    for path in out.glob("model.ckpt-*"):
+        path.unlink()
+    (out / "eval_history.jsonl").unlink()
+    calls = []
+    _driver(out).train(_task(steps=4, evaluate=_scripted(calls)))
+    assert calls == [4] and best_checkpoint.read_record(str(out))["step"] == 4
+
+
+# ---------------------------------------------------------------------- the stuck check
+def test_stuck_watch_windows_by_hand():
+    """Warm-up 10, 100 steps: windows of 10 steps from step 11; two in a row at ln 2 make a run
+    stuck; one window away from it starts the count again."""
+    watch = StuckWatch(2, num_warmup_steps=10, num_train_steps=100)
+    assert watch.window == 10 and watch.next_boundary(0) == 10 and watch.next_boundary(10) == 20
+    chance = np.log(2)
+    watch.observe_loss(0, 10, 10 * 0.9)            # warm-up: not counted
+    watch.observe_loss(10, 20, 10 * chance * 1.005)  # within 1%
+    assert watch.next_boundary(20) == 30 and watch.verdict() is None
+    watch.observe_loss(20, 30, 10 * chance * 0.97)   # 3% below: the count starts again
+    watch.observe_loss(30, 35, 5 * chance)
+    assert watch.next_boundary(35) == 40
+    watch.observe_loss(35, 40, 5 * chance)
+    assert watch.verdict() is None
+    watch.observe_loss(40, 50, 10 * chance * 1.009)
+    verdict = watch.verdict()
+    assert verdict.from_loss and verdict.step == 50 and "over steps 31-50" in verdict.reason
+    assert watch.verdict() is None  # said once
+    assert watch.next_boundary(50) == 100  # nothing more to check
+
+    no_classes = StuckWatch(None, 10, 100)  # regression: no loss sign
+    no_classes.observe_loss(10, 100, 90 * chance)
+    assert no_classes.verdict() is None and no_classes.next_boundary(0) == 100
+
+
+def test_stuck_watch_needs_two_constant_evaluations_in_a_row():
+    watch = StuckWatch(3, num_warmup_steps=10, num_train_steps=100)
+    watch.observe_predictions(10, np.zeros(20))   # during warm-up: not judged
+    watch.observe_predictions(20, np.zeros(20))
+    assert watch.verdict() is None
+    watch.observe_predictions(30, np.arange(20) % 3)  # learning: the count starts again
+    watch.observe_predictions(40, np.full(20, 2))
+    assert watch.verdict() is None
+    watch.observe_predictions(50, np.full(20, 2), label_names=["a", "b", "c"])
+    verdict = watch.verdict()
+    assert not verdict.from_loss
+    assert verdict.reason == "all 20 predictions of the evaluation are one class, 'c', at steps 40 and 50"
+
+
+def _stuck_task(seed, steps=40):
+    """A run that learns nothing: a learning rate so small that the loss stays at ln 2."""
+    return monitored(classification_task(steps, seed=seed, learning_rate=1e-9, num_warmup_steps=4), None,
+                     num_classes=2)
+
+
+def test_a_stuck_run_warns_once_with_what_it_saw(tmp_path):
+    stream = io.StringIO()
+    assert _driver(tmp_path / "out", stream).train_restarting(_stuck_task) == 40
+    lines = [line for line in stream.getvalue().splitlines() if "looks stuck" in line]
+    assert len(lines) == 1
+    assert lines[0].startswith("warning: this run looks stuck: the training loss has stayed within 1% of ln 2 = "
+                               "0.6931, the loss of a model that has learned nothing, over steps 5-")
+    assert "another --seed, a lower --learning_rate (now 1e-09), --adam_bias_correction" in lines[0]
+
+
+def test_on_stuck_restart_starts_again_with_the_next_seed_and_a_resume_keeps_it(tmp_path):
+    out = tmp_path / "out"
+    stream = io.StringIO()
+    seeds = []
+
+    def task(seed):
+        seeds.append(seed)
+        return _stuck_task(seed, steps=30)
+
+    driver = _driver(out, stream, on_stuck="restart", max_restarts=2, seed=5, adam_bias_correction=True)
+    assert driver.train_restarting(task) == 30
+    assert seeds == [5, 6, 7]  # two restarts, then the last run goes on (with a warning)
+    text = stream.getvalue()
+    assert text.count("starting again from the initial weights") == 2
+    assert "with --seed=6 (restart 1 of at most 2)" in text and "with --seed=7 (restart 2 of at most 2)" in text
+    assert "warning: this run looks stuck" in text
+    record = recorded_options.read(str(out))
+    assert record["seed"] == 7 and [r["seed"] for r in record["restarts"]] == [5, 6]
+    assert record["adam_bias_correction"] is True
+    assert (out / "stuck_runs" / "seed-5" / "train").is_dir() and (out / "stuck_runs" / "seed-6").is_dir()
+
+    # A later run of the same command resumes the restarted run: its seed, no new restart.
+    resumed = io.StringIO()
+    driver = _driver(out, resumed, on_stuck="restart", max_restarts=2, seed=5, keep_recorded_seed=True)
+    assert driver.options.seed == 7
+    assert "resuming with --seed=7, the seed this run restarted with; --seed=5 applies to new runs" in \
+        resumed.getvalue()
+
+
+# ---------------------------------------------------------------------- Adam bias correction
+def test_a_resumed_run_keeps_the_bias_correction_it_started_with(tmp_path):
+    """Stopped after 4 of 8 steps with correction on; resumed with the flag off: it says so and
+    ends with the weights of an uninterrupted run with correction on (not of one without)."""
+    weights = {}
+    for name, on in (("on", True), ("off", False)):
+        _driver(tmp_path / name, adam_bias_correction=on).train(classification_task(8))
+        weights[name] = read_training_state(str(tmp_path / name))
+    out = tmp_path / "resumed"
+    stopped = monitored(classification_task(8), _scripted(crash_at=4), num_classes=2, every_steps=4)
+    with pytest.raises(RuntimeError, match="killed"):  # after the training state of step 4
+        _driver(out, adam_bias_correction=True, save_checkpoints_steps=4).train(stopped)
+    assert recorded_options.read(str(out))["adam_bias_correction"] is True
+    stream = io.StringIO()
+    _driver(out, stream, adam_bias_correction=False).train(classification_task(8))
+    assert "resuming with Adam bias correction on, as this run started" in stream.getvalue()
+    resumed = read_training_state(str(out))
+    assert max(np.abs(weights["on"][n] - weights["off"][n]).max() for n in resumed) > 1e-3
+    for name in resumed:
+        np.testing.assert_allclose(resumed[name], weights["on"][name], atol=1e-6, err_msg=name)
