@@ -10,6 +10,12 @@ import sys
 import time
 
 RESULT_PREFIX = "RESULT "
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+VOCAB_ZH = os.path.join(ROOT, "tests", "data", "tokenization", "vocab_zh.txt")  # the 21128-token Chinese vocabulary
+# A tiny RealFormer with the Chinese vocabulary: what the fine-tuning benchmarks train from scratch.
+TINY_CHINESE_REALFORMER = {"vocab_size": 21128, "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
+                           "intermediate_size": 128, "max_position_embeddings": 128, "type_vocab_size": 2,
+                           "residual_attention": "sum"}
 
 
 def emit_result(result):

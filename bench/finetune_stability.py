@@ -27,12 +27,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 sys.path.insert(0, ROOT)
 
-from common import write_report  # noqa: E402
+from common import TINY_CHINESE_REALFORMER as MODEL  # noqa: E402
+from common import VOCAB_ZH, write_report  # noqa: E402
 
-VOCAB_ZH = os.path.join(ROOT, "tests", "data", "tokenization", "vocab_zh.txt")
-MODEL = {"vocab_size": 21128, "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
-         "intermediate_size": 128, "max_position_embeddings": 128, "type_vocab_size": 2,
-         "residual_attention": "sum"}
 SIZES = {"train": 2400, "dev": 600}
 FLAGS = ["--learning_rate=1e-3", "--num_train_epochs=4", "--train_batch_size=32", "--max_seq_length=96",
          "--eval_batch_size=64"]

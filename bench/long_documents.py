@@ -18,7 +18,8 @@ vocabulary), --max_seq_length=128 --doc_stride=64 --train_batch_size=16 --learni
 --num_train_epochs=6, evaluated on the dev set every 100 steps keeping the best checkpoint
 (--eval_every_steps=100); the accuracy reported is that checkpoint's on the test set.
 
-    python bench/long_documents.py [--seeds=12345,1,2] [--positions=start,middle,end]
+    python bench/long_documents.py [--seeds=12345,1,2] [--positions=start,middle,end] [--epochs=6]
+        [--modes="head;windows, pooled, max"] [--output=bench/results/long_documents.json]
 
 Writes bench/results/long_documents.json (every run's test and best dev accuracy).
 """
@@ -38,12 +39,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 sys.path.insert(0, ROOT)
 
-from common import write_report  # noqa: E402
+from common import TINY_CHINESE_REALFORMER as MODEL  # noqa: E402
+from common import VOCAB_ZH, write_report  # noqa: E402
 
-VOCAB_ZH = os.path.join(ROOT, "tests", "data", "tokenization", "vocab_zh.txt")
-MODEL = {"vocab_size": 21128, "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
-         "intermediate_size": 128, "max_position_embeddings": 128, "type_vocab_size": 2,
-         "residual_attention": "sum"}
 SIZES = {"train": 1600, "dev": 400, "test": 700}
 ARTICLE_CHARS = 150
 FLAGS = ["--max_seq_length=128", "--eval_batch_size=64", "--predict_batch_size=64"]
@@ -93,7 +91,13 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", default="12345,1,2")
     parser.add_argument("--positions", default="start,middle,end")
+    parser.add_argument("--modes", default=";".join(MODES), help="a subset of the modes (separated by ;)")
+    parser.add_argument("--epochs", type=float, default=6.0)
+    parser.add_argument("--output", default=os.path.join(ROOT, "bench", "results", "long_documents.json"))
     args = parser.parse_args()
+    modes = {name: MODES[name] for name in args.modes.split(";")}
+    training_flags = [f for f in TRAINING if not f.startswith("--num_train_epochs")] + [
+        f"--num_train_epochs={args.epochs:g}"]
     seeds = [int(s) for s in args.seeds.split(",")]
     work = os.path.join(ROOT, "bench", ".work", "long_documents")
     shutil.rmtree(work, ignore_errors=True)
@@ -106,7 +110,7 @@ def main():
         data = os.path.join(work, f"data-{position}")
         labels = write_data(data, position)
         for seed in seeds:
-            for mode, (training, predicting) in MODES.items():
+            for mode, (training, predicting) in modes.items():
                 start = time.time()
                 if isinstance(training, str):  # another mode's model, predicted otherwise
                     out = os.path.join(work, f"{position}-{seed}-{training}")
@@ -114,7 +118,7 @@ def main():
                 else:
                     out = os.path.join(work, f"{position}-{seed}-{mode}")
                     run_classifier(data, config, out, "--do_train", "--do_eval", "--do_predict", f"--seed={seed}",
-                                   *training, *FLAGS, *TRAINING)
+                                   *training, *FLAGS, *training_flags)
                 with open(os.path.join(out, "eval_results.txt")) as f:
                     values = dict(line.strip().split(" = ", 1) for line in f)
                 result = {"test_accuracy": test_accuracy(out, labels["test"]),
@@ -126,14 +130,13 @@ def main():
     summary = {position: {mode: {"mean": statistics.mean(r["test_accuracy"] for r in by_seed.values()),
                                  "min": min(r["test_accuracy"] for r in by_seed.values()),
                                  "max": max(r["test_accuracy"] for r in by_seed.values())}
-                          for mode, by_seed in modes.items()} for position, modes in runs.items()}
+                          for mode, by_seed in by_mode.items()} for position, by_mode in runs.items()}
     print()
-    for position, modes in summary.items():
-        for mode, s in modes.items():
+    for position, by_mode in summary.items():
+        for mode, s in by_mode.items():
             print(f"{position:<7s} {mode:<24s} test accuracy {s['mean']:.4f} (min {s['min']:.4f}, max {s['max']:.4f})")
-    write_report(os.path.join(ROOT, "bench", "results", "long_documents.json"), "long_documents", sys.argv[1:],
-                 model=MODEL, sizes=SIZES, article_chars=ARTICLE_CHARS, flags=FLAGS + TRAINING, seeds=seeds, runs=runs,
-                 summary=summary)
+    write_report(args.output, "long_documents", sys.argv[1:], model=MODEL, sizes=SIZES, article_chars=ARTICLE_CHARS,
+                 flags=FLAGS + training_flags, seeds=seeds, runs=runs, summary=summary)
 
 
 if __name__ == "__main__":

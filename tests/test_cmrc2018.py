@@ -97,11 +97,17 @@ def test_run_squad_on_cmrc2018_from_scratch(tmp_path):
          f"--output_dir={out}", "--do_train", f"--train_file={TRIAL}", "--do_predict", f"--predict_file={DEV}",
          "--do_eval", "--eval_metric=cmrc2018", "--max_seq_length=256", "--doc_stride=128",
          "--max_query_length=32", "--train_batch_size=8", "--learning_rate=5e-4", "--num_train_epochs=4",
-         "--max_answer_length=20"], capture_output=True, text=True, timeout=900)
+         "--max_answer_length=20", "--eval_every_steps=24"], capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "training on 97 questions (0 skipped)" in result.stderr
     values = dict(line.split(" = ", 1) for line in (out / "eval_results.txt").read_text().splitlines())
     assert sorted(values) == ["AVERAGE", "EM", "F1", "SKIP", "TOTAL"] and values["TOTAL"] == "27"
+    # Scored during training at steps 24 and 48 (the main metric: F1); the best one's answers.
+    history = [json.loads(line) for line in (out / "eval_history.jsonl").read_text().splitlines()]
+    best = json.loads((out / "best" / "best.json").read_text())
+    assert [point["step"] for point in history] == [24, 48] and best["metric"] == "F1"
+    assert best["value"] == max(point["F1"] for point in history)
+    assert float(values["F1"]) == pytest.approx(best["value"])
     predictions = json.loads((out / "predictions.json").read_text(encoding="utf-8"))
     with open(DEV, encoding="utf-8") as f:
         contexts = {qa["id"]: p["context"] for a in json.load(f)["data"] for p in a["paragraphs"] for qa in p["qas"]}

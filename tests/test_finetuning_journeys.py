@@ -17,6 +17,7 @@ from helpers.pretraining_runs import killed_after_a_save
 from helpers.serving import serve
 from test_multiple_choice import VOCAB_EN, _quarel_as_generic
 from test_run_classifier import TINY_ZH, VOCAB_ZH
+from test_run_classifier_real_data import long_review_data
 
 pytestmark = pytest.mark.slow  # the scripts end to end, in subprocesses
 
@@ -153,15 +154,7 @@ def test_a_saved_model_converted_from_a_windowed_run_reads_as_the_run_did(tmp_pa
     `convert_checkpoint.py --to=savedmodel` of the run's directory serves the raw texts with the
     run's windows and max pooling, equal to its test_results.tsv; and a run with
     --truncation=tail exports and converts to a model that keeps the end of each text."""
-    from bert_realformer.realdata.long_reviews import long_review_splits
-    splits = long_review_splits(article_chars=150, sizes={"train": 40, "dev": 8, "test": 6})
-    data = tmp_path / "data"
-    data.mkdir()
-    for name, rows in splits.items():
-        (data / f"{name}.tsv").write_text("label\ttext\n" + "".join(f"{label}\t{text}\n" for label, text in rows),
-                                          encoding="utf-8")
-    config = tmp_path / "bert_config.json"
-    config.write_text(json.dumps(TINY_ZH))
+    data, config, splits = long_review_data(tmp_path, {"train": 40, "dev": 8, "test": 6})
     texts = [text for _, text in splits["test"]]
     for name, flags in (("windows", ["--doc_stride=32", "--window_pooling=max"]), ("tail", ["--truncation=tail"])):
         out = tmp_path / name

@@ -133,42 +133,62 @@ def test_a_new_run_in_the_directory_does_not_inherit_an_old_best(tmp_path):
 
 # ---------------------------------------------------------------------- the stuck check
 def test_stuck_watch_windows_by_hand():
-    """Warm-up 10, 100 steps: windows of 10 steps from step 11; two in a row at ln 2 make a run
-    stuck; one window away from it starts the count again."""
+    """Warm-up 10, 100 steps: windows of 10 steps from step 11; the loss at ln 2 over 40% of the 90
+    steps after warm-up (four windows in a row) makes a run stuck; one window away from it starts
+    the count again."""
     watch = StuckWatch(2, num_warmup_steps=10, num_train_steps=100)
-    assert watch.window == 10 and watch.next_boundary(0) == 10 and watch.next_boundary(10) == 20
+    assert watch.window == 10 and watch.stuck_windows == 4
+    assert watch.next_boundary(0) == 10 and watch.next_boundary(10) == 20
     chance = np.log(2)
     watch.observe_loss(0, 10, 10 * 0.9)            # warm-up: not counted
-    watch.observe_loss(10, 20, 10 * chance * 1.005)  # within 1%
-    assert watch.next_boundary(20) == 30 and watch.verdict() is None
-    watch.observe_loss(20, 30, 10 * chance * 0.97)   # 3% below: the count starts again
-    watch.observe_loss(30, 35, 5 * chance)
-    assert watch.next_boundary(35) == 40
-    watch.observe_loss(35, 40, 5 * chance)
+    for step in (20, 30, 40):
+        watch.observe_loss(step - 10, step, 10 * chance * 1.005)  # within 1%
+    assert watch.next_boundary(40) == 50 and watch.verdict() is None
+    watch.observe_loss(40, 50, 10 * chance * 0.97)   # 3% below: the count starts again
+    watch.observe_loss(50, 55, 5 * chance)
+    assert watch.next_boundary(55) == 60
+    watch.observe_loss(55, 60, 5 * chance)
+    for step in (70, 80):
+        watch.observe_loss(step - 10, step, 10 * chance)
     assert watch.verdict() is None
-    watch.observe_loss(40, 50, 10 * chance * 1.009)
+    watch.observe_loss(80, 90, 10 * chance * 1.009)
     verdict = watch.verdict()
-    assert verdict.from_loss and verdict.step == 50 and "over steps 31-50" in verdict.reason
+    assert verdict.from_loss and verdict.step == 90 and "over steps 51-90" in verdict.reason
     assert watch.verdict() is None  # said once
-    assert watch.next_boundary(50) == 100  # nothing more to check
+    assert watch.next_boundary(90) == 100  # nothing more to check
 
     no_classes = StuckWatch(None, 10, 100)  # regression: no loss sign
     no_classes.observe_loss(10, 100, 90 * chance)
     assert no_classes.verdict() is None and no_classes.next_boundary(0) == 100
 
 
-def test_stuck_watch_needs_two_constant_evaluations_in_a_row():
-    watch = StuckWatch(3, num_warmup_steps=10, num_train_steps=100)
+def test_stuck_watch_a_run_that_leaves_chance_late_is_not_stuck():
+    """The plateau a run that learns can have: at ln 2 for a third of the steps after warm-up."""
+    watch = StuckWatch(2, num_warmup_steps=18, num_train_steps=187)
+    chance = np.log(2)
+    step = 18
+    while step < 187:
+        end = watch.next_boundary(step)
+        watch.observe_loss(step, end, (end - step) * (chance if end <= 18 + 56 else 0.5))
+        assert watch.verdict() is None, end
+        step = end
+
+
+def test_stuck_watch_needs_constant_evaluations_over_40_percent_of_the_run():
+    watch = StuckWatch(3, num_warmup_steps=10, num_train_steps=100)  # 36 steps
     watch.observe_predictions(10, np.zeros(20))   # during warm-up: not judged
     watch.observe_predictions(20, np.zeros(20))
+    watch.observe_predictions(50, np.zeros(20))
     assert watch.verdict() is None
-    watch.observe_predictions(30, np.arange(20) % 3)  # learning: the count starts again
-    watch.observe_predictions(40, np.full(20, 2))
-    assert watch.verdict() is None
-    watch.observe_predictions(50, np.full(20, 2), label_names=["a", "b", "c"])
+    watch.observe_predictions(55, np.arange(20) % 3)  # learning: the count starts again
+    for step in (60, 70, 80, 90):
+        watch.observe_predictions(step, np.full(20, 2))
+        assert watch.verdict() is None
+    watch.observe_predictions(100, np.full(20, 2), label_names=["a", "b", "c"])
     verdict = watch.verdict()
     assert not verdict.from_loss
-    assert verdict.reason == "all 20 predictions of the evaluation are one class, 'c', at steps 40 and 50"
+    assert verdict.reason == ("all 20 predictions of the evaluation are one class, 'c', as at every evaluation "
+                              "since step 60")
 
 
 def _stuck_task(seed, steps=40):

@@ -96,11 +96,16 @@ def test_conll2003_sample_iob1_end_to_end_and_unknown_tags(tmp_path):
               f"--bert_config_file={config}", "--max_seq_length=16", "--train_batch_size=2"]
     out = tmp_path / "out"
     result = run_ner(*common, f"--output_dir={out}", "--do_train", "--do_eval", "--do_predict",
-                     "--num_train_epochs=20", "--learning_rate=1e-3")
+                     "--num_train_epochs=20", "--learning_rate=1e-3", "--eval_every_steps=5")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "labels: O B-PER I-PER B-LOC I-LOC B-ORG I-ORG B-MISC I-MISC" in result.stderr
     values = dict(line.split(" = ", 1) for line in (out / "eval_results.txt").read_text().splitlines())
-    assert values["global_step"] == "20" and int(values["PER_support"]) == 2  # IOB1 I-PER read as chunks
+    # Evaluated every 5 of the 20 steps; the results are the best checkpoint's (by entity F1).
+    history = [json.loads(line) for line in (out / "eval_history.jsonl").read_text().splitlines()]
+    best = max(history, key=lambda point: (point["f1"], -point["step"]))
+    assert [point["step"] for point in history] == [5, 10, 15, 20]
+    assert values["global_step"] == str(best["step"]) and float(values["f1"]) == pytest.approx(best["f1"])
+    assert int(values["PER_support"]) == 2  # IOB1 I-PER read as chunks
     lines = text.splitlines()
     predicted = (out / "eval_predictions.txt").read_text().splitlines()
     assert len(predicted) == len(lines) and predicted[0] == "-DOCSTART- -X- -X- O O"

@@ -52,9 +52,11 @@ flags.DEFINE_integer("doc_stride", None, "Long texts: cut text_a (the document; 
                      "window) into overlapping windows that start N tokens apart, as run_squad.py does, instead of "
                      "truncating it. Evaluation, prediction and the SavedModel combine a document's windows into one "
                      "row (--window_pooling); training as --window_training says.", lower_bound=1)
-flags.DEFINE_enum("window_pooling", "mean", ["mean", "max"], "With --doc_stride: how a document's windows combine: "
-                  "mean of their log-probabilities (renormalised) or each class's maximum (renormalised); "
-                  "regression: mean or maximum score.")
+flags.DEFINE_enum("window_pooling", "max", ["max", "mean"], "With --doc_stride: how a document's windows combine "
+                  "(in training with --window_training=pooled, and in prediction): the mean of their logits (the "
+                  "renormalised mean of their log-probabilities) or each class's largest logit (a class wins by its "
+                  "strongest window; the better of the two on long documents, bench/long_documents.py); regression: "
+                  "mean or maximum score.")
 flags.DEFINE_enum("window_training", "pooled", ["pooled", "separate"], "With --doc_stride: pooled: a document's "
                   "windows are pooled (--window_pooling) before the loss, one loss per document, as prediction "
                   "pools them; separate: every window is a training example with its document's label.")

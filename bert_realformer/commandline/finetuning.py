@@ -31,9 +31,10 @@ def define_monitoring_flags():
                          "a row without a better --keep_best_by. 0: never.", lower_bound=0)
     flags.DEFINE_bool("use_best_checkpoint", True, "--do_eval, --do_predict and --export_dir use OUTPUT_DIR/best/ when "
                       "the run kept one (false: the weights training ended with).")
-    flags.DEFINE_enum("on_stuck", "warn", ["warn", "restart"], "A run whose training loss stays at ln K (K classes: "
-                      "it learns nothing) after warm-up: warn (one line), or restart from the initial checkpoint "
-                      "with the next --seed, at most --max_restarts times.")
+    flags.DEFINE_enum("on_stuck", "warn", ["warn", "restart"],
+                      "A run whose training loss stays at ln K (K classes: it learns nothing) over 40% of the "
+                      "steps after warm-up: warn (one line), or restart from the initial checkpoint with the next "
+                      "--seed, at most --max_restarts times.")
     flags.DEFINE_integer("max_restarts", 3, "--on_stuck=restart: restarts at most.", lower_bound=0)
 
 

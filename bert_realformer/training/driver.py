@@ -93,6 +93,21 @@ class TrainingTask:
     summary: str = ""                   # what it trains on, for the user ("2,000 examples, 2,340 windows")
 
 
+@dataclasses.dataclass
+class _Run:
+    """What one `Driver.train` call works with (`Driver._prepare`)."""
+    optimizer: keras.optimizers.Optimizer
+    loop: TrainLoop
+    manager: tf.train.CheckpointManager
+    iterator: object
+    writer: object
+    examples_per_step: int
+    progress: Progress
+    best: BestCheckpoint | None
+    history: EvalHistory | None
+    bias_correction: bool
+
+
 class StuckRun(Exception):
     """Raised out of `Driver.train` when a run is stuck and may restart (`train_restarting`)."""
 
@@ -170,6 +185,21 @@ class Driver:
         training state), saving the training state every `save_checkpoints_steps` and at the
         end, then exports `OUTPUT_DIR/model.ckpt-N`. Returns N. With `task.keep_best`, training
         ends early once the best evaluation is `patience` evaluations old (N is that step)."""
+        run = self._prepare(task)
+        with StopSignals(self.stream) as signals, self._naming_what_is_kept(run.manager):
+            step = self._loop(task, run, signals)
+        if run.best is not None and run.manager.latest_checkpoint:  # (the final state may precede the last eval)
+            run.best.state_saved(training_states.step_of(run.manager.latest_checkpoint))
+        if self.options.is_chief:
+            prefix = checkpoints.save_tf1_checkpoint(self.model, os.path.join(self.write_dir, f"model.ckpt-{step}"))
+            self._say(f"wrote {prefix}")
+        return step
+
+    def _prepare(self, task):
+        """Everything a training run needs before its first step: the optimizer (with the bias
+        correction the run started with), the step loop, the training state (resumed, or the
+        starting weights loaded), the input from the state's position, progress and summaries,
+        the eval history and the best checkpoint."""
         options, strategy = self.options, self.strategy
         # Before any step: a training state that cannot be saved would lose the steps before it.
         state_dir = os.path.join(self.write_dir, training_states.TRAINING_STATE)
@@ -204,47 +234,47 @@ class Driver:
         writer = (tf.summary.create_file_writer(os.path.join(self.write_dir, "train"))
                   if options.is_chief else None)
         examples_per_step = task.batch_size * options.gradient_accumulation_steps
-        progress = Progress(task.num_train_steps, examples_per_step, step, self.stream)
         best = self._best_checkpoint(task, resuming)
-        history = self._eval_history(task, step, best)
-        finish = best is not None and best.exhausted()  # (a run resumed after it stopped early)
-        sizes, agreement = LoopSizes(options.iterations_per_loop), StopAgreement(strategy)
-        attempts = sizes.next()
-        with StopSignals(self.stream) as signals, self._naming_what_is_kept(manager):
-            while step < task.num_train_steps and not finish:
-                attempts = min(attempts, self._next_boundary(task, step) - step)
-                started = time.time()
-                with tfrecords.naming_damaged_file(task.input_files, task.input_flag,
-                                                   self._kept(manager)):
-                    metrics = loop.run_steps(iterator, attempts)
-                diverged = bool(metrics.pop("diverged"))
-                loss_sum = float(metrics.pop("loss_sum"))
-                previous, step = step, int(optimizer.iterations.numpy())
-                if diverged:
-                    raise self._diverged(step, metrics, manager, task)
-                sizes.record(step - previous, time.time() - started)
-                progress.update(step, metrics)
-                if writer is not None:
-                    self._summaries(writer, step, metrics, optimizer, progress.steps_per_second, examples_per_step)
-                if step % options.save_checkpoints_steps == 0 or step >= task.num_train_steps:
-                    self._save(manager, step, best)
-                if history is not None and task.periodic_eval.due(step, task.num_train_steps):
-                    self._evaluate_into(history, task.periodic_eval, step, best)
-                if task.stuck is not None:
-                    task.stuck.observe_loss(previous, step, loss_sum)
-                    self._act_on_stuck(task, bias_correction)
-                self._check_claim()
-                finish = best is not None and best.exhausted()
-                stop, attempts, finish = agreement.agreed(signals.received, sizes.next(), finish)
-                if stop is not None:
-                    self._stop(stop, signals.received, step, manager)
-            if finish:
-                self._stop_early(step, manager, best)
-        if best is not None and manager.latest_checkpoint:  # (the final state may precede the last evaluation)
-            best.state_saved(training_states.step_of(manager.latest_checkpoint))
-        if options.is_chief:
-            prefix = checkpoints.save_tf1_checkpoint(self.model, os.path.join(self.write_dir, f"model.ckpt-{step}"))
-            self._say(f"wrote {prefix}")
+        return _Run(optimizer, loop, manager, iterator, writer, examples_per_step,
+                    Progress(task.num_train_steps, examples_per_step, step, self.stream),
+                    best, self._eval_history(task, step, best), bias_correction)
+
+    def _loop(self, task, run, signals):
+        """The loops of steps to the end of training (or early stopping); returns the last step."""
+        options = self.options
+        step = int(run.optimizer.iterations.numpy())
+        sizes, agreement = LoopSizes(options.iterations_per_loop), StopAgreement(self.strategy)
+        # (every worker learns whether a resumed run had already stopped early: only the chief evaluates)
+        _, attempts, finish = agreement.agreed(None, sizes.next(), run.best is not None and run.best.exhausted())
+        while step < task.num_train_steps and not finish:
+            attempts = min(attempts, self._next_boundary(task, step) - step)
+            started = time.time()
+            with tfrecords.naming_damaged_file(task.input_files, task.input_flag, self._kept(run.manager)):
+                metrics = run.loop.run_steps(run.iterator, attempts)
+            diverged = bool(metrics.pop("diverged"))
+            loss_sum = float(metrics.pop("loss_sum"))
+            previous, step = step, int(run.optimizer.iterations.numpy())
+            if diverged:
+                raise self._diverged(step, metrics, run.manager, task)
+            sizes.record(step - previous, time.time() - started)
+            run.progress.update(step, metrics)
+            if run.writer is not None:
+                self._summaries(run.writer, step, metrics, run.optimizer, run.progress.steps_per_second,
+                                run.examples_per_step)
+            if step % options.save_checkpoints_steps == 0 or step >= task.num_train_steps:
+                self._save(run.manager, step, run.best)
+            if run.history is not None and task.periodic_eval.due(step, task.num_train_steps):
+                self._evaluate_into(run.history, task.periodic_eval, step, run.best)
+            if task.stuck is not None:
+                task.stuck.observe_loss(previous, step, loss_sum)
+                self._act_on_stuck(task, run.bias_correction)
+            self._check_claim()
+            finish = run.best is not None and run.best.exhausted()
+            stop, attempts, finish = agreement.agreed(signals.received, sizes.next(), finish)
+            if stop is not None:
+                self._stop(stop, signals.received, step, run.manager)
+        if finish:
+            self._stop_early(step, run.manager, run.best)
         return step
 
     def train_restarting(self, make_task: Callable[[int], TrainingTask]) -> int:

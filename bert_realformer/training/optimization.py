@@ -8,11 +8,13 @@ their update (`AdamWeightDecay.apply`).
 with no bias correction. With `bias_correction=True` (the fine-tuning scripts' default) the
 moments are corrected as in Adam (Kingma and Ba) and `torch.optim.AdamW`, at step t = 1, 2, ...:
     update = (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps) [+ weight_decay * w]
-Without it the first steps are far smaller than the learning rate says (m starts at 0.1 g), which
-leaves some fine-tuning seeds at chance (Mosbach et al. 2021, "On the Stability of Fine-tuning
-BERT"). `Lamb` (You et al. 2019) always corrects and scales each variable's step by the trust
-ratio ||w|| / ||update||. Gradients are clipped to global norm 1.0
-by the training loop (`clip_by_global_norm`), as the original `create_optimizer`.
+Without it the early steps are several times larger than the learning rate says (v starts at 0
+and its estimate grows slowly: the step is (1 - b1^t) / sqrt(1 - b2^t) times the corrected one,
+3.2x at step 1, 6.5x at step 10, 3.2x at step 100, 1.3x at step 1000), which leaves some
+fine-tuning seeds at chance (Mosbach et al. 2021, "On the Stability of Fine-tuning BERT").
+`Lamb` (You et al. 2019) always corrects and scales each variable's step by the trust ratio
+||w|| / ||update||. Gradients are clipped to global norm 1.0 by the training loop
+(`clip_by_global_norm`), as the original `create_optimizer`.
 The schedule: linear warmup from 0 over `num_warmup_steps`, then linear decay to 0 at
 `num_train_steps` (the original's polynomial decay with power 1).
 """

@@ -5,10 +5,15 @@ training loss is ln K (0.6931 for two classes). Some seeds of a fine-tuning run 
 the whole run (Mosbach et al. 2021, "On the Stability of Fine-tuning BERT"; Devlin et al. restarted
 such runs by hand). Two signs, after warm-up:
 
-* the mean training loss has stayed within `TOLERANCE` (1%) of ln K over `STUCK_WINDOWS`
-  consecutive windows of steps, each `window` steps long (a tenth of the run, at least 10 steps),
-  the first starting after warm-up;
-* two evaluations in a row after warm-up give every example the same class.
+* the mean training loss has stayed within `TOLERANCE` (1%) of ln K over consecutive windows of
+  steps, each `window` steps long (a tenth of the run, at least 10 steps), the first starting
+  after warm-up, that cover `STUCK_FRACTION` (40%) of the steps after warm-up (at least
+  `STUCK_WINDOWS` windows);
+* every evaluation over as many steps (at least two evaluations) gave every example one class.
+
+Runs that learn can sit at ln K for a while after warm-up before they leave it (a small model
+from scratch for a third of its run); the 40% keeps those from being called stuck, and still
+finds a stuck run by half of its steps.
 
 The driver ends its loops of steps at window boundaries (`next_boundary`), hands the watch the
 sum of each loop's step losses (`observe_loss`), and asks `verdict()` after each loop; the
@@ -25,7 +30,8 @@ import math
 import numpy as np
 
 TOLERANCE = 0.01      # relative distance from ln K that counts as "learned nothing"
-STUCK_WINDOWS = 2     # consecutive windows at ln K that make a run stuck
+STUCK_FRACTION = 0.4  # of the steps after warm-up, at ln K, that make a run stuck
+STUCK_WINDOWS = 2     # consecutive windows at ln K, at least
 MIN_WINDOW = 10       # steps
 
 
@@ -50,6 +56,8 @@ class StuckWatch:
         self.num_warmup_steps = num_warmup_steps
         self.num_train_steps = num_train_steps
         self.window = max(MIN_WINDOW, num_train_steps // 10)
+        self.stuck_steps = STUCK_FRACTION * (num_train_steps - num_warmup_steps)
+        self.stuck_windows = max(STUCK_WINDOWS, math.ceil(self.stuck_steps / self.window))
         self._window_start: int | None = None   # first step of the current window, minus one
         self._window_sum = 0.0
         self._stuck_windows: list[tuple[int, int, float]] = []  # (first, last, mean) in a row
@@ -83,7 +91,7 @@ class StuckWatch:
         else:
             self._stuck_windows = []
         self._window_start, self._window_sum = step, 0.0
-        if len(self._stuck_windows) >= STUCK_WINDOWS:
+        if len(self._stuck_windows) >= self.stuck_windows:
             first, last = self._stuck_windows[0][0], self._stuck_windows[-1][1]
             mean = float(np.mean([m for _, _, m in self._stuck_windows]))
             self._verdict = Verdict(
@@ -96,9 +104,14 @@ class StuckWatch:
         if self._verdict is not None or step <= self.num_warmup_steps:
             return
         said = constant_prediction(predicted, label_names)
-        if said and self._constant_since is not None:
-            self._verdict = Verdict(f"{said}, at steps {self._constant_since} and {step}", step, from_loss=False)
-        self._constant_since = step if said else None
+        if not said:
+            self._constant_since = None
+            return
+        if self._constant_since is None:
+            self._constant_since = step
+        elif step - self._constant_since >= self.stuck_steps:
+            self._verdict = Verdict(f"{said}, as at every evaluation since step {self._constant_since}", step,
+                                    from_loss=False)
 
     def verdict(self) -> Verdict | None:
         """The verdict, the first time it is asked for after the run was found stuck (else None)."""
