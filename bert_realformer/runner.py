@@ -148,7 +148,9 @@ def script_entry(main, usage: str | None):
     as what `--help` prints first, whatever module started it (the repository's wrapper, an
     installed console command, `python -m`)."""
     def entry() -> None:
+        from bert_realformer import flag_ranges
         sys.modules["__main__"].__doc__ = usage
+        flag_ranges.register()
         for flag in flags.FLAGS.get_key_flags_for_module(main.__module__):  # (--help lists the main module's)
             flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
         run(main)
@@ -179,18 +181,15 @@ def require_flags(*names: str) -> None:
     flags.mark_flags_as_required(names)
 
 
-def flags_at_least(minimum: int, *names: str) -> None:
-    """A lower bound on integer flags, checked by absl as it parses (call where the flags are
-    defined): `error: flag --NAME=VALUE: must be at least MINIMUM`."""
-    for name in names:
-        flags.register_validator(name, lambda value, least=minimum: value is None or value >= least,
-                                 message=f"must be at least {minimum}")
-
-
 def flag_error_line(error: Exception) -> str:
-    """The one line a flag that does not parse or validate ends with."""
-    missing = re.search(r"Flag --(\w+) must have a value other than None", str(error))
-    return f"error: --{missing.group(1)} is required" if missing else f"error: {error} (see --help)"
+    """The one line a flag that does not parse or validate ends with: a value out of its range
+    before a required flag left out (absl reports every failed check, one per line)."""
+    lines = str(error).splitlines() or [str(error)]
+    wrong = [line for line in lines if "must have a value other than None" not in line]
+    if wrong:
+        return f"error: {wrong[0]} (see --help)"
+    missing = re.search(r"Flag --(\w+) must have a value other than None", lines[0])
+    return f"error: --{missing.group(1)} is required"
 
 
 def _parse_flags(argv):

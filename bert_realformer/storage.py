@@ -199,6 +199,21 @@ def check_writable_dir(path: str, flag: str) -> None:
         raise InputError(f"{flag}={path} cannot be written: {_reason(error)}") from None
 
 
+def check_file_target(path: str, flag: str) -> None:
+    """Before any work: an `InputError` naming `flag` when `path`, where a file is to be
+    written, is a directory, or its directory cannot be written."""
+    if isdir(path):
+        raise InputError(f"{flag}={path} is a directory; give the name of a file to write")
+    check_writable_dir(os.path.dirname(path) or ".", flag)
+
+
+def check_dir_target(path: str, flag: str) -> None:
+    """Before any work: an `InputError` naming `flag` when `path`, where a directory is to be
+    written, is a file."""
+    if exists(path) and not isdir(path):
+        raise InputError(f"{flag}={path} is a file; give the name of a directory to write")
+
+
 def remove(path: str) -> None:
     """Removes the file `path` (nothing when it does not exist)."""
     with contextlib.suppress(FileNotFoundError):
@@ -318,10 +333,28 @@ def atomic_output(path: str, mode: str = "w") -> Iterator[io.IOBase]:
     try:
         with open_file(tmp, mode) as f:
             yield f
+            if hasattr(f, "fileno"):  # a local file: on the disk before its name is
+                f.flush()
+                os.fsync(f.fileno())
         rename(tmp, path)
     except BaseException:
         remove(tmp)
         raise
+    sync(parent or ".")
+
+
+def sync(path: str) -> None:
+    """Flushes local file or directory `path` to the disk (fsync), so that a power loss after
+    it keeps it (a directory: the names in it). Other filesystems store a file when it is
+    closed: nothing to do."""
+    if not is_local(path):
+        return
+    with contextlib.suppress(OSError):  # (a filesystem without fsync on directories)
+        fd = os.open(_local(path), os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def write_atomic(path: str, data: bytes | str) -> None:

@@ -195,6 +195,21 @@ def test_features_truncate_like_the_original_and_cache(tmp_path):
     assert cached_features(examples, ["0", "1"], 32, tokenizer, path) is False
 
 
+def test_a_damaged_feature_cache_is_written_again_with_one_warning(tmp_path, caplog):
+    tokenizer = FullTokenizer(VOCAB_EN)
+    examples = [InputExample(str(i), f"hello world {i}", None, "1", f"f:{i}") for i in range(5)]
+    path = tmp_path / "eval.tf_record"
+    assert cached_features(examples, ["0", "1"], 16, tokenizer, str(path)) is False
+    whole = path.read_bytes()
+    path.write_bytes(whole[:-7])  # the last record cut short
+    with caplog.at_level("WARNING"):
+        assert cached_features(examples, ["0", "1"], 16, tokenizer, str(path)) is False
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and said[0].startswith(f"{path}: truncated record at offset ")
+    assert said[0].endswith("; writing the feature cache again")
+    assert path.read_bytes() == whole
+
+
 def test_feature_cache_follows_the_options_that_change_the_examples(tmp_path):
     """Same files, same count, same labels: switching --xnli_language or the generic task's column
     must rebuild the cache, not re-use the other option's features."""
@@ -273,6 +288,44 @@ def test_labels_with_surrounding_spaces_are_one_class_and_said_once(tmp_path, ca
     assert said == [f"{tmp_path}/g/train.tsv:2: label '1 ' has surrounding whitespace; labels are read without it"]
     write(tmp_path / "t" / "train.tsv", "sports \tgoal\nsports\tmatch\n")
     assert get_processor("thucnews", str(tmp_path / "t")).get_labels() == ["sports"]
+
+
+@pytest.mark.parametrize("task,files,where", [
+    ("thucnews", {"train.tsv": "sports\tgoal\n\tmatch\n"}, "train.tsv:2"),
+    ("thucnews", {"train.tsv": "sports\tgoal\n", "dev.tsv": "   \tmatch\n"}, "dev.tsv:1"),
+    ("generic", {"train.tsv": "text\tlabel\na\t1\nb\t\n"}, "train.tsv:3"),
+    ("generic", {"train.tsv": "text\tlabel\na\t1\n", "dev.tsv": "text\tlabel\nb\t  \n"}, "dev.tsv:2"),
+], ids=["thucnews-train", "thucnews-dev-spaces", "generic-train", "generic-dev-spaces"])
+def test_an_empty_label_in_a_training_or_dev_file_is_refused_naming_its_line(tmp_path, task, files, where):
+    for name, text in files.items():
+        write(tmp_path / name, text)
+    with pytest.raises(InputError) as refused:
+        processor = get_processor(task, str(tmp_path))
+        processor.get_labels()
+        processor.get_dev_examples(str(tmp_path))
+    assert str(refused.value) == f"{tmp_path}/{where}: empty label (every training and dev example needs one)"
+
+
+def test_an_unlabelled_test_example_is_not_a_class_and_unicode_labels_round_trip(tmp_path):
+    from bert_realformer.tasks.classification.task import recorded_label_list, settle_label_list
+    write(tmp_path / "train.tsv", "text\tlabel\na\t体育 新闻\nb\tcafé\nc\t😀\n")
+    write(tmp_path / "test.tsv", "text\tlabel\nd\t\n")
+    processor = get_processor("generic", str(tmp_path))
+    labels = processor.get_labels()
+    assert labels == sorted(["体育 新闻", "café", "😀"])
+    assert len(processor.get_test_examples(str(tmp_path))) == 1  # its blank label: no class
+    out = str(tmp_path / "out")
+    os.makedirs(out)
+    assert settle_label_list(labels, out) == labels
+    assert recorded_label_list(out) == labels  # exactly, in order
+
+
+def test_a_field_longer_than_the_csv_default_limit_is_read(tmp_path):
+    """A long document in one TSV field (csv refuses fields over 131,072 characters by default)."""
+    text = "长" * 200_000
+    write(tmp_path / "train.tsv", f"text\tlabel\n{text}\t1\nshort\t0\n")
+    examples = get_processor("generic", str(tmp_path)).get_train_examples(str(tmp_path))
+    assert [(len(e.text_a), e.label) for e in examples] == [(200_000, "1"), (5, "0")]
 
 
 def test_a_header_with_a_byte_order_mark_names_its_first_column(tmp_path):

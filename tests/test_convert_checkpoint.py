@@ -294,3 +294,33 @@ def test_a_conversion_killed_between_its_files_never_leaves_new_weights_beside_a
     monkeypatch.setattr(storage, "rename", original_rename)
     refused = convert("--from=tf1", "--to=hf", f"--input={out}/bert_model.ckpt", f"--output={tmp_path}/hf")
     assert refused.returncode == 2 and "--bert_config_file is needed" in refused.stderr
+
+
+@pytest.mark.parametrize("target", ["hf", "kerashub"])
+@pytest.mark.parametrize("at", ["writing", "switching in"])
+def test_sigint_during_a_conversion_to_hf_or_kerashub_leaves_nothing(tmp_path, monkeypatch, target, at):
+    """SIGINT while the output is written (its staging directory) or switched in: one line, status
+    130, no staging directory, and no --output with a part of the new files."""
+    from helpers.in_process import run_script
+
+    from bert_realformer import storage
+    out = tmp_path / "out"
+    original = storage.rename if at == "switching in" else storage.open_file
+
+    def interrupted(*args, **kwargs):
+        if at == "switching in" and str(args[1]).startswith(f"{out}/"):
+            raise KeyboardInterrupt
+        if at == "writing" and ".tmp-" in str(args[0]) and "w" in (args[1] if len(args) > 1 else "rb"):
+            raise KeyboardInterrupt
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(storage, "rename" if at == "switching in" else "open_file", interrupted)
+    status, stderr = run_script("convert_checkpoint.py", "--from=tf1", f"--to={target}",
+                                f"--input={POSTLN}/bert_model.ckpt", f"--output={out}",
+                                *(["--force"] if target == "kerashub" else []))  # (KerasHub has no NSP head)
+    assert status == 130, stderr
+    assert stderr.strip().splitlines()[-1].startswith("error: interrupted (SIGINT)")
+    left = sorted(os.listdir(tmp_path))
+    assert left in ([], ["out"]), left
+    if left:  # the switch had begun: the config, moved in last, is not there, so every reader refuses it
+        assert not (out / "config.json").exists()

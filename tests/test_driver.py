@@ -126,8 +126,9 @@ def _truncate(path):
     lambda state: _truncate(state / "ckpt-2.index"),
 ], ids=["data-missing", "data-truncated", "index-truncated"])
 def test_a_damaged_training_state_is_one_line_naming_it(tmp_path, float32_policy, damage):
-    """The training state the `checkpoint` file names cannot be read (a partial copy, a full
-    disk): resuming, and eval alone, stop with one line naming it, and write nothing."""
+    """The only training state cannot be read (a partial copy, a full disk): resuming, and eval
+    alone, stop with one line naming it (resuming: and the directory, with nothing earlier to
+    resume from), and move or write nothing."""
     out = tmp_path / "out"
     options = RunOptions(output_dir=str(out), iterations_per_loop=2, save_checkpoints_steps=2)
 
@@ -139,13 +140,14 @@ def test_a_damaged_training_state_is_one_line_naming_it(tmp_path, float32_policy
     state = out / "training_state"
     damage(state)
     before = sorted(os.listdir(state))
-    expected = f"{state / 'ckpt-2'}: cannot read checkpoint ("
     with pytest.raises(checkpoints.CheckpointError) as resumed:
         driver().train(_task(num_train_steps=4))
     with pytest.raises(checkpoints.CheckpointError) as evaluated:
         driver().restore_for_inference()
-    for info in (resumed, evaluated):
-        assert str(info.value).startswith(expected) and "\n" not in str(info.value)
+    assert str(evaluated.value).startswith(f"{state / 'ckpt-2'}: cannot read checkpoint (")
+    assert str(resumed.value).startswith(f"{state / 'ckpt-2'}: ")  # and no earlier state to fall back on:
+    assert f"{state} holds no" in str(resumed.value) and "move the directory away to start over" in str(resumed.value)
+    assert "\n" not in str(resumed.value) + str(evaluated.value)
     assert sorted(os.listdir(state)) == before
 
 
@@ -270,3 +272,13 @@ def test_progress_lines_and_terminal_bar():
     text = terminal.getvalue()
     assert text.startswith("\r[" + "=" * 15 + "." * 15 + "] step 5/10")
     assert text.count("\r") == 2 and text.endswith("\n") and text.count("\n") == 1
+
+
+def test_folded_weight_names_name_a_lone_layer_and_keep_top_level_names_bare():
+    from bert_realformer.checkpoints.training_states import fold_layer_names
+    names = [f"bert/encoder/layer_2/attention/output/{leaf}" for leaf in ("dense/kernel", "dense/bias")]
+    names += [f"bert/encoder/layer_{i}/output/LayerNorm/{leaf}" for i in (0, 1) for leaf in ("beta", "gamma")]
+    names += ["output_weights", "output_bias"]
+    assert fold_layer_names(names, shown=6) == (
+        "8 weights: bert/encoder/layer_2/attention/output/dense/{kernel,bias}, "
+        "bert/encoder/layer_*/output/LayerNorm/{beta,gamma}, {output_weights,output_bias}")

@@ -107,6 +107,15 @@ def test_both_tokenizers_keep_each_new_token_whole(extended):
     assert fast.tokenize(tf.constant([text])).to_list()[0] == ids
 
 
+def test_tokens_all_present_already_add_none_and_say_so(released, tmp_path):
+    released_dir, _ = released
+    tokens = tmp_path / "tokens.txt"
+    tokens.write_text("的\netf\n", encoding="utf-8")
+    status, stderr = _extend(released_dir, tokens, tmp_path / "out")
+    assert status == 0, stderr
+    assert f"added no tokens (vocab_size stays {len(OLD)}); skipped, already in the vocabulary: 的 etf" in stderr
+
+
 @pytest.mark.parametrize("line, message", [
     ("区块链", "'区块链' cannot be one token: the tokenizer splits every CJK character"),
     ("e-commerce", "'e-commerce' cannot be one token: the tokenizer splits it into e - commerce"),

@@ -181,7 +181,10 @@ def test_classifier_outputs_with_dynamic_padding_equal_full_padding_and_trace_fe
     dynamic, dynamic_labels = classifier_task.predict(run, examples, ["0", "1", "2"], TOKENIZER, path, 2, 64)
     np.testing.assert_allclose(dynamic, fixed, atol=1e-5)
     np.testing.assert_array_equal(labels, dynamic_labels)
-    widths = {int(b["input_ids"].shape[1]) for b in make_dataset(path, 2, 64, False)}
+    from bert_realformer.tasks.classification.features import features_key
+    from bert_realformer.tasks.feature_cache import keyed_path
+    cached = keyed_path(path, features_key(examples, ["0", "1", "2"], 64, TOKENIZER, sort_by_length=True))
+    widths = {int(b["input_ids"].shape[1]) for b in make_dataset(cached, 2, 64, False)}  # the dynamic run's
     assert len(widths) >= 4 and all(w % 8 == 0 for w in widths)
     traces = []
 
@@ -189,7 +192,7 @@ def test_classifier_outputs_with_dynamic_padding_equal_full_padding_and_trace_fe
         traces.append(features["input_ids"].shape)
         return {"logits": model(features, training=False)}
 
-    run.predict(make_dataset(path, 2, 64, False), outputs)
+    run.predict(make_dataset(cached, 2, 64, False), outputs)
     assert len(traces) <= 3  # not one per length
 
 
@@ -201,7 +204,8 @@ def test_long_documents_in_windows_give_one_row_each(driver, tmp_path):
     probabilities, labels = classifier_task.predict(run, examples, ["0", "1", "2"], TOKENIZER, path, 4, 32,
                                                     doc_stride=16)
     assert probabilities.shape == (2, 3) and labels.tolist() == [1, 2]
-    windows = record_count(path)
+    (cached,) = tmp_path.glob("docs-*.tf_record")  # (named by its key)
+    windows = record_count(str(cached))
     assert windows == 1 + len(window_starts(len(TOKENIZER.tokenize(examples[0].text_a)), 30, 16))
     # By hand: every window's probabilities, combined.
     window_rows, _ = classifier_task.predict(

@@ -12,6 +12,7 @@ conversion between them (`conversion`). The names come from the model classes
 
 from bert_realformer.checkpoints.tf1 import (
     CheckpointError,
+    DamagedCheckpoint,
     LoadReport,
     assign_named_values,
     checkpoint_keys,
@@ -24,7 +25,7 @@ from bert_realformer.checkpoints.tf1 import (
     write_tf1_checkpoint,
 )
 
-__all__ = ["CheckpointError", "LoadReport", "assign_named_values", "checkpoint_keys",
+__all__ = ["CheckpointError", "DamagedCheckpoint", "LoadReport", "assign_named_values", "checkpoint_keys",
            "load_tf1_checkpoint", "read_checkpoint_tensors",
            "read_tf1_checkpoint", "reading_checkpoint", "resolve_checkpoint_path", "save_tf1_checkpoint",
            "write_tf1_checkpoint"]

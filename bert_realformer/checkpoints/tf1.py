@@ -29,6 +29,14 @@ class CheckpointError(InputError):
     """A checkpoint is missing, unreadable, or does not fit the model (one-line message)."""
 
 
+class DamagedCheckpoint(CheckpointError):
+    """The files of checkpoint `prefix` cannot be read: missing, cut short or corrupt."""
+
+    def __init__(self, prefix: str, message: str):
+        super().__init__(message)
+        self.prefix = prefix
+
+
 @dataclasses.dataclass
 class LoadReport:
     """What `load_tf1_checkpoint` did: TF1 names loaded, missing from the file, and unexpected."""
@@ -84,7 +92,7 @@ def reading_checkpoint(prefix: str) -> Iterator[None]:
         raise
     except (tf.errors.OpError, ValueError, IndexError) as error:  # IndexError: a file cut short
         reason = error.message if hasattr(error, "message") else error
-        raise CheckpointError(f"{prefix}: cannot read checkpoint ({reason})") from None
+        raise DamagedCheckpoint(prefix, f"{prefix}: cannot read checkpoint ({reason})") from None
 
 
 def read_checkpoint_tensors(prefix: str, keep: Callable[[str], bool] = lambda key: True) -> dict[str, np.ndarray]:
@@ -94,6 +102,12 @@ def read_checkpoint_tensors(prefix: str, keep: Callable[[str], bool] = lambda ke
         reader = _reader(prefix)
         return {key: reader.get_tensor(key)
                 for key in sorted(reader.get_variable_to_shape_map()) if keep(key)}
+
+
+def checkpoint_shapes(prefix: str) -> dict[str, tuple[int, ...]]:
+    """{key: shape} of the tensors stored in checkpoint `prefix`, from its index alone."""
+    with reading_checkpoint(prefix):
+        return {key: tuple(shape) for key, shape in _reader(prefix).get_variable_to_shape_map().items()}
 
 
 def checkpoint_keys(prefix: str) -> set[str]:

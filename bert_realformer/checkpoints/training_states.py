@@ -20,10 +20,12 @@ import tensorflow as tf
 
 import modeling
 from bert_realformer import storage
+from bert_realformer.checkpoints import state_recovery
 from bert_realformer.checkpoints.tf1 import (
     CheckpointError,
     assign_named_values,
     checkpoint_keys,
+    checkpoint_shapes,
     load_tf1_checkpoint,
     read_checkpoint_tensors,
     resolve_checkpoint_path,
@@ -66,8 +68,18 @@ def step_of(prefix):
 
 
 def _training_states(directory):
+    """The newest training state: the one the index names, else (no index, or one that cannot
+    be read or names a state that is not there) the newest complete one on disk."""
     state_dir = os.path.join(directory, TRAINING_STATE)
-    latest = tf.train.latest_checkpoint(state_dir) if storage.isdir(state_dir) else None
+    if not storage.isdir(state_dir):
+        return None
+    try:
+        latest = tf.train.latest_checkpoint(state_dir)
+    except Exception:  # (a garbled index: ValueError or a protobuf ParseError)
+        latest = None
+    if latest is None:
+        steps = state_recovery.states_on_disk(state_dir)
+        latest = os.path.join(state_dir, f"ckpt-{steps[-1]}") if steps else None
     return Checkpoint(latest, TRAINING_STATE_KIND, step_of(latest)) if latest else None
 
 
@@ -143,12 +155,17 @@ def fold_layer_names(names, shown=6):
     (`bert/encoder/layer_*/attention/LayerNorm/{beta,gamma}`), at most `shown` of them."""
     if len(names) <= shown:
         return ", ".join(names)
-    leaves = {}
+    leaves, layers = {}, {}
     for name in names:
         parent, _, leaf = _LAYER.sub("layer_*", name).rpartition("/")
         leaves.setdefault(parent, {})[leaf] = None
-    folded = [f"{parent}/{next(iter(ends))}" if len(ends) == 1 else f"{parent}/{{{','.join(ends)}}}"
-              for parent, ends in leaves.items()]
+        layers.setdefault(parent, set()).update(_LAYER.findall(name))
+    folded = []
+    for parent, ends in leaves.items():
+        if len(layers[parent]) == 1:  # one layer only: name it (`layer_*` would hide which)
+            parent = parent.replace("layer_*", next(iter(layers[parent])))
+        leaf = next(iter(ends)) if len(ends) == 1 else f"{{{','.join(ends)}}}"
+        folded.append(f"{parent}/{leaf}" if parent else leaf)
     more = f", ... ({len(folded) - shown} more)" if len(folded) > shown else ""
     return f"{len(names)} weights: {', '.join(folded[:shown])}{more}"
 
@@ -163,6 +180,31 @@ def read_training_state(path):
     if not values:
         raise CheckpointError(f"{prefix}: not a training state written by our scripts")
     return values
+
+
+def _expected_shapes(config) -> dict[str, tuple[int, ...]]:
+    """The shapes of a few weights every BERT of `config` has, by TF1 name (no model built)."""
+    hidden = config.hidden_size
+    return {"bert/embeddings/word_embeddings": (config.vocab_size, hidden),
+            "bert/embeddings/position_embeddings": (config.max_position_embeddings, hidden),
+            "bert/embeddings/token_type_embeddings": (config.type_vocab_size, hidden),
+            "bert/encoder/layer_0/attention/self/query/kernel": (hidden, hidden),
+            "bert/encoder/layer_0/intermediate/dense/kernel": (hidden, config.intermediate_size)}
+
+
+def check_fits(checkpoint: Checkpoint, config, flag: str = "--init_checkpoint") -> None:
+    """Before any work: a `CheckpointError` when a weight of `checkpoint` has another shape than
+    `config` gives it (another model's checkpoint, or another config's): read from its index
+    alone, no weight loaded."""
+    stored = checkpoint_shapes(checkpoint.prefix)
+    if checkpoint.kind == TRAINING_STATE_KIND:
+        stored = {_weight_name(key): shape for key, shape in stored.items()}
+    shapes = {name: shape for name, shape in stored.items() if name}
+    for name, expected in _expected_shapes(config).items():
+        if name in shapes and shapes[name] != expected:
+            raise CheckpointError(f"{flag}={checkpoint.prefix}: {name} has shape {list(shapes[name])} but "
+                                  f"--bert_config_file gives it {list(expected)}: another model's checkpoint, or "
+                                  "another model's config?")
 
 
 def load_weights(model, checkpoint, strict=False):

@@ -61,7 +61,9 @@ def main(argv):
     values = extension.extended_weights(plan, weights)
     extension.write_extension(plan, values, FLAGS.bert_config_file, FLAGS.output_dir)
     size = plan.old_size + len(plan.added)
-    print(f"added {len(plan.added)} tokens (ids {plan.old_size}-{size - 1}; vocab_size {plan.old_size} -> {size})"
+    added = (f"added {len(plan.added)} tokens (ids {plan.old_size}-{size - 1}; vocab_size {plan.old_size} -> {size})"
+             if plan.added else f"added no tokens (vocab_size stays {size})")
+    print(added
           + (f"; skipped, already in the vocabulary: {' '.join(plan.skipped)}" if plan.skipped else "")
           + (f"; starting from [UNK]'s row (the old vocabulary had no pieces for them): {' '.join(plan.unknown)}"
              if plan.unknown else "")

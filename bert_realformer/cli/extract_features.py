@@ -41,6 +41,7 @@ def main(argv):
     for name in ("input_file", "output_file", "bert_config_file", "vocab_file", "init_checkpoint"):
         if not getattr(FLAGS, name):
             raise InputError(f"--{name} is required")
+    storage.check_file_target(FLAGS.output_file, "--output_file")
     try:
         layer_indexes = [int(x) for x in FLAGS.layers.split(",")]
     except ValueError:
@@ -50,12 +51,14 @@ def main(argv):
 
     import modeling
     from bert_realformer.checkpoints.training_states import describe, load_weights, resolve
+    from bert_realformer.commandline.vocabulary import check_vocabulary
     from bert_realformer.tasks.text_features import read_text_examples, text_features
     from tokenization import FullTokenizer
     config = modeling.BertConfig.from_json_file(FLAGS.bert_config_file)
     for index in layer_indexes:
         if not -config.num_hidden_layers <= index < config.num_hidden_layers:
             raise InputError(f"--layers: {index} is not a layer of this {config.num_hidden_layers}-layer model")
+    check_vocabulary(FLAGS.vocab_file, config.vocab_size)
     tokenizer = FullTokenizer(FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
     model = modeling.BertModel(config)
     model.build()

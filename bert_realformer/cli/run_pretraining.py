@@ -33,7 +33,7 @@ from bert_realformer.commandline.training_flags import (
     strategy_from_flags,
 )
 from bert_realformer.errors import InputError
-from bert_realformer.runner import flags_at_least, require_flags, script_entry
+from bert_realformer.runner import require_flags, script_entry
 
 FLAGS = flags.FLAGS
 
@@ -69,8 +69,6 @@ flags.DEFINE_float("masked_lm_prob", 0.15, "Unmasked records (create_pretraining
 define_shared_flags(pld=True)
 flags.adopt_module_key_flags(training_flags)  # the shared flags in --help, not only --helpfull
 require_flags("bert_config_file", "input_file", "output_dir")
-flags_at_least(1, "train_batch_size", "eval_batch_size", "max_seq_length", "max_predictions_per_seq", "max_eval_steps")
-flags_at_least(0, "num_train_steps", "num_warmup_steps", "eval_every_steps")
 
 
 def _check_flags():

@@ -6,8 +6,9 @@ import os
 from absl import flags
 
 from bert_realformer.commandline.finetuning import define_monitoring_flags
+from bert_realformer.commandline.vocabulary import check_vocabulary
 from bert_realformer.errors import InputError
-from bert_realformer.runner import flags_at_least, require_flags
+from bert_realformer.runner import require_flags
 
 
 def define_shared_flags(pld=False, adam_bias_correction=False):
@@ -76,7 +77,6 @@ def define_finetuning_flags(task_help, task_default=None, data_help=None, train_
     define_shared_flags(adam_bias_correction=True)
     define_monitoring_flags()
     require_flags("data_dir", "bert_config_file", "vocab_file", "output_dir", *(() if task_default else ("task_name",)))
-    flags_at_least(1, "train_batch_size", "eval_batch_size", "predict_batch_size", "max_seq_length")
 
 
 def define_order_and_padding_flags():
@@ -113,6 +113,7 @@ def finetuning_driver(make_model):
     against a released checkpoint's name, the config with its variant overrides, the strategy,
     the tokenizer, --init_checkpoint checked to exist, and the model `make_model(config)`."""
     from bert_realformer import checkpoints
+    from bert_realformer.checkpoints import training_states
     from bert_realformer.training.driver import Driver
     from tokenization import FullTokenizer, validate_case_matches_checkpoint
     FLAGS = flags.FLAGS
@@ -125,12 +126,11 @@ def finetuning_driver(make_model):
     check_batches_fit(config, FLAGS.max_seq_length, strategy.num_replicas_in_sync,
                       [name for name in ("train_batch_size", "eval_batch_size", "predict_batch_size")
                        if name in FLAGS])
+    check_vocabulary(FLAGS.vocab_file, config.vocab_size)
     tokenizer = FullTokenizer(FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
-    if len(tokenizer.vocab) > config.vocab_size:  # its ids would index past the embedding table
-        raise InputError(f"--vocab_file={FLAGS.vocab_file} has {len(tokenizer.vocab)} entries but the model's "
-                         f"vocab_size is {config.vocab_size} (--bert_config_file): another model's vocabulary?")
-    if FLAGS.init_checkpoint:
-        checkpoints.resolve_checkpoint_path(FLAGS.init_checkpoint)  # exists?
+    if FLAGS.init_checkpoint:  # (there, and of this config's shapes: before the data is tokenized)
+        checkpoints.resolve_checkpoint_path(FLAGS.init_checkpoint)
+        training_states.check_fits(training_states.resolve(FLAGS.init_checkpoint), config)
     driver = Driver(strategy, lambda: make_model(config),
                     run_options(strategy, FLAGS.output_dir, FLAGS.init_checkpoint))
     return driver, tokenizer

@@ -94,10 +94,14 @@ def check_options(options: CreationOptions, input_files: list[str], output_spec:
         names = [os.path.splitext(os.path.basename(p))[0] for p in input_files]
         if len(set(names)) != len(names):
             raise InputError("--shard_mode: input files must have distinct base names")
-        output_dirs = [output_spec]
+        storage.check_dir_target(output_spec, "--output_file")
+        # (the directory itself is made once the inputs are known to be good: a refused run leaves none)
+        output_dirs = [output_spec if storage.isdir(output_spec) else os.path.dirname(output_spec.rstrip("/")) or "."]
     elif any(not p.strip() for p in output_spec.split(",")):
         raise InputError(f"--output_file={output_spec}: empty file name in the list")
     else:
+        for path in output_spec.split(","):
+            storage.check_file_target(path, "--output_file")
         output_dirs = sorted({os.path.dirname(p) or "." for p in output_spec.split(",")})
     for directory in output_dirs:  # before tokenizing: a failed write would come after all of it
         storage.check_writable_dir(directory, "--output_file")
@@ -151,7 +155,10 @@ def create_pretraining_files(input_files: list[str], output_spec: str, options: 
         check_text_file(path)
     totals = [0, 0, 0, 0]
     staged = []  # shard mode: (finished shard under a temporary name, its final name)
+    made_dir = options.shard_mode and not storage.isdir(output_spec)
     try:
+        if made_dir:
+            storage.makedirs(output_spec)
         for inputs, outputs, seed, job_refs in jobs:
             temporaries = [f"{o}.shard-{os.getpid()}" for o in outputs] if options.shard_mode else outputs
             counts = _create(inputs, temporaries, seed, vocab_ids, progress, job_refs, options)
@@ -161,6 +168,8 @@ def create_pretraining_files(input_files: list[str], output_spec: str, options: 
         for temporary, output in staged:
             if temporary != output:
                 storage.remove(temporary)
+        if made_dir:
+            storage.rmtree(output_spec)
         raise
     for temporary, output in staged:
         storage.rename(temporary, output)

@@ -39,7 +39,7 @@ class VocabIds:
 
     def __init__(self, vocab):
         """`vocab`: {token: id} in file order (as `tokenization.load_vocab`)."""
-        for token in ("[CLS]", "[SEP]", "[MASK]"):
+        for token in ("[UNK]", "[CLS]", "[SEP]", "[MASK]"):
             if token not in vocab:
                 raise ValueError(f"the vocabulary has no {token} token")
         self.cls, self.sep, self.mask = vocab["[CLS]"], vocab["[SEP]"], vocab["[MASK]"]

@@ -107,7 +107,7 @@ def _fallback(reason):
 
 def _agrees_on_sample_corpus():
     sample = random.Random(11)
-    vocab = {t: i for i, t in enumerate(["[PAD]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "##c", "d"])}
+    vocab = {t: i for i, t in enumerate(["[PAD]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "##c", "d", "[UNK]"])}
     documents = [[array.array("i", [sample.choice([4, 5, 6, 7, -6]) for _ in range(sample.randint(1, 9))])
                   for _ in range(sample.randint(1, 5))] for _ in range(12)]
     for whole_word in (False, True):

@@ -3,15 +3,21 @@
 A cache is `PATH` (TFRecords) and `PATH.key` (JSON: the key and the record count). The key holds
 digests of everything the features are made from -- the examples themselves, the vocabulary's
 contents -- and the options, so switching any of them rebuilds the file instead of silently
-re-using features of other data. Both files are written under temporary names and renamed.
+re-using features of other data. Both files are written under temporary names and renamed. A
+cache whose records are damaged (cut short, a CRC that does not match) is written again, said
+in one warning line.
 """
 
 import hashlib
 import json
+import logging
+import os
 from collections.abc import Callable, Iterable
 
 from bert_realformer import storage
-from bert_realformer.tfrecords import AtomicRecordWriters
+from bert_realformer.tfrecords import AtomicRecordWriters, find_damage
+
+logger = logging.getLogger(__name__)
 
 
 def digest(rows: Iterable) -> str:
@@ -23,6 +29,15 @@ def digest(rows: Iterable) -> str:
         h.update(json.dumps(row, ensure_ascii=False).encode("utf-8", "surrogatepass"))
         h.update(b"\n")
     return h.hexdigest()
+
+
+def keyed_path(path: str, key: dict) -> str:
+    """`path` with a digest of `key` before its extension (`eval.tf_record` ->
+    `eval-<12 hex digits>.tf_record`): caches of other settings get other files, so runs that
+    share a directory without claiming it (evaluation, prediction) never read each other's."""
+    root, extension = os.path.splitext(path)
+    short = hashlib.sha256(json.dumps(key, sort_keys=True).encode("utf-8")).hexdigest()[:12]
+    return f"{root}-{short}{extension}"
 
 
 def file_digest(path: str) -> str:
@@ -39,7 +54,10 @@ def cached_records(path: str, key: dict, records: Callable[[], Iterable[bytes]])
         except (json.JSONDecodeError, UnicodeDecodeError):
             stored = None
         if isinstance(stored, dict) and stored.get("key") == key:
-            return True, stored["count"]
+            damage = find_damage(path)
+            if damage is None:
+                return True, stored["count"]
+            logger.warning("%s: %s; writing the feature cache again", path, damage)
     with AtomicRecordWriters([path]) as writer:
         for record in records():
             writer.write(record)

@@ -33,7 +33,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_realformer import checkpoints, report, run_claim, storage, tfrecords
-from bert_realformer.checkpoints import training_states
+from bert_realformer.checkpoints import state_recovery, training_states
 from bert_realformer.errors import Diverged, InputError, Stopped
 from bert_realformer.training import best_checkpoint, recorded_config, recorded_options
 from bert_realformer.training.best_checkpoint import BestCheckpoint, Selection
@@ -207,20 +207,21 @@ class Driver:
         storage.check_writable_dir(state_dir, "--output_dir")
         if not existed:  # (a run refused later, e.g. for its weights, leaves nothing behind)
             storage.rmtree(state_dir)
-        latest = tf.train.latest_checkpoint(state_dir) if existed else None
-        resuming = latest is not None and self._holds_optimizer(latest)
-        bias_correction = self._adam_bias_correction(resuming)
-        with strategy.scope():
-            optimizer = create_optimizer(task.learning_rate, task.num_train_steps, task.num_warmup_steps,
-                                         options.optimizer, options.weight_decay, bias_correction)
-            loop = TrainLoop(strategy, self.model, optimizer, task.loss_fn, task.totals_fn,
-                             task.metric_names, accumulation_steps=options.gradient_accumulation_steps,
-                             loss_scaling=options.mixed_precision == "fp16", use_xla=options.use_xla)
-        state = tf.train.Checkpoint(variables=training_states.named_variables(self.model),
-                                    optimizer=optimizer, **loop.state())
-        manager = tf.train.CheckpointManager(state, state_dir, max_to_keep=options.keep_checkpoint_max)
-        _remove_unfinished_saves(manager.directory)  # (a killed run's; one run per directory)
-        self._start_training(state, manager)
+        else:
+            _remove_unfinished_saves(state_dir)  # (a killed run's; one run per directory)
+            self._recover_states(state_dir)
+        while True:  # (once more for each damaged newest state, set aside)
+            latest = tf.train.latest_checkpoint(state_dir) if existed else None
+            try:
+                resuming = latest is not None and self._holds_optimizer(latest)
+                bias_correction = self._adam_bias_correction(resuming)
+                optimizer, loop, state, manager = self._training_objects(task, state_dir, bias_correction)
+                self._start_training(state, manager)
+                break
+            except checkpoints.DamagedCheckpoint as error:
+                if latest is None or error.prefix != latest:
+                    raise
+                self._set_aside(state_dir, error)
         if not resuming:  # (once the starting weights are settled: a refused run records nothing)
             recorded_options.update(self.write_dir, adam_bias_correction=bias_correction, seed=options.seed,
                                     **({} if self._restarting else {"restarts": []}))
@@ -238,6 +239,53 @@ class Driver:
         return _Run(optimizer, loop, manager, iterator, writer, examples_per_step,
                     Progress(task.num_train_steps, examples_per_step, step, self.stream),
                     best, self._eval_history(task, step, best), bias_correction)
+
+    def _training_objects(self, task, state_dir, bias_correction):
+        """The optimizer, the step loop, the training state they make up and its manager."""
+        options = self.options
+        with self.strategy.scope():
+            optimizer = create_optimizer(task.learning_rate, task.num_train_steps, task.num_warmup_steps,
+                                         options.optimizer, options.weight_decay, bias_correction)
+            loop = TrainLoop(self.strategy, self.model, optimizer, task.loss_fn, task.totals_fn,
+                             task.metric_names, accumulation_steps=options.gradient_accumulation_steps,
+                             loss_scaling=options.mixed_precision == "fp16", use_xla=options.use_xla)
+        state = tf.train.Checkpoint(variables=training_states.named_variables(self.model),
+                                    optimizer=optimizer, **loop.state())
+        manager = tf.train.CheckpointManager(state, state_dir, max_to_keep=options.keep_checkpoint_max)
+        return optimizer, loop, state, manager
+
+    def _recover_states(self, state_dir):
+        """Before a resume: the states on disk, not the index, decide which is newest
+        (`checkpoints.state_recovery`). Incomplete states newer than the newest complete one
+        are moved aside (the resumed run would write over them); an index that does not name
+        the newest complete state is rebuilt. Each said in one line; stops (one line) when
+        there are state files but no complete state."""
+        complete = state_recovery.states_on_disk(state_dir)
+        newest = complete[-1] if complete else -1
+        broken = [step for step in state_recovery.incomplete_states(state_dir) if step > newest]
+        if broken and not complete:
+            raise checkpoints.CheckpointError(
+                f"{state_dir}/ckpt-{broken[-1]}: incomplete ({state_recovery.what_is_missing(state_dir, broken[-1])}); "
+                f"{state_dir} holds no complete training state to resume from: move the directory away to start over")
+        for step in broken:
+            missing = state_recovery.what_is_missing(state_dir, step)
+            where = state_recovery.set_aside(state_dir, step)
+            self._say(f"warning: {state_dir}/ckpt-{step} is incomplete ({missing}); moved its files to {where}; "
+                      f"resuming from ckpt-{newest}")
+        repaired = state_recovery.repair_index(state_dir)
+        if repaired:
+            self._say(f"warning: {repaired}")
+
+    def _set_aside(self, state_dir, error):
+        """The newest state cannot be read: its files go aside and the previous state is resumed
+        (one line naming both); with no previous state, one error line naming the directory."""
+        step = training_states.step_of(error.prefix)
+        earlier = [s for s in state_recovery.states_on_disk(state_dir) if s < step]
+        if not earlier:
+            raise checkpoints.CheckpointError(f"{error}; {state_dir} holds no earlier training state to resume "
+                                              "from: move the directory away to start over") from None
+        where = state_recovery.set_aside(state_dir, step)
+        self._say(f"warning: {error}; moved its files to {where}; resuming from ckpt-{earlier[-1]}")
 
     def _loop(self, task, run, signals):
         """The loops of steps to the end of training (or early stopping); returns the last step."""
@@ -575,10 +623,16 @@ class Driver:
 
 
 def _save_state(manager, step):
-    """Saves the training state of `step`; a save that fails (a full disk) leaves no partial
-    files behind."""
+    """Saves the training state of `step`, flushed to the disk; a save that fails (a full disk)
+    leaves no partial files behind. (TensorFlow writes the index naming it just before the
+    flush: a power loss between leaves an index naming a state that may be damaged, which the
+    next run sets aside, resuming from the previous one.)"""
     try:
         manager.save(checkpoint_number=step)
+        for path in [*storage.glob(os.path.join(manager.directory, f"ckpt-{step}.*")),
+                     os.path.join(manager.directory, "checkpoint")]:
+            storage.sync(path)
+        storage.sync(manager.directory)
     except BaseException:
         _remove_unfinished_saves(manager.directory)
         for path in storage.glob(os.path.join(manager.directory, f"ckpt-{step}.*")):

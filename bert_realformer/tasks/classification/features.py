@@ -72,6 +72,14 @@ def _cache_key(examples, label_list, max_seq_length, tokenizer, doc_stride, trun
             "truncation": None if doc_stride else truncation, "layout": 2}
 
 
+def features_key(examples: list[InputExample], label_list: list[str] | None, max_seq_length: int,
+                 tokenizer: FullTokenizer, doc_stride: int | None = None, sort_by_length: bool = False,
+                 per_document: bool = False, truncation: str = "head") -> dict:
+    """The key of the cache `cached_features` writes for these arguments (see `_cache_key`)."""
+    return {**_cache_key(examples, label_list, max_seq_length, tokenizer, doc_stride, truncation),
+            "sorted": sort_by_length, **({"per_document": True} if per_document else {})}
+
+
 def cached_features(examples: list[InputExample], label_list: list[str] | None, max_seq_length: int,
                     tokenizer: FullTokenizer, path: str, doc_stride: int | None = None,
                     sort_by_length: bool = False, per_document: bool = False, truncation: str = "head") -> bool:
@@ -105,8 +113,8 @@ def cached_features(examples: list[InputExample], label_list: list[str] | None, 
                 record["num_windows"] = int64_feature([f["num_windows"]])
             yield encode_example(record)
 
-    key = {**_cache_key(examples, label_list, max_seq_length, tokenizer, doc_stride, truncation),
-           "sorted": sort_by_length, **({"per_document": True} if per_document else {})}
+    key = features_key(examples, label_list, max_seq_length, tokenizer, doc_stride, sort_by_length, per_document,
+                       truncation)
     reused, _ = cached_records(path, key, records)
     return reused
 

@@ -37,8 +37,13 @@ def _check_file(path):
     return path
 
 
+# csv's default limit on a field (131,072 characters) would refuse a long document's text.
+csv.field_size_limit(2**31 - 1)
+
+
 def read_tsv(path, skip_header=False, delimiter="\t"):
-    """[(line number, fields)] as the original `_read_tsv` (csv, no quoting for TSV)."""
+    """[(line number, fields)] as the original `_read_tsv` (csv, no quoting for TSV); fields of
+    any length."""
     rows = []
     quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
     lines = (line for _, line in read_lines(_check_file(path)))
@@ -77,10 +82,20 @@ def _key(obj, key, path, number):
     return obj[key]
 
 
-def clean_label(value: str | None, where: str) -> str | None:
+def clean_label(value: str | None, where: str, required: bool = True) -> str | None:
     """A label as read, without surrounding whitespace (`1 ` and `1` are one class); said once
-    per file when it happens."""
-    if value is None or value == value.strip():
+    per file when it happens. An empty (or blank) label is an `InputError` naming `where`
+    when one is `required` (training and dev files), else None (an unlabelled test example);
+    so is a label with a line break (`label_list.txt` holds one label per line)."""
+    if value is None:
+        return None
+    if not value.strip():
+        if required:
+            raise InputError(f"{where}: empty label (every training and dev example needs one)")
+        return None
+    if "\n" in value or "\r" in value:
+        raise InputError(f"{where}: label {value!r} holds a line break")
+    if value == value.strip():
         return value
     path = where.rsplit(":", 1)[0]
     if path not in _LABELS_STRIPPED:
@@ -386,7 +401,7 @@ class GenericProcessor(_LabelsFromData):
             examples.append(InputExample(
                 f"{split}-{number}", str(_key(row, text_a, path, number)),
                 str(_key(row, text_b, path, number)) if text_b else None,
-                clean_label(str(value), where) if value is not None else None, where))
+                clean_label(str(value), where, required=split != "test") if value is not None else None, where))
         return examples
 
     def set_labels_from(self, data_dir):
@@ -432,7 +447,8 @@ class ThucnewsProcessor(_LabelsFromData):
                 raise InputError(f"{path}:{number}: expected label<TAB>text")
             label, text = line.split("\t", 1)
             where = f"{path}:{number}"
-            examples.append(InputExample(f"{split}-{number}", text, None, clean_label(label, where), where))
+            examples.append(InputExample(f"{split}-{number}", text, None,
+                                         clean_label(label, where, required=split != "test"), where))
         return examples
 
     def set_labels_from(self, data_dir):

@@ -28,8 +28,13 @@ import tensorflow as tf
 from bert_realformer import storage
 from bert_realformer.errors import InputError
 from bert_realformer.tasks.classification import metrics
-from bert_realformer.tasks.classification.features import cached_features, document_dataset, make_dataset
-from bert_realformer.tasks.feature_cache import record_count
+from bert_realformer.tasks.classification.features import (
+    cached_features,
+    document_dataset,
+    features_key,
+    make_dataset,
+)
+from bert_realformer.tasks.feature_cache import keyed_path, record_count
 from bert_realformer.text_files import read_lines
 from bert_realformer.training.driver import TrainingTask
 from bert_realformer.training.per_example import Schedule, example_totals, loss_share
@@ -131,11 +136,16 @@ def predict(driver: Driver, examples: list[InputExample], label_list: list[str] 
             window_pooling: str = "mean", dynamic_padding: bool = True,
             truncation: str = "head") -> tuple[np.ndarray, np.ndarray]:
     """(probabilities [N, C], or scores [N, 1] for regression; labels [N]) for `examples`, in
-    order, with the driver's model (features cached at `features_path`): one row per example,
+    order, with the driver's model (features cached at `features_path` with a digest of what they
+    hold before its extension, `feature_cache.keyed_path`): one row per example,
     its windows combined (`combine_windows`), or without `doc_stride` cut as `truncation` says.
     With `dynamic_padding` (the default) the sequences are run in order of length, each batch
     cut to its longest; False: in file order, every batch at `max_seq_length`, as the original."""
     regression = label_list is None
+    # (named by its key: evaluation and prediction runs do not claim the directory, and two of them
+    # with other settings must not read each other's features)
+    features_path = keyed_path(features_path, features_key(examples, label_list, max_seq_length, tokenizer, doc_stride,
+                                                           dynamic_padding, truncation=truncation))
     cached_features(examples, label_list, max_seq_length, tokenizer, features_path, doc_stride,
                     sort_by_length=dynamic_padding, truncation=truncation)
     result = driver.predict(make_dataset(features_path, batch_size, max_seq_length, False, regression,
