@@ -38,17 +38,20 @@ def convert_to_unicode(text: str | bytes) -> str:
     raise ValueError(f"unsupported string type: {type(text).__name__}")
 
 
-def load_vocab(vocab_file: str) -> "collections.OrderedDict[str, int]":
-    """{token: id} with the original's reading: lines split on '\\n' only, each `.strip()`-ed,
-    the line number as id (a later duplicate wins). A line holding only U+2028 becomes the key ''.
-    """
-    text = convert_to_unicode(storage.read_bytes(vocab_file))
-    lines = text.split("\n")
+def vocab_lines(vocab_file: str) -> list[str]:
+    """The tokens of `vocab_file` by line (line i holds id i), with the original's reading: lines
+    split on '\\n' only, each `.strip()`-ed. A line holding only U+2028 becomes ''."""
+    lines = convert_to_unicode(storage.read_bytes(vocab_file)).split("\n")
     if lines and lines[-1] == "":
         lines.pop()  # the trailing newline ends the last line; it is not a line of its own
+    return [line.strip() for line in lines]
+
+
+def load_vocab(vocab_file: str) -> "collections.OrderedDict[str, int]":
+    """{token: id} of `vocab_lines`: the line number as id (a later duplicate wins)."""
     vocab = collections.OrderedDict()
-    for index, line in enumerate(lines):
-        vocab[line.strip()] = index
+    for index, token in enumerate(vocab_lines(vocab_file)):
+        vocab[token] = index
     return vocab
 
 

@@ -8,12 +8,16 @@ sees no state at all, and a run would start from fresh weights and overwrite the
 
 Here the states on disk decide, not the index:
 
-* `states_on_disk(state_dir)`: the steps of the states whose files are all there;
-* `repair_index(state_dir)`: an index that is unreadable, or names a state that is not there, is
-  rewritten from the states on disk (what was wrong, for one line);
-* `set_aside(state_dir, step)`: a damaged state's files are moved into
-  `training_state/damaged/` (kept, never deleted, never overwritten by the resumed run) and the
-  index rewritten without it.
+* `recover(state_dir)`, before a resume: incomplete states newer than the newest complete one
+  are moved into `training_state/damaged/` (kept, never deleted, never overwritten by the
+  resumed run), and an index that is missing, unreadable, or names another state than the newest
+  complete one is rewritten from the states on disk;
+* `set_aside_unreadable(state_dir, error)`: the newest state turned out unreadable when resumed
+  from: its files go aside too and the previous state is named in the index;
+* `states_on_disk(state_dir)`: the steps of the states whose files are all there.
+
+Each says what it did in one line; with no state left to resume from, a `CheckpointError` naming
+the directory (a run never starts from fresh weights over saved states).
 
 Every rewrite of the index is atomic (`storage.write_atomic`), so a later power loss leaves the
 old index or the new one.
@@ -27,6 +31,7 @@ import re
 import tensorflow as tf
 
 from bert_realformer import storage
+from bert_realformer.checkpoints.tf1 import CheckpointError, DamagedCheckpoint
 
 INDEX = "checkpoint"
 DAMAGED = "damaged"
@@ -66,10 +71,41 @@ def incomplete_states(state_dir: str) -> list[int]:
     return sorted(step for step, names in _files_by_step(state_dir).items() if not _complete(names))
 
 
-def what_is_missing(state_dir: str, step: int) -> str:
+def recover(state_dir: str) -> list[str]:
+    """Before a resume from `state_dir` (see the module docstring); returns what was done, a
+    line each. A `CheckpointError` when there are state files but no complete state."""
+    files = _files_by_step(state_dir)
+    complete = sorted(step for step, names in files.items() if _complete(names))
+    newest = complete[-1] if complete else -1
+    broken = sorted(step for step, names in files.items() if not _complete(names) and step > newest)
+    if broken and not complete:
+        raise CheckpointError(
+            f"{state_dir}/ckpt-{broken[-1]}: incomplete ({_missing(broken[-1], files[broken[-1]])}); "
+            f"{state_dir} holds no complete training state to resume from: move the directory away to start over")
+    said = []
+    for step in broken:
+        missing = _missing(step, files[step])
+        said.append(f"{state_dir}/ckpt-{step} is incomplete ({missing}); moved its files to "
+                    f"{_set_aside(state_dir, step)}; resuming from ckpt-{newest}")
+    repaired = _repair_index(state_dir)
+    return said + ([repaired] if repaired else [])
+
+
+def set_aside_unreadable(state_dir: str, error: DamagedCheckpoint) -> str:
+    """The newest state, `error.prefix`, cannot be read: its files go aside and the previous
+    state is resumed (the line saying so); with no previous state, a `CheckpointError` naming the
+    directory, nothing moved."""
+    step = int(re.search(r"ckpt-(\d+)$", error.prefix).group(1))
+    earlier = [s for s in states_on_disk(state_dir) if s < step]
+    if not earlier:
+        raise CheckpointError(f"{error}; {state_dir} holds no earlier training state to resume "
+                              "from: move the directory away to start over") from None
+    return f"{error}; moved its files to {_set_aside(state_dir, step)}; resuming from ckpt-{earlier[-1]}"
+
+
+def _missing(step: int, names: list[str]) -> str:
     """What an incomplete state lacks, for a message: 'no ckpt-8.index', 'no data shards',
     or '1 of 2 data shards'."""
-    names = _files_by_step(state_dir).get(step, [])
     if f"ckpt-{step}.index" not in names:
         return f"no ckpt-{step}.index"
     shards = [name for name in names if ".data-" in name]
@@ -100,7 +136,7 @@ def write_index(state_dir: str, steps: list[int]) -> None:
     storage.write_atomic(os.path.join(state_dir, INDEX), "\n".join(lines) + "\n")
 
 
-def repair_index(state_dir: str) -> str | None:
+def _repair_index(state_dir: str) -> str | None:
     """Makes the index name the newest complete state on disk when it does not (missing, empty,
     garbled, or naming a state that is not complete). Returns what was wrong and done, for one
     line, or None when the index was right (or there are no states)."""
@@ -125,7 +161,7 @@ def repair_index(state_dir: str) -> str | None:
     return f"{wrong}; rebuilt it from the states on disk ({_listed(steps)}): resuming from ckpt-{steps[-1]}"
 
 
-def set_aside(state_dir: str, step: int) -> str:
+def _set_aside(state_dir: str, step: int) -> str:
     """Moves the files of state `step` into `state_dir/damaged/` (a later state of the same
     step would otherwise replace them) and rewrites the index without it. Returns where."""
     target = os.path.join(state_dir, DAMAGED)

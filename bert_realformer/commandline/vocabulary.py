@@ -14,21 +14,12 @@ import collections
 import logging
 
 from bert_realformer.errors import InputError
-from bert_realformer.text_files import read_text
+from tokenization.reference import vocab_lines
 
 logger = logging.getLogger(__name__)
 
 FINE_TUNING_TOKENS = ("[UNK]", "[CLS]", "[SEP]")
 DUPLICATES_SHOWN = 3
-
-
-def vocabulary_lines(vocab_file: str) -> list[str]:
-    """The tokens of `vocab_file` by line (line i holds id i), stripped as the original strips
-    them; a trailing newline ends the last line."""
-    lines = read_text(vocab_file).split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line.strip() for line in lines]
 
 
 def duplicates(tokens: list[str]) -> list[tuple[str, list[int]]]:
@@ -44,7 +35,7 @@ def check_vocabulary(vocab_file: str, vocab_size: int | None,
     """An `InputError` naming --vocab_file when it has more lines than `vocab_size` (with its
     first duplicate tokens and their lines, when duplicates are why), or lacks a token of
     `needed`; one warning when it has fewer. Returns its tokens by line."""
-    tokens = vocabulary_lines(vocab_file)
+    tokens = vocab_lines(vocab_file)
     for token in needed:
         if token not in tokens:
             raise InputError(f"--vocab_file={vocab_file} has no {token} line; a BERT vocabulary holds "

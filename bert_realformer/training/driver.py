@@ -209,7 +209,8 @@ class Driver:
             storage.rmtree(state_dir)
         else:
             _remove_unfinished_saves(state_dir)  # (a killed run's; one run per directory)
-            self._recover_states(state_dir)
+            for line in state_recovery.recover(state_dir):  # (the states on disk decide, not the index)
+                self._say(f"warning: {line}")
         while True:  # (once more for each damaged newest state, set aside)
             latest = tf.train.latest_checkpoint(state_dir) if existed else None
             try:
@@ -221,7 +222,7 @@ class Driver:
             except checkpoints.DamagedCheckpoint as error:
                 if latest is None or error.prefix != latest:
                     raise
-                self._set_aside(state_dir, error)
+                self._say(f"warning: {state_recovery.set_aside_unreadable(state_dir, error)}")
         if not resuming:  # (once the starting weights are settled: a refused run records nothing)
             recorded_options.update(self.write_dir, adam_bias_correction=bias_correction, seed=options.seed,
                                     **({} if self._restarting else {"restarts": []}))
@@ -253,39 +254,6 @@ class Driver:
                                     optimizer=optimizer, **loop.state())
         manager = tf.train.CheckpointManager(state, state_dir, max_to_keep=options.keep_checkpoint_max)
         return optimizer, loop, state, manager
-
-    def _recover_states(self, state_dir):
-        """Before a resume: the states on disk, not the index, decide which is newest
-        (`checkpoints.state_recovery`). Incomplete states newer than the newest complete one
-        are moved aside (the resumed run would write over them); an index that does not name
-        the newest complete state is rebuilt. Each said in one line; stops (one line) when
-        there are state files but no complete state."""
-        complete = state_recovery.states_on_disk(state_dir)
-        newest = complete[-1] if complete else -1
-        broken = [step for step in state_recovery.incomplete_states(state_dir) if step > newest]
-        if broken and not complete:
-            raise checkpoints.CheckpointError(
-                f"{state_dir}/ckpt-{broken[-1]}: incomplete ({state_recovery.what_is_missing(state_dir, broken[-1])}); "
-                f"{state_dir} holds no complete training state to resume from: move the directory away to start over")
-        for step in broken:
-            missing = state_recovery.what_is_missing(state_dir, step)
-            where = state_recovery.set_aside(state_dir, step)
-            self._say(f"warning: {state_dir}/ckpt-{step} is incomplete ({missing}); moved its files to {where}; "
-                      f"resuming from ckpt-{newest}")
-        repaired = state_recovery.repair_index(state_dir)
-        if repaired:
-            self._say(f"warning: {repaired}")
-
-    def _set_aside(self, state_dir, error):
-        """The newest state cannot be read: its files go aside and the previous state is resumed
-        (one line naming both); with no previous state, one error line naming the directory."""
-        step = training_states.step_of(error.prefix)
-        earlier = [s for s in state_recovery.states_on_disk(state_dir) if s < step]
-        if not earlier:
-            raise checkpoints.CheckpointError(f"{error}; {state_dir} holds no earlier training state to resume "
-                                              "from: move the directory away to start over") from None
-        where = state_recovery.set_aside(state_dir, step)
-        self._say(f"warning: {error}; moved its files to {where}; resuming from ckpt-{earlier[-1]}")
 
     def _loop(self, task, run, signals):
         """The loops of steps to the end of training (or early stopping); returns the last step."""
@@ -629,10 +597,11 @@ def _save_state(manager, step):
     next run sets aside, resuming from the previous one.)"""
     try:
         manager.save(checkpoint_number=step)
-        for path in [*storage.glob(os.path.join(manager.directory, f"ckpt-{step}.*")),
-                     os.path.join(manager.directory, "checkpoint")]:
-            storage.sync(path)
-        storage.sync(manager.directory)
+        if storage.is_local(manager.directory):  # (elsewhere a file is stored when it is closed)
+            for path in [*storage.glob(os.path.join(manager.directory, f"ckpt-{step}.*")),
+                         os.path.join(manager.directory, "checkpoint")]:
+                storage.sync(path)
+            storage.sync(manager.directory)
     except BaseException:
         _remove_unfinished_saves(manager.directory)
         for path in storage.glob(os.path.join(manager.directory, f"ckpt-{step}.*")):

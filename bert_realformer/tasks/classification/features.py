@@ -82,7 +82,8 @@ def features_key(examples: list[InputExample], label_list: list[str] | None, max
 
 def cached_features(examples: list[InputExample], label_list: list[str] | None, max_seq_length: int,
                     tokenizer: FullTokenizer, path: str, doc_stride: int | None = None,
-                    sort_by_length: bool = False, per_document: bool = False, truncation: str = "head") -> bool:
+                    sort_by_length: bool = False, per_document: bool = False, truncation: str = "head",
+                    key: dict | None = None) -> bool:
     """Writes `path` (and `path.key`) unless a cache with the same key exists. Returns True
     when the cache was re-used. Its records (windows with `doc_stride`, else one per example)
     are counted by `feature_cache.record_count(path)`. `sort_by_length` (evaluation and
@@ -113,8 +114,9 @@ def cached_features(examples: list[InputExample], label_list: list[str] | None, 
                 record["num_windows"] = int64_feature([f["num_windows"]])
             yield encode_example(record)
 
-    key = features_key(examples, label_list, max_seq_length, tokenizer, doc_stride, sort_by_length, per_document,
-                       truncation)
+    if key is None:  # (else the caller's, who named the file by it: `features_key` of these arguments)
+        key = features_key(examples, label_list, max_seq_length, tokenizer, doc_stride, sort_by_length,
+                           per_document, truncation)
     reused, _ = cached_records(path, key, records)
     return reused
 

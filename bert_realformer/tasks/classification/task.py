@@ -144,10 +144,11 @@ def predict(driver: Driver, examples: list[InputExample], label_list: list[str] 
     regression = label_list is None
     # (named by its key: evaluation and prediction runs do not claim the directory, and two of them
     # with other settings must not read each other's features)
-    features_path = keyed_path(features_path, features_key(examples, label_list, max_seq_length, tokenizer, doc_stride,
-                                                           dynamic_padding, truncation=truncation))
+    key = features_key(examples, label_list, max_seq_length, tokenizer, doc_stride, dynamic_padding,
+                       truncation=truncation)
+    features_path = keyed_path(features_path, key)
     cached_features(examples, label_list, max_seq_length, tokenizer, features_path, doc_stride,
-                    sort_by_length=dynamic_padding, truncation=truncation)
+                    sort_by_length=dynamic_padding, truncation=truncation, key=key)
     result = driver.predict(make_dataset(features_path, batch_size, max_seq_length, False, regression,
                                          dynamic_padding=dynamic_padding), _prediction_outputs(regression))
     combined = combine_windows(result["outputs"], result["example_index"], len(examples), regression,
