@@ -170,6 +170,10 @@ def run(main):
         signal.signal(signal.SIGTERM, _terminated)
         sys.unraisablehook = _quiet_about_terminated
         status = run_main(main, argv)
+        # The work is done, or ended with its line: a stop now would only cut the exit short
+        # (a traceback from an exit handler, a status that belies finished outputs).
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         if status:
             sys.exit(status)
     app.run(guarded, flags_parser=_parse_flags)

@@ -138,10 +138,11 @@ def check_files(paths, flag):
 
 
 @contextlib.contextmanager
-def naming_damaged_file(paths, flag, after=""):
-    """Turns TensorFlow's `DataLossError` (which names no file) while reading `paths` into
-    an `InputError` naming the damaged file and offset, found by checking each file;
-    `after` is appended to the message (e.g. what was kept)."""
+def naming_damaged_file(paths, name, after="", advice="copy the file again or leave it out"):
+    """Turns TensorFlow's `DataLossError` (which names no file) while reading `paths` (`name`:
+    what they are, e.g. the flag that gave them) into an `InputError` naming the damaged file
+    and offset, found by checking each file, and `advice`; `after` is appended to the message
+    (e.g. what was kept)."""
     import tensorflow as tf
     try:
         yield
@@ -150,8 +151,9 @@ def naming_damaged_file(paths, flag, after=""):
         for path in paths:
             damage = find_damage(path)
             if damage:
-                raise InputError(f"{flag}: {path}: {damage}; copy the file again or leave it out{after}") from None
-        raise InputError(f"{flag}: a damaged record in one of {len(paths)} files ({reason}){after}") from None
+                raise InputError(f"{name}: {path}: {damage}; {advice}{after}") from None
+        where = f"one of {len(paths)} files" if len(paths) != 1 else paths[0]
+        raise InputError(f"{name}: a damaged record in {where} ({reason}){after}") from None
 
 
 class AtomicRecordWriters:

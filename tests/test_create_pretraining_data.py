@@ -91,3 +91,32 @@ def test_output_round_robins_over_several_files(tmp_path):
     expected = expected_records(os.path.join(FIXTURE, "plain.jsonl"))
     assert_same_records(a, expected[0::2])
     assert_same_records(b, expected[1::2])
+
+
+def test_truncating_a_pair_cuts_and_draws_as_the_original_one_token_at_a_time():
+    """The counted cuts equal the original's loop (delete the longer list's first or last token,
+    B on a tie, one random draw each), for lengths on both sides of the limit, and leave the
+    random stream where that loop does."""
+    import random
+
+    from bert_realformer.pretraining.instances import truncate_seq_pair
+
+    def one_at_a_time(a, b, limit, rng):
+        while len(a) + len(b) > limit:
+            longer = a if len(a) > len(b) else b
+            if rng.random() < 0.5:
+                del longer[0]
+            else:
+                longer.pop()
+
+    lengths = random.Random(7)
+    for case in range(300):
+        a = list(range(lengths.randint(0, 120)))
+        b = list(range(1000, 1000 + lengths.randint(0, 120)))
+        limit = lengths.randint(1, 130)
+        expected_a, expected_b, expected_rng = list(a), list(b), random.Random(case)
+        one_at_a_time(expected_a, expected_b, limit, expected_rng)
+        rng = random.Random(case)
+        truncate_seq_pair(a, b, limit, rng)
+        assert (a, b) == (expected_a, expected_b), case
+        assert rng.random() == expected_rng.random()

@@ -145,7 +145,7 @@ def test_a_damaged_record_met_in_training_is_named_and_the_training_state_kept(t
             lambda _, features: features).skip(start * 8).batch(8)
 
     task = pretraining_task(num_train_steps=200)
-    task.dataset_fn, task.input_files = dataset_fn, files
+    task.dataset_fn, task.input_files, task.input_name = dataset_fn, files, "--input_file"
     out = tmp_path / "out"
     with pytest.raises(InputError) as info:
         _driver(out, iterations_per_loop=7, save_checkpoints_steps=10).train(task)
@@ -154,6 +154,36 @@ def test_a_damaged_record_met_in_training_is_named_and_the_training_state_kept(t
     latest = tf.train.latest_checkpoint(str(out / "training_state"))
     assert message.endswith(f"the training state {latest} is intact") and training_states.step_of(latest) >= 10
     tf.train.load_checkpoint(latest)  # readable
+
+
+def test_a_fine_tuning_cache_damaged_under_training_names_the_cache(tmp_path):
+    """A feature cache damaged after it was checked (say, by another process): the record met in
+    training names the cache and what to do, not a flag the script does not have."""
+    import tokenization
+    from bert_realformer.tasks.classification import task as classifier_task
+    from bert_realformer.tasks.classification.reading import InputExample
+    from bert_realformer.training.per_example import Schedule
+    words = "the quick brown fox jumps over a lazy dog and runs away".split()
+    examples = [InputExample(f"train-{i}", " ".join(words[i % 5:i % 5 + 6]), label=str(i % 2)) for i in range(96)]
+    tokenizer = tokenization.FullTokenizer(os.path.join(DATA, "tokenization", "vocab_en_uncased.txt"))
+    cache = tmp_path / "out" / "train.tf_record"
+    os.makedirs(cache.parent)
+    task = classifier_task.training_task(examples, tokenizer, 16, Schedule(batch_size=8, learning_rate=1e-3,
+                                                                           num_train_epochs=3),
+                                         label_list=["0", "1"], features_path=str(cache))
+    damaged = bytearray(cache.read_bytes())
+    damaged[len(damaged) // 2] ^= 0x40
+    cache.write_bytes(bytes(damaged))
+    config = TINY.replace(vocab_size=len(tokenizer.vocab))
+    driver = Driver(tf.distribute.OneDeviceStrategy("/cpu:0"), lambda: modeling.BertClassifier(config, 2),
+                    RunOptions(output_dir=str(cache.parent), iterations_per_loop=5, save_checkpoints_steps=5),
+                    stream=io.StringIO())
+    with pytest.raises(InputError) as info:
+        driver.train(task)
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith(f"the training feature cache: {cache}: corrupted record at offset ")
+    assert "run again: a damaged cache is written anew" in message and "--input_file" not in message
 
 
 # ---------------------------------------------------------------------- unwritable output directories

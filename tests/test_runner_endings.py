@@ -97,3 +97,29 @@ def test_sigterm_met_where_python_ignores_exceptions_ends_in_one_line_without_a_
     assert "written" not in result.stdout and not (tmp_path / "final").exists()
     assert os.listdir(tmp_path / "staged") == ([] if output == "file" else ["weights"])  # (the caller's cleanup)
     assert result.stderr.strip().splitlines()[-1].startswith("error: stopped by SIGTERM; the files being written")
+
+
+@pytest.mark.parametrize("signal_name", ["SIGINT", "SIGTERM"])
+def test_a_stop_after_the_work_is_done_lets_the_script_exit_as_it_finished(tmp_path, signal_name):
+    """A SIGINT or SIGTERM met after `main` returned (in an exit handler, as TensorFlow's run at
+    exit): the script ends with the status its work earned, with no traceback, its exit
+    handlers run to their end."""
+    import subprocess
+    import sys
+    script = tmp_path / "script.py"
+    script.write_text(
+        "import atexit, os, signal, sys, time\n"
+        "from bert_realformer import runner\n"
+        "def late_stop():\n"
+        f"    os.kill(os.getpid(), signal.{signal_name})\n"
+        "    time.sleep(0.2)\n"
+        f"    open('{tmp_path}/exit_handler_done', 'w').write('yes')\n"
+        "def main(argv):\n"
+        "    atexit.register(late_stop)\n"
+        "    print('converted', file=sys.stderr)\n"
+        "runner.run(main)\n")
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                            cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.strip() == "converted"
+    assert (tmp_path / "exit_handler_done").read_text() == "yes"

@@ -2,9 +2,11 @@
 pairing by seed, the plan's runs, re-use and the recorded-command guard, the eval history file,
 and the data it is built on (People's Daily articles, the part-of-speech task)."""
 
+import dataclasses
 import json
 import math
 import os
+import subprocess
 import sys
 
 import pytest
@@ -285,3 +287,33 @@ def test_a_runs_output_is_streamed_to_its_log_and_its_progress_shown(tmp_path, c
     assert outcome["error"].startswith("[slow] failed (exit -9)")
     assert "step 1/4" in log.read_text()
     assert "[slow] step 1/4: loss 2.5000, 3.00 steps/s, ETA 0m01s" in capsys.readouterr().out
+
+
+def test_a_stopped_study_logs_its_runs_last_words(tmp_path):
+    """The study stopped (SIGTERM) while a run works: the run is stopped too, and what it prints
+    as it stops (what it kept) still reaches its log.txt."""
+    import signal
+    import time
+    pid_file = tmp_path / "pid"
+    run = _fake_run(tmp_path, "slow", "import os, signal, sys, time\n"
+                    "def stop(*_):\n"
+                    "    print('stopped at step 1: the training state is kept', file=sys.stderr, flush=True)\n"
+                    "    sys.exit(143)\n"
+                    "signal.signal(signal.SIGTERM, stop)\n"
+                    f"open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+                    "print('step 1/4: loss 2.5000', file=sys.stderr, flush=True)\n"
+                    "time.sleep(60)\n")
+    study = (f"import signal, sys; sys.path[:0] = {sys.path!r}\n"
+             "from bert_realformer.comparison import execution, plan\n"
+             "def stop(*_):\n"
+             "    raise KeyboardInterrupt\n"
+             "signal.signal(signal.SIGTERM, stop)\n"
+             f"execution.execute(plan.Run(*{dataclasses.astuple(run)!r}))\n")
+    proc = subprocess.Popen([sys.executable, "-c", study], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    log = tmp_path / "runs" / "slow" / "log.txt"
+    deadline = time.time() + 60
+    while time.time() < deadline and not (log.exists() and "step 1/4" in log.read_text()):
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=60)
+    assert log.read_text().splitlines()[-1] == "stopped at step 1: the training state is kept"

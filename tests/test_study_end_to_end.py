@@ -1,12 +1,15 @@
 """run_study.py end to end on a tiny model: a study of one seed, extended to two (the first
-seed's runs re-used), an unfinished run resumed alone, a changed flag refused; results.json
+seed's runs re-used), the study stopped by SIGTERM in an unfinished run and that run resumed alone
+to the unstopped results, a changed flag refused; results.json
 checked against the runs' own files and the hand formula, report.md and its plots written."""
 
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 from helpers.pretraining_runs import RECORDS, ROOT, TINY
@@ -30,7 +33,7 @@ def _classification_data(directory):
     return (dev_long if train_long > 30 else 30 - dev_long) / 30
 
 
-def _study(tmp_path, *flags):
+def _study(tmp_path, *flags, stop_at=None):
     config = tmp_path / "base.json"
     config.write_text(json.dumps({k: v for k, v in TINY.items() if k != "residual_attention"}))
     command = [sys.executable, os.path.join(ROOT, "run_study.py"), f"--output_dir={tmp_path / 'study'}",
@@ -41,7 +44,19 @@ def _study(tmp_path, *flags):
                "--variants=post-LN,RealFormer",
                f"--task=lines=run_classifier.py --task_name=generic --data_dir={tmp_path / 'lines'} "
                "--max_seq_length=32 --train_batch_size=8 --num_train_epochs=1", *flags]
-    return subprocess.run(command, capture_output=True, text=True, timeout=900)
+    if stop_at is None:
+        return subprocess.run(command, capture_output=True, text=True, timeout=900)
+    # SIGTERM once the study prints `stop_at` (a run it starts), a moment into that run
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    printed = []
+    for line in proc.stdout:
+        printed.append(line)
+        if stop_at in line:
+            time.sleep(2)
+            proc.send_signal(signal.SIGTERM)
+            break
+    out, err = proc.communicate(timeout=300)
+    return subprocess.CompletedProcess(command, proc.returncode, "".join(printed) + out, err)
 
 
 def test_a_study_grows_by_a_seed_resumes_a_run_and_aggregates_by_seed(tmp_path):
@@ -92,8 +107,13 @@ def test_a_study_grows_by_a_seed_resumes_a_run_and_aggregates_by_seed(tmp_path):
     for plot in ("mlm_accuracy.png", "attention_entropy.png", "attention_jsd.png"):
         assert (study / plot).stat().st_size > 1000
 
-    # a run that did not finish (its result missing) runs again, alone, and resumes its state
+    # a run that did not finish (its result missing) runs again; the study stopped (SIGTERM) while
+    # it runs ends in one line; run again, it resumes that run alone, to the unstopped results
     (study / "runs" / "realformer" / "seed-2" / "lines" / "eval_results.txt").unlink()
+    stopped = _study(tmp_path, "--seeds=1,2", stop_at="[lines RealFormer seed 2] python run_classifier.py")
+    assert stopped.returncode == 143, stopped.stdout[-3000:] + stopped.stderr[-3000:]
+    assert stopped.stderr.strip().splitlines()[-1].startswith("error: stopped by SIGTERM")
+    assert not (study / "runs" / "realformer" / "seed-2" / "lines" / "eval_results.txt").exists()
     third = _study(tmp_path, "--seeds=1,2")
     assert third.returncode == 0, third.stdout[-3000:] + third.stderr[-3000:]
     assert "1 runs ran, 11 re-used" in third.stderr

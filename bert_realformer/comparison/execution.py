@@ -82,6 +82,7 @@ def _streamed(run: Run, log: str, stream) -> tuple[int, list[str]]:
         finally:
             if proc.poll() is None:  # (the study itself was stopped)
                 proc.terminate()
+            log_file.write(proc.stdout.read())  # its last words (a stopped run says what it kept)
             proc.wait()
     return proc.returncode, [line for line in tail if line.strip()]
 

@@ -155,13 +155,18 @@ def create_contiguous_instances(documents, document_index, max_seq_length, short
 
 
 def truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng):
-    """Trims the longer of the two (front or back at random) until they fit, in place."""
-    while len(tokens_a) + len(tokens_b) > max_num_tokens:
-        longer = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
-        if rng.random() < 0.5:
-            del longer[0]
-        else:
-            longer.pop()
+    """Trims the longer of the two (B on a tie), one token at a time from its front or back at
+    random, until they fit, in place: the original's cuts and random draws, counted first and
+    applied once (deleting from a list's front one token at a time is quadratic in a long line)."""
+    kept = [len(tokens_a), len(tokens_b)]
+    cut = [[0, 0], [0, 0]]  # per list: tokens cut from the front, from the back
+    while kept[0] + kept[1] > max_num_tokens:
+        longer = 0 if kept[0] > kept[1] else 1
+        kept[longer] -= 1
+        cut[longer][0 if rng.random() < 0.5 else 1] += 1
+    for tokens, (front, back) in zip((tokens_a, tokens_b), cut):
+        del tokens[len(tokens) - back:]
+        del tokens[:front]
 
 
 def _masked_instance(tokens, segment_ids, is_random_next, masking, vocab_ids, rng):

@@ -86,7 +86,8 @@ class TrainingTask:
     num_warmup_steps: int
     metric_names: Sequence[str] = ("loss",)
     input_files: Sequence[str] = ()     # the TFRecord files dataset_fn reads: a damaged one is named
-    input_flag: str = "--input_file"    # the flag that gave them, for that message
+    input_name: str = "the training data"  # what they are, for that message (e.g. the flag that gave them)
+    input_advice: str = "copy the file again or leave it out"  # what to do about a damaged one
     periodic_eval: PeriodicEval | None = None  # held-out evaluation every N steps (the chief's)
     keep_best: Selection | None = None  # with periodic_eval: OUTPUT_DIR/best/ and early stopping
     stuck: StuckWatch | None = None     # the check for a run that learns nothing
@@ -265,7 +266,8 @@ class Driver:
         while step < task.num_train_steps and not finish:
             attempts = min(attempts, self._next_boundary(task, step) - step)
             started = time.time()
-            with tfrecords.naming_damaged_file(task.input_files, task.input_flag, self._kept(run.manager)):
+            with tfrecords.naming_damaged_file(task.input_files, task.input_name, self._kept(run.manager),
+                                               task.input_advice):
                 metrics = run.loop.run_steps(run.iterator, attempts)
             diverged = bool(metrics.pop("diverged"))
             loss_sum = float(metrics.pop("loss_sum"))

@@ -117,14 +117,17 @@ class Schedule:
 
     def training_task(self, num_examples: int, loss_fn: LossFn, totals_fn: TotalsFn,
                       dataset_fn: Callable[[int], tf.data.Dataset], metric_names: Sequence[str] = ("loss",),
-                      summary: str = "") -> TrainingTask:
+                      summary: str = "", features_path: str | None = None) -> TrainingTask:
         """The `TrainingTask` of `num_examples` training sequences: the original's step count
-        (`num_train_steps`), warmup the schedule's share of it."""
+        (`num_train_steps`), warmup the schedule's share of it. `features_path`: the feature
+        cache `dataset_fn` reads (a record damaged while training names it)."""
         steps = num_train_steps(num_examples, self.batch_size, self.num_train_epochs, self.accumulation_steps)
         return TrainingTask(loss_fn=loss_fn, totals_fn=totals_fn, dataset_fn=dataset_fn, batch_size=self.batch_size,
                             learning_rate=self.learning_rate, num_train_steps=steps,
                             num_warmup_steps=int(steps * self.warmup_proportion), metric_names=metric_names,
-                            summary=summary)
+                            summary=summary, input_files=[features_path] if features_path else (),
+                            input_name="the training feature cache",
+                            input_advice="run again: a damaged cache is written anew")
 
     def batches(self, data: tf.data.Dataset, start_batch: int, num_examples: int,
                 group_by_length: bool = False) -> tf.data.Dataset:

@@ -121,14 +121,15 @@ def training_task(examples: list[InputExample], tokenizer: FullTokenizer, max_se
             lambda start: document_dataset(features_path, schedule.batch_size, max_seq_length,
                                            max_windows_per_document, regression, schedule.seed, start, count,
                                            schedule.shuffle_buffer_size),
-            summary=f"{done} ({len(examples)} documents, their windows pooled ({window_pooling}) before the loss)")
+            summary=f"{done} ({len(examples)} documents, their windows pooled ({window_pooling}) before the loss)",
+            features_path=features_path)
     windows = f", {count} windows" if doc_stride else ""
     return schedule.training_task(
         count, classifier_loss_fn(regression), example_totals,
         lambda start: make_dataset(features_path, schedule.batch_size, max_seq_length, True, regression,
                                    schedule.seed, start_batch=start, num_examples=count,
                                    shuffle_buffer_size=schedule.shuffle_buffer_size, group_by_length=group_by_length),
-        summary=f"{done} ({len(examples)} examples{windows})")
+        summary=f"{done} ({len(examples)} examples{windows})", features_path=features_path)
 
 
 def predict(driver: Driver, examples: list[InputExample], label_list: list[str] | None, tokenizer: FullTokenizer,

@@ -119,7 +119,7 @@ def training_task(examples: list[SquadExample], tokenizer: FullTokenizer, max_se
         len(examples), span_loss_fn, example_totals,
         lambda start: training_dataset(features_path, max_seq_length, schedule.batch_size, schedule.seed, start,
                                        count, schedule.shuffle_buffer_size),
-        summary=f"{'re-used' if reused else 'wrote'} {features_path} ({count} features)")
+        summary=f"{'re-used' if reused else 'wrote'} {features_path} ({count} features)", features_path=features_path)
 
 
 def predict(driver: Driver, examples: list[SquadExample], tokenizer: FullTokenizer, max_seq_length: int,
