@@ -12,9 +12,10 @@ DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 
 
 # The files that take longest (a minute and a half to three and a half minutes each on 2 cores,
-# `pytest --durations=0`), longest first. Under `pytest-xdist --dist loadfile` a worker takes the
-# next file when it is free: the long ones first and the short ones last leave no worker running
-# one long file alone at the end (it used to be the study, started last, about 3 minutes).
+# `pytest --durations=0`), longest first. Under `pytest-xdist --dist loadfile --no-loadscope-reorder`
+# (the Makefile's) a worker takes the next file in this order when it is free: the long ones first
+# and the short ones last leave no worker running one long file alone at the end (it used to be
+# the study's end-to-end test, started last, about 3 minutes).
 LONGEST_FILES_FIRST = (
     "test_finetuning_journeys.py", "test_cluster_runs.py", "test_trainer.py", "test_run_pretraining.py",
     "test_hf_heads.py", "test_run_endings.py", "test_run_ner.py", "test_study_end_to_end.py",
