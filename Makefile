@@ -12,10 +12,8 @@ PYTHON_3_12 ?= env PYENV_VERSION=3.12.1 python3.12
 PYTHON_3_13 ?= env PYENV_VERSION=3.13.0 python3.13
 # Test processes side by side (pytest-xdist); a file's tests stay in one process, so a module's
 # shared fixture runs once. Most of a test's time is tracing and process start-up, single-threaded.
-# Files are handed out in collection order, where tests/conftest.py puts the longest first
-# (xdist's own order, most tests first, left a one-test file of 2 minutes for last).
 TEST_WORKERS ?= 2
-PYTEST_ARGS := -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+PYTEST_ARGS := -q -n $(TEST_WORKERS) --dist loadfile
 
 .PHONY: test test-fast test-versions test-wheel fresh-fast-tier lint demo study venv clean bench-peers
 

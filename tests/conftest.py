@@ -11,26 +11,6 @@ import pytest  # noqa: E402
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 
 
-# The files that take longest (a minute and a half to three and a half minutes each on 2 cores,
-# `pytest --durations=0`), longest first. Under `pytest-xdist --dist loadfile --no-loadscope-reorder`
-# (the Makefile's) a worker takes the next file in this order when it is free: the long ones first
-# and the short ones last leave no worker running one long file alone at the end (it used to be
-# the study's end-to-end test, started last, about 3 minutes).
-LONGEST_FILES_FIRST = (
-    "test_finetuning_journeys.py", "test_cluster_runs.py", "test_trainer.py", "test_run_pretraining.py",
-    "test_hf_heads.py", "test_run_endings.py", "test_run_ner.py", "test_study_end_to_end.py",
-    "test_convert_checkpoint.py", "test_storage.py", "test_run_classifier.py", "test_run_classifier_real_data.py",
-    "test_mlm_only_pretraining.py",
-)
-
-
-def pytest_collection_modifyitems(config, items):
-    """The files of `LONGEST_FILES_FIRST` first, in its order; the rest as collected (each
-    file's tests keep their order)."""
-    rank = {name: i for i, name in enumerate(LONGEST_FILES_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
-
-
 def pytest_sessionfinish(session, exitstatus):
     """Under `make test` (REQUIRE_NO_SKIPS=1) a skipped test fails the run: every dependency is
     installed there, so a skip means something is missing, not optional. A plain `pytest` run
