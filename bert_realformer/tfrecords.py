@@ -137,8 +137,11 @@ def check_files(paths, flag):
             raise InputError(f"{flag}: {path}: {damage}")
 
 
+DAMAGED_INPUT_ADVICE = "copy the file again or leave it out"  # for a user's own input file
+
+
 @contextlib.contextmanager
-def naming_damaged_file(paths, name, after="", advice="copy the file again or leave it out"):
+def naming_damaged_file(paths, name, after="", advice=DAMAGED_INPUT_ADVICE):
     """Turns TensorFlow's `DataLossError` (which names no file) while reading `paths` (`name`:
     what they are, e.g. the flag that gave them) into an `InputError` naming the damaged file
     and offset, found by checking each file, and `advice`; `after` is appended to the message
