@@ -11,7 +11,9 @@ review used once. The modes:
   windows, separate         --doc_stride: every window trained with its document's label
                             (predictions pooled by the mean and, from the same model, the max)
   windows, pooled           --doc_stride --window_training=pooled: a document's window logits
-                            pooled (mean or max) before the loss, as prediction pools them
+                            pooled (mean or max) before the loss, as prediction pools them; auto:
+                            trained as max, each dev evaluation choosing max, mean or the first
+                            window, the choice going with the best checkpoint
 
 Every run: a tiny RealFormer from scratch (2 layers, hidden 64, the 21128-token Chinese
 vocabulary), --max_seq_length=128 --doc_stride=64 --train_batch_size=16 --learning_rate=1e-3
@@ -56,6 +58,7 @@ MODES = {
     "windows, separate, max": ("windows, separate, mean", [*WINDOWS, "--window_pooling=max"]),
     "windows, pooled, mean": ([*WINDOWS, "--window_training=pooled", "--window_pooling=mean"], []),
     "windows, pooled, max": ([*WINDOWS, "--window_training=pooled", "--window_pooling=max"], []),
+    "windows, pooled, auto": ([*WINDOWS, "--window_training=pooled", "--window_pooling=auto"], []),
 }
 
 
@@ -85,6 +88,10 @@ def test_accuracy(out, labels):
     probabilities = np.loadtxt(os.path.join(out, "test_results.tsv"), delimiter="\t", ndmin=2)
     predicted = [order[i] for i in probabilities.argmax(1)]
     return float(np.mean([p == label for p, label in zip(predicted, labels)]))
+
+
+def chosen(result):
+    return f", {result['window_pooling']} pooling" if "window_pooling" in result else ""
 
 
 def main():
@@ -124,9 +131,12 @@ def main():
                 result = {"test_accuracy": test_accuracy(out, labels["test"]),
                           "dev_accuracy": float(values["eval_accuracy"]), "best_step": int(values["global_step"]),
                           "seconds": round(time.time() - start, 1)}
+                if "window_pooling" in values:  # (auto: the reading the dev set chose)
+                    result["window_pooling"] = values["window_pooling"]
                 runs.setdefault(position, {}).setdefault(mode, {})[seed] = result
                 print(f"{position:<7s} seed {seed:>5d} {mode:<24s} test {result['test_accuracy']:.4f}, dev "
-                      f"{result['dev_accuracy']:.4f} (step {result['best_step']}), {result['seconds']} s", flush=True)
+                      f"{result['dev_accuracy']:.4f} (step {result['best_step']}{chosen(result)}), "
+                      f"{result['seconds']} s", flush=True)
     summary = {position: {mode: {"mean": statistics.mean(r["test_accuracy"] for r in by_seed.values()),
                                  "min": min(r["test_accuracy"] for r in by_seed.values()),
                                  "max": max(r["test_accuracy"] for r in by_seed.values())}

@@ -170,3 +170,46 @@ def test_a_saved_model_converted_from_a_windowed_run_reads_as_the_run_did(tmp_pa
         assert f"serving texts as the run read them: {said}" in converted.stderr
         served = np.array(serve(tmp_path / f"{name}_serving", texts)["probabilities"])
         np.testing.assert_allclose(served, probabilities, atol=1e-5)
+
+
+def test_the_pooling_chosen_on_the_dev_set_goes_with_the_best_checkpoint(tmp_path):
+    """--window_pooling=auto: every evaluation reads the dev windows three ways and keeps the
+    best (here by the dev loss); the best checkpoint records its reading, and eval, predict, the
+    exported SavedModel, a predict-only run from OUTPUT_DIR/best in a new directory and a
+    SavedModel converted from its best checkpoint all read the windows that way (a seed whose
+    choice is not max: the checks would pass by chance with max, the pooling used when nothing
+    was chosen)."""
+    data, config, splits = long_review_data(tmp_path, {"train": 48, "dev": 24, "test": 6}, position="start")
+    texts = [text for _, text in splits["test"]]
+    out = tmp_path / "out"
+    common = ["--task_name=generic", f"--data_dir={data}", f"--vocab_file={VOCAB_ZH}", f"--bert_config_file={config}",
+              "--max_seq_length=64", "--doc_stride=32", "--window_pooling=auto"]
+    trained = _script("run_classifier.py", *common, f"--output_dir={out}", "--do_train", "--do_eval", "--do_predict",
+                      "--train_batch_size=8", "--num_train_epochs=3", "--learning_rate=1e-3", "--eval_every_steps=6",
+                      "--keep_best_by=loss", f"--export_dir={tmp_path / 'export'}", f"--seed={AUTO_SEED}")
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    values, best = _results(out), _best(out)
+    chosen = values["window_pooling"]
+    assert chosen == best["metrics"]["window_pooling"] != "max"
+    assert float(values["eval_loss"]) == float(values[f"eval_loss_by_{chosen}"])
+    assert float(values["eval_loss"]) <= min(float(values[f"eval_loss_by_{p}"]) for p in ("max", "mean", "first"))
+    recorded = json.loads((out / "training_options.json").read_text())["classifier_input"]
+    assert recorded["window_pooling"] == chosen
+    probabilities = np.loadtxt(out / "test_results.tsv", delimiter="\t")
+    np.testing.assert_allclose(serve(tmp_path / "export", texts)["probabilities"], probabilities, atol=1e-5)
+
+    later = tmp_path / "later"
+    predicted = _script("run_classifier.py", *common, f"--output_dir={later}", "--do_predict",
+                        f"--init_checkpoint={out / 'best'}")
+    assert predicted.returncode == 0, predicted.stderr[-3000:]
+    np.testing.assert_allclose(np.loadtxt(later / "test_results.tsv", delimiter="\t"), probabilities, atol=1e-6)
+
+    converted = _script("convert_checkpoint.py", "--from=tf1", "--to=savedmodel", f"--input={out / 'best'}",
+                        f"--vocab_file={VOCAB_ZH}", f"--bert_config_file={config}",
+                        f"--output={tmp_path / 'converted'}")
+    assert converted.returncode == 0, converted.stderr[-3000:]
+    assert f"windows of 64 tokens, 32 apart, {chosen} pooling" in converted.stderr
+    np.testing.assert_allclose(serve(tmp_path / "converted", texts)["probabilities"], probabilities, atol=1e-5)
+
+
+AUTO_SEED = 2

@@ -12,6 +12,7 @@ import tensorflow as tf
 import modeling
 from bert_realformer.tasks import multiple_choice
 from bert_realformer.tasks.classification import task as classifier_task
+from bert_realformer.tasks.classification import windows
 from bert_realformer.tasks.classification.features import cached_features, make_dataset
 from bert_realformer.tasks.classification.reading import InputExample
 from bert_realformer.tasks.feature_cache import record_count
@@ -144,16 +145,16 @@ def test_windows_combine_into_one_row_per_document():
     for every class (abstaining) changes nothing."""
     logits = np.array([[2.0, 0.0], [-1.0, 1.0], [0.5, 0.1], [-3.0, -3.5], [-1.0, 1.0], [-9.0, -9.0]], "float32")
     index = np.array([0, 0, 1, 2, 3, 3])
-    mean = classifier_task.combine_windows(logits, index, 4, regression=False)
+    mean = windows.combine_windows(logits, index, 4, regression=False)
     log_probs = logits - np.log(np.exp(logits).sum(1, keepdims=True))
     by_hand = np.exp((log_probs[0] + log_probs[1]) / 2)
     np.testing.assert_allclose(mean[0], by_hand / by_hand.sum(), rtol=1e-6)
     softmax = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
     np.testing.assert_allclose(mean[1:3], softmax[2:4], rtol=1e-6)  # one window: its probabilities
-    maximum = classifier_task.combine_windows(logits, index, 4, regression=False, pooling="max")
+    maximum = windows.combine_windows(logits, index, 4, regression=False, pooling="max")
     np.testing.assert_allclose(maximum[0], np.exp([2.0, 1.0]) / np.exp([2.0, 1.0]).sum(), rtol=1e-6)
     np.testing.assert_allclose(maximum[3], softmax[4], rtol=1e-6)  # the abstaining window is ignored
-    scores = classifier_task.combine_windows(np.array([[1.0], [3.0], [5.0]], "float32"), np.array([0, 0, 1]), 2,
+    scores = windows.combine_windows(np.array([[1.0], [3.0], [5.0]], "float32"), np.array([0, 0, 1]), 2,
                                              regression=True)
     np.testing.assert_allclose(scores[:, 0], [2.0, 5.0])
 

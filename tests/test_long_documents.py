@@ -2,6 +2,7 @@
 batches of documents (windows drawn, padded and trimmed), the pooling in the graph against the
 prediction's pooling, and the document loss against a hand computation."""
 
+import json
 import math
 
 import numpy as np
@@ -10,6 +11,7 @@ import tensorflow as tf
 from test_classifier_data import VOCAB_EN
 
 from bert_realformer.tasks.classification import task as classifier_task
+from bert_realformer.tasks.classification import windows
 from bert_realformer.tasks.classification.features import cached_features, document_dataset
 from bert_realformer.tasks.classification.reading import InputExample
 from bert_realformer.tasks.feature_cache import record_count
@@ -86,9 +88,9 @@ def test_pooling_in_the_graph_is_the_predictions_pooling():
     flat = logits[mask.astype(bool)]
     index = np.repeat(np.arange(3), mask.sum(1))
     for pooling in ("mean", "max"):
-        pooled = classifier_task.pool_windows(tf.constant(logits), tf.constant(mask), pooling).numpy()
+        pooled = windows.pool_windows(tf.constant(logits), tf.constant(mask), pooling).numpy()
         probabilities = tf.nn.softmax(pooled).numpy()
-        np.testing.assert_allclose(probabilities, classifier_task.combine_windows(flat, index, 3, False, pooling),
+        np.testing.assert_allclose(probabilities, windows.combine_windows(flat, index, 3, False, pooling),
                                    rtol=1e-5)
 
 
@@ -119,3 +121,77 @@ def test_the_document_loss_by_hand():
             pooled = pool(np.array(window_logits[document]), axis=0)
             expected += -(pooled[label] - math.log(np.exp(pooled).sum())) / 2
         assert float(loss) == pytest.approx(expected, rel=1e-6)
+
+
+# ---------------------------------------------------------------------- reading a document's windows
+def _window_outputs():
+    """Three documents; the windows in the order a length-sorted prediction meets them."""
+    logits = np.array([[0.0, 3.0],    # document 0, window 2 (news that scores class 1 strongly)
+                       [1.0, 0.0],    # document 0, window 0 (the head: class 0)
+                       [0.5, 0.2],    # document 0, window 1
+                       [0.0, 2.0],    # document 1, its one window
+                       [2.0, 0.0],    # document 2, window 1
+                       [0.0, 1.0]],   # document 2, window 0 (the head: class 1)
+                      "float32")
+    return windows.WindowOutputs(logits, np.array([0, 0, 0, 1, 2, 2]), np.array([2, 0, 1, 0, 1, 0]),
+                                 labels=np.array([0, 1, 1]), regression=False)
+
+
+def _softmax(row):
+    return np.exp(row) / np.exp(row).sum()
+
+
+def test_the_first_window_is_read_by_its_place_in_the_document_not_by_its_order():
+    outputs = _window_outputs()
+    np.testing.assert_allclose(outputs.combined("first"), [_softmax([1.0, 0.0]), _softmax([0.0, 2.0]),
+                                                           _softmax([0.0, 1.0])], rtol=1e-6)
+    np.testing.assert_allclose(outputs.combined("max")[0], _softmax([1.0, 3.0]), rtol=1e-6)
+    np.testing.assert_allclose(outputs.combined("mean")[2], _softmax([1.0, 0.5]), rtol=1e-6)
+
+
+def _accuracy(labels):
+    return lambda outputs: {"eval_accuracy": float(np.mean(outputs.argmax(1) == labels)), "global_step": 7}
+
+
+def test_auto_reads_the_windows_every_way_and_keeps_the_best_on_the_dev_set():
+    outputs = _window_outputs()
+    # max: documents 0 and 2 wrong (1/3); mean: [0.5, 1.5] -> 1, wrong for 0, [1, .5] -> 0, wrong (1/3);
+    # first: all three right.
+    better = lambda value, than: than is None or value > than  # noqa: E731
+    reading = windows.choose_pooling(outputs, "auto", _accuracy(outputs.labels), "eval_accuracy", better)
+    assert reading.pooling == "first"
+    assert reading.result == {"eval_accuracy": 1.0, "global_step": 7, "window_pooling": "first",
+                              "eval_accuracy_by_max": pytest.approx(1 / 3),
+                              "eval_accuracy_by_mean": pytest.approx(1 / 3), "eval_accuracy_by_first": 1.0}
+    np.testing.assert_allclose(reading.outputs, outputs.combined("first"))
+    # A tie keeps the earlier reading (max, the training pooling), and a pooling asked by name is
+    # the only one read (no choice recorded).
+    tied = windows.choose_pooling(outputs, "auto", lambda o: {"eval_accuracy": 0.5}, "eval_accuracy", better)
+    assert tied.pooling == "max" and tied.result["window_pooling"] == "max"
+    asked = windows.choose_pooling(outputs, "mean", _accuracy(outputs.labels), "eval_accuracy", better)
+    assert asked.pooling == "mean" and asked.result == {"eval_accuracy": pytest.approx(1 / 3), "global_step": 7}
+    # A metric minimised (a loss) picks the smallest.
+    losses = {"max": 0.9, "mean": 0.4, "first": 0.6}
+    lowest = windows.choose_pooling(
+        outputs, "auto", lambda o: {"eval_loss": losses[next(p for p in windows.POOLINGS
+                                                             if np.array_equal(o, outputs.combined(p)))]},
+        "eval_loss", lambda value, than: than is None or value < than)
+    assert lowest.pooling == "mean"
+
+
+def test_prediction_without_a_dev_evaluation_reads_the_recorded_choice(tmp_path, caplog):
+    from bert_realformer.training import best_checkpoint, recorded_options
+    run = tmp_path / "run"
+    (run / "best").mkdir(parents=True)
+    prefix = best_checkpoint.checkpoint_prefix(str(run), 40)
+    (run / "best" / "model.ckpt-40.index").write_bytes(b"")
+    (run / "best" / "best.json").write_text(json.dumps(
+        {"step": 40, "metric": "eval_accuracy", "value": 0.7, "metrics": {"window_pooling": "first"}}))
+    assert windows.recorded_choice("auto", prefix, str(tmp_path / "elsewhere")) == "first"
+    assert windows.recorded_choice("mean", prefix, str(run)) == "mean"  # asked by name: as asked
+    # Other weights than the best: the run's recorded choice, else max (said).
+    recorded_options.update(str(run), classifier_input={"doc_stride": 32, "window_pooling": "mean"})
+    assert windows.recorded_choice("auto", str(run / "model.ckpt-60"), str(run)) == "mean"
+    with caplog.at_level("WARNING"):
+        assert windows.recorded_choice("auto", None, str(tmp_path / "elsewhere")) == "max"
+    assert "no dev evaluation chose how to pool the windows" in caplog.text

@@ -67,3 +67,26 @@ def test_an_init_checkpoint_of_other_shapes_is_refused_before_tokenizing(tmp_pat
         f"error: --init_checkpoint={tmp_path}/other/bert_model.ckpt: bert/embeddings/word_embeddings has shape "
         "[30, 8] but --bert_config_file gives it [30, 16]: another model's checkpoint, or another model's config?")
     assert not (out / "train.tf_record").exists()
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--doc_stride=32", "--truncation=tail"], "--truncation=tail cuts a text to one window; --doc_stride reads "
+                                               "all of it in windows: use one or the other"),
+    (["--doc_stride=32", "--group_by_length"], "--group_by_length groups windows by length; "
+                                               "--window_training=pooled trains whole documents: use "
+                                               "--window_training=separate or leave --group_by_length out"),
+    (["--doc_stride=32", "--window_pooling=first"], "--window_pooling=first reads the first window alone: to "
+                                                    "train on it, leave --doc_stride out (head truncation); or "
+                                                    "train --window_pooling=max or auto"),
+], ids=["truncation", "group-by-length", "first-window"])
+def test_long_document_options_that_contradict_each_other_are_one_line(tmp_path, flags, message):
+    import json
+    out, config = tmp_path / "out", tmp_path / "bert_config.json"
+    config.write_text(json.dumps({"vocab_size": 30, "hidden_size": 16, "num_hidden_layers": 1,
+                                  "num_attention_heads": 2, "intermediate_size": 32}))
+    status, stderr = run_script("run_classifier.py", "--task_name=generic", f"--data_dir={tmp_path}",
+                                f"--vocab_file={VOCAB}", f"--bert_config_file={config}", f"--output_dir={out}",
+                                "--do_train", *flags)
+    assert status == 2, stderr
+    assert stderr.strip().splitlines()[-1] == "error: " + message
+    assert not out.exists() or not any(out.iterdir())  # nothing written

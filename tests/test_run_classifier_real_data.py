@@ -13,13 +13,13 @@ from test_run_classifier import ACCURACY_THRESHOLD, TINY_ZH, VOCAB_ZH, run_class
 pytestmark = pytest.mark.slow  # the scripts end to end, in subprocesses
 
 
-def long_review_data(tmp_path, sizes):
+def long_review_data(tmp_path, sizes, position="end"):
     """(data directory, the tiny Chinese config, the splits) of `long_review_splits` (reviews
-    after 150 characters of news) in `sizes`, as generic TSV files."""
+    after 150 characters of news, or at the `position` given) in `sizes`, as generic TSV files."""
     from bert_realformer import realdata
     from bert_realformer.realdata.long_reviews import long_review_splits
     try:
-        splits = long_review_splits(article_chars=150, sizes=sizes)
+        splits = long_review_splits(article_chars=150, sizes=sizes, position=position)
     except realdata.MissingDataError as error:
         if os.environ.get("REQUIRE_REAL_DATA"):
             raise

@@ -103,9 +103,13 @@ def _classifier_input(path):
     for candidate in candidates:
         reading = recorded_options.read(candidate).get("classifier_input")
         if reading:
-            shown = (f"windows of {reading['max_seq_length']} tokens, {reading['doc_stride']} apart, "
-                     f"{reading['window_pooling']} pooling" if reading.get("doc_stride") else
-                     f"{reading['max_seq_length']} tokens, {reading.get('truncation', 'head')} truncation")
+            pooling = {"auto": "max"}.get(reading.get("window_pooling"), reading.get("window_pooling"))
+            if reading.get("doc_stride") and pooling != "first":
+                shown = (f"windows of {reading['max_seq_length']} tokens, {reading['doc_stride']} apart, "
+                         f"{pooling} pooling")
+            else:  # (the first window alone is head truncation)
+                truncation = "head" if pooling == "first" else reading.get("truncation", "head")
+                shown = f"{reading['max_seq_length']} tokens, {truncation} truncation"
             print(f"serving texts as the run read them: {shown}", file=sys.stderr)
             return reading
     return {}

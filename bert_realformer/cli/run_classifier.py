@@ -52,11 +52,14 @@ flags.DEFINE_integer("doc_stride", None, "Long texts: cut text_a (the document; 
                      "window) into overlapping windows that start N tokens apart, as run_squad.py does, instead of "
                      "truncating it. Evaluation, prediction and the SavedModel combine a document's windows into one "
                      "row (--window_pooling); training as --window_training says.", lower_bound=1)
-flags.DEFINE_enum("window_pooling", "max", ["max", "mean"], "With --doc_stride: how a document's windows combine "
-                  "(in training with --window_training=pooled, and in prediction): the mean of their logits (the "
-                  "renormalised mean of their log-probabilities) or each class's largest logit (a class wins by its "
-                  "strongest window; the better of the two on long documents, bench/long_documents.py); regression: "
-                  "mean or maximum score.")
+flags.DEFINE_enum("window_pooling", "auto", ["auto", "max", "mean", "first"], "With --doc_stride: how a document's "
+                  "windows combine into one prediction: max (each class's largest logit: a class wins by its strongest "
+                  "window), mean (of their logits: the renormalised mean of their log-probabilities), first (the "
+                  "first window alone, as head truncation reads), or auto: trained as max, and every dev evaluation "
+                  "reads the windows all three ways and keeps the best by --keep_best_by; the choice goes with the "
+                  "best checkpoint and into eval_results.txt, prediction and the SavedModel (max where no dev "
+                  "evaluation ran). --window_training=pooled trains with it (max or mean). Regression: the scores' "
+                  "maximum, mean or first.")
 flags.DEFINE_enum("window_training", "pooled", ["pooled", "separate"], "With --doc_stride: pooled: a document's "
                   "windows are pooled (--window_pooling) before the loss, one loss per document, as prediction "
                   "pools them; separate: every window is a training example with its document's label.")
@@ -80,6 +83,9 @@ def _check_flags():
     if FLAGS.doc_stride and FLAGS.window_training == "pooled" and FLAGS.group_by_length:
         raise InputError("--group_by_length groups windows by length; --window_training=pooled trains whole "
                          "documents: use --window_training=separate or leave --group_by_length out")
+    if FLAGS.doc_stride and FLAGS.do_train and FLAGS.window_training == "pooled" and FLAGS.window_pooling == "first":
+        raise InputError("--window_pooling=first reads the first window alone: to train on it, leave --doc_stride "
+                         "out (head truncation); or train --window_pooling=max or auto")
     if FLAGS.export_dir:  # before training: an export that fails would come after all of it
         storage.check_writable_dir(FLAGS.export_dir, "--export_dir")
 
@@ -97,6 +103,9 @@ def main(argv):
     import modeling
     from bert_realformer.tasks.classification import task as classifier_task
     from bert_realformer.tasks.classification.reading import get_processor
+    from bert_realformer.tasks.classification.windows import choose_pooling, recorded_choice
+    from bert_realformer.training import recorded_options
+    from bert_realformer.training.best_checkpoint import Selection
     task = FLAGS.task_name.lower()
     recorded = os.path.join(FLAGS.output_dir, classifier_task.LABEL_LIST)
     label_file = FLAGS.label_file or (recorded if task == "generic" and storage.isfile(recorded) else None)
@@ -115,20 +124,25 @@ def main(argv):
     driver, tokenizer = finetuning_driver(lambda config: modeling.BertClassifier(config, num_labels=num_labels))
     known = (classifier_task.main_metric(task, regression), *MONITORED_METRICS)
 
-    def predict(examples, name, batch_size):
-        return classifier_task.predict(driver, examples, label_list, tokenizer, os.path.join(FLAGS.output_dir, name),
-                                       batch_size, FLAGS.max_seq_length, FLAGS.doc_stride, FLAGS.window_pooling,
-                                       FLAGS.dynamic_padding, FLAGS.truncation)
+    selection = Selection.by(finetuning.best_metric(FLAGS.keep_best_by, known))
+    # (without windows every pooling reads the one window a text has)
+    pooling = {"asked": FLAGS.window_pooling if FLAGS.doc_stride else "max", "chosen": None}
+
+    def predict_windows(examples, name, batch_size):
+        return classifier_task.predict_windows(driver, examples, label_list, tokenizer,
+                                               os.path.join(FLAGS.output_dir, name), batch_size, FLAGS.max_seq_length,
+                                               FLAGS.doc_stride, FLAGS.dynamic_padding, FLAGS.truncation)
 
     def evaluate(step):
-        outputs, labels = predict(eval_examples, "eval.tf_record", FLAGS.eval_batch_size)
-        result = classifier_task.evaluation_results(task, outputs, labels, label_list, step)
-        return result, None if regression else outputs.argmax(-1)
+        dev = predict_windows(eval_examples, "eval.tf_record", FLAGS.eval_batch_size)
+        reading = choose_pooling(dev, pooling["asked"], lambda outputs: classifier_task.evaluation_results(
+            task, outputs, dev.labels, label_list, step), selection.metric, selection.better)
+        pooling["chosen"] = reading.pooling
+        return reading.result, None if regression else reading.outputs.argmax(-1)
 
     reading = {"max_seq_length": FLAGS.max_seq_length, "doc_stride": FLAGS.doc_stride,
                "window_pooling": FLAGS.window_pooling, "truncation": FLAGS.truncation}
     if FLAGS.do_train:
-        from bert_realformer.training import recorded_options
         # How the model reads its input, for a later conversion to a SavedModel.
         recorded_options.update(driver.write_dir, classifier_input=reading)
         step = finetuning.train(
@@ -146,13 +160,17 @@ def main(argv):
         result, predicted = evaluate(step)
         finetuning.write_results(driver, result, predicted, os.path.join(FLAGS.output_dir, "eval_results.txt"),
                                  label_list, shown=SHOWN)
+    used = pooling["chosen"] or recorded_choice(pooling["asked"], driver.weights and driver.weights.prefix,
+                                                     driver.write_dir)
+    if FLAGS.do_train and FLAGS.doc_stride:
+        recorded_options.update(driver.write_dir, classifier_input={**reading, "window_pooling": used})
     if FLAGS.do_predict:
-        outputs, _ = predict(test_examples, "predict.tf_record", FLAGS.predict_batch_size)
+        outputs = predict_windows(test_examples, "predict.tf_record", FLAGS.predict_batch_size).combined(used)
         classifier_task.write_test_results(outputs, os.path.join(FLAGS.output_dir, "test_results.tsv"))
     if FLAGS.export_dir:
         from bert_realformer.tasks.export import export_classifier
         path = export_classifier(driver.model, FLAGS.vocab_file, FLAGS.do_lower_case, FLAGS.max_seq_length,
-                                 label_list, FLAGS.export_dir, FLAGS.doc_stride, FLAGS.window_pooling, FLAGS.truncation)
+                                 label_list, FLAGS.export_dir, FLAGS.doc_stride, used, FLAGS.truncation)
         print(f"exported {path}", file=sys.stderr)
 
 

@@ -113,11 +113,15 @@ class TextServing(tf.Module):
 class ClassifierServing(TextServing):
     """A `BertClassifier`: {probabilities [B, C], label [B] (the most probable label's name)},
     or {scores [B, 1]} for regression (`label_list` None). With `doc_stride`, long texts are
-    cut into windows whose outputs are combined per text (`window_pooling`); without it, a text
-    too long is cut as `truncation` says."""
+    cut into windows whose outputs are combined per text (`window_pooling`: max or mean; `first`
+    reads the first window alone, which is head truncation; `auto` left unchosen is max); without
+    it, a text too long is cut as `truncation` says."""
 
     def __init__(self, model, vocab_file, do_lower_case, max_seq_length, label_list, doc_stride=None,
                  window_pooling="mean", truncation="head"):
+        if doc_stride and window_pooling == "first":
+            doc_stride, truncation = None, "head"
+        window_pooling = "max" if window_pooling == "auto" else window_pooling
         super().__init__(model, vocab_file, do_lower_case, max_seq_length, truncation)
         self._regression = label_list is None
         self.labels = tf.constant(label_list or ["score"])

@@ -5,7 +5,8 @@ end of the longer text), zero padded; with `doc_stride`, a text A too long for o
 becomes several overlapping windows instead (`sequences.pack_windows`), each a record of its
 example. Record features: `input_ids`, `input_mask`, `segment_ids` (int64 x max_seq_length),
 `label_ids` (int64, or float for regression), `is_real_example` (int64), `example_index` (int64:
-the example a window belongs to). A cache file is re-used only when its key (a digest of the
+the example a window belongs to), `window_index` (int64: the window's place in its example, 0 for
+the first). A cache file is re-used only when its key (a digest of the
 examples as read, the vocabulary's contents, casing, length, stride, labels: `_cache_key`)
 matches; otherwise it is rebuilt.
 """
@@ -59,7 +60,8 @@ def feature_spec(max_seq_length, regression=False):
             "segment_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
             "label_ids": tf.io.FixedLenFeature([], tf.float32 if regression else tf.int64),
             "is_real_example": tf.io.FixedLenFeature([], tf.int64),
-            "example_index": tf.io.FixedLenFeature([], tf.int64)}
+            "example_index": tf.io.FixedLenFeature([], tf.int64),
+            "window_index": tf.io.FixedLenFeature([], tf.int64)}
 
 
 def _cache_key(examples, label_list, max_seq_length, tokenizer, doc_stride, truncation):
@@ -69,7 +71,7 @@ def _cache_key(examples, label_list, max_seq_length, tokenizer, doc_stride, trun
     return {"examples": digest([e.text_a, e.text_b, e.label] for e in examples),
             "vocab": file_digest(tokenizer.vocab_file), "do_lower_case": tokenizer.do_lower_case,
             "max_seq_length": max_seq_length, "labels": label_list, "doc_stride": doc_stride,
-            "truncation": None if doc_stride else truncation, "layout": 2}
+            "truncation": None if doc_stride else truncation, "layout": 3}
 
 
 def features_key(examples: list[InputExample], label_list: list[str] | None, max_seq_length: int,
@@ -100,8 +102,8 @@ def cached_features(examples: list[InputExample], label_list: list[str] | None, 
                 yield index, {**{name: [v for w in windows for v in w[name]] for name in _TOKEN_FEATURES},
                               "label_id": windows[0]["label_id"], "num_windows": len(windows)}
             else:
-                for f in windows:
-                    yield index, f
+                for position, f in enumerate(windows):
+                    yield index, {**f, "window_index": position}
 
     def records():
         ordered = sorted(features(), key=lambda item: sum(item[1]["input_mask"])) if sort_by_length else features()
@@ -112,6 +114,8 @@ def cached_features(examples: list[InputExample], label_list: list[str] | None, 
                            "example_index": int64_feature([index])})
             if per_document:
                 record["num_windows"] = int64_feature([f["num_windows"]])
+            else:
+                record["window_index"] = int64_feature([f["window_index"]])
             yield encode_example(record)
 
     if key is None:  # (else the caller's, who named the file by it: `features_key` of these arguments)

@@ -2,16 +2,12 @@
 the loss, the training task over cached features, predictions, and the eval_results.txt and
 test_results.tsv the original writes.
 
-Long documents (`doc_stride`): prediction combines the windows of a document into one row
-(`combine_windows`) by pooling their logits, then a softmax: by default their mean (the same as
-the mean of their log-probabilities, renormalised: a geometric mean of the probabilities, every
-window's evidence counts), or with `window_pooling="max"` each class's largest logit (a class
-wins by its strongest window, and a window can abstain with low logits for every class: the
-pooling of multiple-instance learning); regression scores are averaged (or their maximum taken).
-A document of one window keeps that window's output. Training either pools a document's
-windows the same way before the loss (`window_training="pooled"`: one loss per document, so a
-window that holds none of the evidence is not taught its document's label) or trains every
-window alone with its document's label (`"separate"`).
+Long documents (`doc_stride`): prediction gives every window's logits (`predict_windows`),
+combined into one row per document by a pooling (`windows`: max, mean, the first window, or
+the dev set's choice among them). Training either pools a document's windows before the loss
+(`window_training="pooled"`: one loss per document, so a window that holds none of the evidence
+is not taught its document's label) or trains every window alone with its document's label
+(`"separate"`).
 """
 
 from __future__ import annotations
@@ -34,6 +30,7 @@ from bert_realformer.tasks.classification.features import (
     features_key,
     make_dataset,
 )
+from bert_realformer.tasks.classification.windows import WindowOutputs, pool_windows, training_pooling
 from bert_realformer.tasks.feature_cache import keyed_path, record_count
 from bert_realformer.text_files import read_lines
 from bert_realformer.training.driver import TrainingTask
@@ -62,18 +59,7 @@ def classifier_loss_fn(regression):
     return loss_fn
 
 
-WINDOW_POOLINGS = ("mean", "max")
 WINDOW_TRAININGS = ("pooled", "separate")
-
-
-def pool_windows(values, window_mask, pooling: str):
-    """[B, W, C] values of a batch of documents' windows (logits; scores for regression),
-    `window_mask` [B, W] (1 for real windows) -> [B, C]: their mean, or maximum, over each
-    document's real windows (`combine_windows`' pooling, in the graph)."""
-    mask = tf.cast(window_mask, values.dtype)[:, :, None]
-    if pooling == "max":
-        return tf.reduce_max(tf.where(mask > 0, values, tf.cast(-1e9, values.dtype)), axis=1)
-    return tf.reduce_sum(values * mask, axis=1) / tf.reduce_sum(mask, axis=1)
 
 
 def document_loss_fn(regression: bool, pooling: str):
@@ -111,6 +97,7 @@ def training_task(examples: list[InputExample], tokenizer: FullTokenizer, max_se
     `label_list` None: regression."""
     regression = label_list is None
     pooled = bool(doc_stride) and window_training == "pooled"
+    window_pooling = training_pooling(window_pooling)
     reused = cached_features(examples, label_list, max_seq_length, tokenizer, features_path, doc_stride,
                              per_document=pooled, truncation=truncation)
     count = record_count(features_path)
@@ -132,16 +119,15 @@ def training_task(examples: list[InputExample], tokenizer: FullTokenizer, max_se
         summary=f"{done} ({len(examples)} examples{windows})", features_path=features_path)
 
 
-def predict(driver: Driver, examples: list[InputExample], label_list: list[str] | None, tokenizer: FullTokenizer,
-            features_path: str, batch_size: int, max_seq_length: int, doc_stride: int | None = None,
-            window_pooling: str = "mean", dynamic_padding: bool = True,
-            truncation: str = "head") -> tuple[np.ndarray, np.ndarray]:
-    """(probabilities [N, C], or scores [N, 1] for regression; labels [N]) for `examples`, in
-    order, with the driver's model (features cached at `features_path` with a digest of what they
-    hold before its extension, `feature_cache.keyed_path`): one row per example,
-    its windows combined (`combine_windows`), or without `doc_stride` cut as `truncation` says.
-    With `dynamic_padding` (the default) the sequences are run in order of length, each batch
-    cut to its longest; False: in file order, every batch at `max_seq_length`, as the original."""
+def predict_windows(driver: Driver, examples: list[InputExample], label_list: list[str] | None,
+                    tokenizer: FullTokenizer, features_path: str, batch_size: int, max_seq_length: int,
+                    doc_stride: int | None = None, dynamic_padding: bool = True,
+                    truncation: str = "head") -> WindowOutputs:
+    """The logits of every window of `examples` (one per example without `doc_stride`, cut as
+    `truncation` says) with the driver's model, features cached at `features_path` with a
+    digest of what they hold before its extension (`feature_cache.keyed_path`). With
+    `dynamic_padding` (the default) the sequences are run in order of length, each batch cut to
+    its longest; False: in file order, every batch at `max_seq_length`, as the original."""
     regression = label_list is None
     # (named by its key: evaluation and prediction runs do not claim the directory, and two of them
     # with other settings must not read each other's features)
@@ -152,42 +138,32 @@ def predict(driver: Driver, examples: list[InputExample], label_list: list[str] 
                     sort_by_length=dynamic_padding, truncation=truncation, key=key)
     result = driver.predict(make_dataset(features_path, batch_size, max_seq_length, False, regression,
                                          dynamic_padding=dynamic_padding), _prediction_outputs(regression))
-    combined = combine_windows(result["outputs"], result["example_index"], len(examples), regression,
-                               window_pooling)
     labels = np.zeros(len(examples), result["labels"].dtype)
     labels[result["example_index"]] = result["labels"]
-    return combined, labels
+    return WindowOutputs(result["outputs"], result["example_index"], result["window_index"], labels, regression)
+
+
+def predict(driver: Driver, examples: list[InputExample], label_list: list[str] | None, tokenizer: FullTokenizer,
+            features_path: str, batch_size: int, max_seq_length: int, doc_stride: int | None = None,
+            window_pooling: str = "mean", dynamic_padding: bool = True,
+            truncation: str = "head") -> tuple[np.ndarray, np.ndarray]:
+    """(probabilities [N, C], or scores [N, 1] for regression; labels [N]) for `examples`, in
+    order: `predict_windows`' windows combined into one row per example by `window_pooling`
+    (max, mean or first: `windows.POOLINGS`)."""
+    windows = predict_windows(driver, examples, label_list, tokenizer, features_path, batch_size, max_seq_length,
+                              doc_stride, dynamic_padding, truncation)
+    return windows.combined(window_pooling), windows.labels
 
 
 @functools.cache
 def _prediction_outputs(regression):
-    """The per-batch outputs of `predict`: logits (scores for regression) with each window's
-    example and label (one function per kind, so a driver re-uses its trace)."""
+    """The per-batch outputs of `predict_windows`: logits (scores for regression) with each
+    window's example, place in it and label (one function per kind, so a driver re-uses its trace)."""
 
     def outputs(model, features):
         return {"outputs": tf.cast(model(features, training=False), tf.float32), "labels": features["label_ids"],
-                "example_index": features["example_index"]}
+                "example_index": features["example_index"], "window_index": features["window_index"]}
     return outputs
-
-
-def combine_windows(logits: np.ndarray, example_index: np.ndarray, num_examples: int, regression: bool,
-                    pooling: str = "mean") -> np.ndarray:
-    """Window logits [W, C] (scores for regression) of examples `example_index` [W] -> one row
-    per example [N, C]: the softmax of its windows' pooled logits (the mean, or each class's
-    maximum), or the pooled scores for regression (see the module docstring)."""
-    values = logits.astype(np.float64)
-    counts = np.bincount(example_index, minlength=num_examples)
-    if pooling == "max":
-        pooled = np.full((num_examples, values.shape[1]), -np.inf)
-        np.maximum.at(pooled, example_index, values)
-    else:
-        pooled = np.zeros((num_examples, values.shape[1]))
-        np.add.at(pooled, example_index, values)
-        pooled /= np.maximum(counts, 1)[:, None]
-    if not regression:
-        pooled = np.exp(pooled - pooled.max(axis=1, keepdims=True))
-        pooled /= pooled.sum(axis=1, keepdims=True)
-    return pooled.astype(np.float32)
 
 
 def main_metric(task: str, regression: bool) -> str:
