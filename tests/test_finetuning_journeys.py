@@ -180,6 +180,10 @@ def test_the_pooling_chosen_on_the_dev_set_goes_with_the_best_checkpoint(tmp_pat
     choice is not max: the checks would pass by chance with max, the pooling used when nothing
     was chosen)."""
     data, config, splits = long_review_data(tmp_path, {"train": 48, "dev": 24, "test": 6}, position="start")
+    for split in ("train", "dev", "test"):  # labels named, so that a SavedModel naming them '0'/'1' fails
+        rows = (data / f"{split}.tsv").read_text(encoding="utf-8").splitlines(keepends=True)
+        (data / f"{split}.tsv").write_text(rows[0] + "".join({"0": "neg", "1": "pos"}[row[0]] + row[1:]
+                                                             for row in rows[1:]), encoding="utf-8")
     texts = [text for _, text in splits["test"]]
     out = tmp_path / "out"
     common = ["--task_name=generic", f"--data_dir={data}", f"--vocab_file={VOCAB_ZH}", f"--bert_config_file={config}",
@@ -204,12 +208,15 @@ def test_the_pooling_chosen_on_the_dev_set_goes_with_the_best_checkpoint(tmp_pat
     assert predicted.returncode == 0, predicted.stderr[-3000:]
     np.testing.assert_allclose(np.loadtxt(later / "test_results.tsv", delimiter="\t"), probabilities, atol=1e-6)
 
+    # (best/ holds the weights alone: the config and the label order are found in the run's directory)
     converted = _script("convert_checkpoint.py", "--from=tf1", "--to=savedmodel", f"--input={out / 'best'}",
-                        f"--vocab_file={VOCAB_ZH}", f"--bert_config_file={config}",
-                        f"--output={tmp_path / 'converted'}")
+                        f"--vocab_file={VOCAB_ZH}", f"--output={tmp_path / 'converted'}")
     assert converted.returncode == 0, converted.stderr[-3000:]
     assert f"windows of 64 tokens, 32 apart, {chosen} pooling" in converted.stderr
-    np.testing.assert_allclose(serve(tmp_path / "converted", texts)["probabilities"], probabilities, atol=1e-5)
+    served = serve(tmp_path / "converted", texts)
+    np.testing.assert_allclose(served["probabilities"], probabilities, atol=1e-5)
+    label_list = (out / "label_list.txt").read_text().split()
+    assert served["label"] == [label_list[i] for i in probabilities.argmax(1)] and set(label_list) == {"neg", "pos"}
 
 
 AUTO_SEED = 2

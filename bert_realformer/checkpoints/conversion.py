@@ -86,12 +86,18 @@ def _refuse_unless_forced(weights, force, message, forced_note, names):
     weights.notes.append(f"{forced_note}: {', '.join(names)}")
 
 
+# A run's directories of weights whose config, vocabulary and labels the run keeps beside them:
+# its training state and its best checkpoint (`training.best_checkpoint.BEST_DIR`).
+RUN_WEIGHT_DIRECTORIES = (TRAINING_STATE, "best")
+
+
 def _beside(path, name):
     """File `name` in the directory of `path` (a directory, or a checkpoint prefix in one); for
-    a run's `training_state` directory, in the run directory where the run keeps its files."""
+    a run's `training_state` or `best` directory, in the run directory where the run keeps its
+    files."""
     directory = (path if storage.isdir(path) else os.path.dirname(path)).rstrip("/")
     directories = [directory]
-    if os.path.basename(directory) == TRAINING_STATE:
+    if os.path.basename(directory) in RUN_WEIGHT_DIRECTORIES:
         directories.append(os.path.dirname(directory))
     for candidate in (os.path.join(d, name) for d in directories):
         if storage.isfile(candidate):  # (one look per place: each may be a remote call)
