@@ -144,7 +144,7 @@ class ClassifierServing(TextServing):
     def texts_outputs(self, ids_a, ids_b):
         """Without `doc_stride`, the original truncation; with it, the logits of every window
         of text_a (with text_b, cut to half the room when the pair does not fit), pooled per
-        text as `classifier_task.combine_windows` pools them."""
+        text as `classification.windows.WindowOutputs.combined` pools them."""
         if not self._doc_stride:
             return super().texts_outputs(ids_a, ids_b)
         room = self._max_seq_length - 2 if ids_b is None else self._max_seq_length - 3
