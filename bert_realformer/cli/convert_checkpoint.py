@@ -95,6 +95,7 @@ def main(argv):
 def _classifier_input(path):
     """How the run_classifier.py run that wrote `path` (its directory, a checkpoint in it, its
     training_state/ or best/) read its texts ({} for other checkpoints)."""
+    from bert_realformer.tasks.classification.windows import served_reading
     from bert_realformer.training import recorded_options
     directory = (path if storage.isdir(path) else os.path.dirname(path)).rstrip("/")
     candidates = [directory]
@@ -103,13 +104,10 @@ def _classifier_input(path):
     for candidate in candidates:
         reading = recorded_options.read(candidate).get("classifier_input")
         if reading:
-            pooling = {"auto": "max"}.get(reading.get("window_pooling"), reading.get("window_pooling"))
-            if reading.get("doc_stride") and pooling != "first":
-                shown = (f"windows of {reading['max_seq_length']} tokens, {reading['doc_stride']} apart, "
-                         f"{pooling} pooling")
-            else:  # (the first window alone is head truncation)
-                truncation = "head" if pooling == "first" else reading.get("truncation", "head")
-                shown = f"{reading['max_seq_length']} tokens, {truncation} truncation"
+            doc_stride, pooling, truncation = served_reading(
+                reading.get("doc_stride"), reading.get("window_pooling", "mean"), reading.get("truncation", "head"))
+            shown = (f"windows of {reading['max_seq_length']} tokens, {doc_stride} apart, {pooling} pooling"
+                     if doc_stride else f"{reading['max_seq_length']} tokens, {truncation} truncation")
             print(f"serving texts as the run read them: {shown}", file=sys.stderr)
             return reading
     return {}

@@ -27,6 +27,7 @@ import modeling
 from bert_realformer import storage
 from bert_realformer.checkpoints.training_states import named_variables
 from bert_realformer.errors import InputError
+from bert_realformer.tasks.classification.windows import served_reading
 from bert_realformer.training.padding import padded_length
 from tokenization.fast import FastTokenizer
 
@@ -119,9 +120,7 @@ class ClassifierServing(TextServing):
 
     def __init__(self, model, vocab_file, do_lower_case, max_seq_length, label_list, doc_stride=None,
                  window_pooling="mean", truncation="head"):
-        if doc_stride and window_pooling == "first":
-            doc_stride, truncation = None, "head"
-        window_pooling = "max" if window_pooling == "auto" else window_pooling
+        doc_stride, window_pooling, truncation = served_reading(doc_stride, window_pooling, truncation)
         super().__init__(model, vocab_file, do_lower_case, max_seq_length, truncation)
         self._regression = label_list is None
         self.labels = tf.constant(label_list or ["score"])

@@ -31,10 +31,21 @@ AUTO = "auto"
 CHOICES = (*POOLINGS, AUTO)
 
 
+UNCHOSEN = "max"  # what `auto` reads (and trains) as until a dev evaluation chooses
+
+
 def training_pooling(pooling: str) -> str:
     """The pooling a document's windows are trained with (`--window_training=pooled`): `auto`
     trains as `max` (`first` is not trained on windows: it is head truncation)."""
-    return "max" if pooling == AUTO else pooling
+    return UNCHOSEN if pooling == AUTO else pooling
+
+
+def served_reading(doc_stride: int | None, pooling: str, truncation: str) -> tuple[int | None, str, str]:
+    """(doc_stride, pooling, truncation) that serve texts as a run recorded reading them: the
+    first window alone is head truncation without windows; `auto` never chosen is max."""
+    if doc_stride and pooling == "first":
+        return None, UNCHOSEN, "head"
+    return doc_stride, training_pooling(pooling), truncation
 
 
 def pool_windows(values, window_mask, pooling: str):
@@ -146,5 +157,5 @@ def recorded_choice(pooling: str, weights_prefix: str | None, output_dir: str) -
         logger.info("--window_pooling=auto: %s pooling, as the run in %s chose on the dev set", chosen, output_dir)
         return chosen
     logger.warning("--window_pooling=auto: no dev evaluation chose how to pool the windows (no --do_eval, and "
-                   "neither the weights nor the run record a choice): max pooling")
-    return "max"
+                   "neither the weights nor the run record a choice): %s pooling", UNCHOSEN)
+    return UNCHOSEN
