@@ -16,6 +16,7 @@ from keras import ops
 
 from modeling.layers import dense
 from modeling.randomness import Dropout
+from modeling.variants import Variant
 
 MASK_ADDER = -10000.0
 
@@ -87,7 +88,7 @@ class AttentionLayer(keras.layers.Layer):
         if prev_attens is not None:
             scores = scores + ops.cast(prev_attens, "float32")  # the carried running sum
         logits = scores
-        if self.residual_attention == "mean":
+        if Variant(residual_attention=self.residual_attention).running_mean:
             logits = logits / float(self.layer_index + 1)
         adder = attention_mask_adder(attention_mask)
         if adder is not None:

@@ -91,7 +91,7 @@ class BertModel(keras.Model):
                  ("bert/embeddings/token_type_embeddings", emb.token_type_embeddings),
                  ("bert/embeddings/position_embeddings", emb.position_embeddings),
                  *layer_norm_names("bert/embeddings/LayerNorm", emb.layer_norm)]
-        pre_ln = self.config.layer_norm_type == "pre"
+        pre_ln = self.config.variant.pre_ln
         for i, block in enumerate(self.encoder.blocks):
             p = f"bert/encoder/layer_{i}"
             attention_ln = f"{p}/attention/LayerNorm" if pre_ln else f"{p}/attention/output/LayerNorm"

@@ -13,6 +13,7 @@ are kept in `extra_keys` and written back unchanged.
 """
 
 import copy
+import dataclasses
 import json
 import os
 from typing import Any
@@ -22,25 +23,8 @@ from bert_realformer.errors import InputError
 from bert_realformer.storage import UnreadableFileError
 from bert_realformer.text_files import read_text
 from modeling.activations import ACTIVATIONS
+from modeling.variants import Variant
 
-LAYER_NORM_TYPES = ("post", "pre")
-RESIDUAL_ATTENTION_MODES = ("none", "sum", "mean")
-
-# Original keys with their defaults, in the original `__init__` order.
-_ORIGINAL_DEFAULTS = {
-    "vocab_size": None,
-    "hidden_size": 768,
-    "num_hidden_layers": 12,
-    "num_attention_heads": 12,
-    "intermediate_size": 3072,
-    "hidden_act": "gelu",
-    "hidden_dropout_prob": 0.1,
-    "attention_probs_dropout_prob": 0.1,
-    "max_position_embeddings": 512,
-    "type_vocab_size": 16,
-    "initializer_range": 0.02,
-}
-_VARIANT_DEFAULTS = {"layer_norm_type": "post", "residual_attention": "none"}
 _POSITIVE_INTS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                   "intermediate_size", "max_position_embeddings", "type_vocab_size")
 _PROBABILITIES = ("hidden_dropout_prob", "attention_probs_dropout_prob")
@@ -50,31 +34,35 @@ class ConfigError(InputError):
     """A config value is missing, of the wrong type, or out of range (one-line message)."""
 
 
+@dataclasses.dataclass(eq=False)
 class BertConfig:
-    """Configuration of a `BertModel` (original keys + `layer_norm_type`, `residual_attention`)."""
+    """Configuration of a `BertModel`: the original keys with the original's defaults, in its
+    order, then ours (`layer_norm_type`, `residual_attention`: `variant`). `extra_keys`: keys
+    this class does not know, kept; `source`: what the config came from (for messages)."""
+    vocab_size: int | None
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    hidden_act: str = "gelu"
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 16
+    initializer_range: float = 0.02
+    layer_norm_type: str = "post"
+    residual_attention: str = "none"
+    extra_keys: dict[str, Any] = dataclasses.field(default_factory=dict)
+    source: str = "BertConfig"
 
-    def __init__(self, vocab_size: int | None, hidden_size: int = 768, num_hidden_layers: int = 12,
-                 num_attention_heads: int = 12, intermediate_size: int = 3072, hidden_act: str = "gelu",
-                 hidden_dropout_prob: float = 0.1, attention_probs_dropout_prob: float = 0.1,
-                 max_position_embeddings: int = 512, type_vocab_size: int = 16, initializer_range: float = 0.02,
-                 layer_norm_type: str = "post", residual_attention: str = "none",
-                 extra_keys: dict[str, Any] | None = None, source: str = "BertConfig") -> None:
-        self.vocab_size = vocab_size
-        self.hidden_size = hidden_size
-        self.num_hidden_layers = num_hidden_layers
-        self.num_attention_heads = num_attention_heads
-        self.intermediate_size = intermediate_size
-        self.hidden_act = hidden_act
-        self.hidden_dropout_prob = hidden_dropout_prob
-        self.attention_probs_dropout_prob = attention_probs_dropout_prob
-        self.max_position_embeddings = max_position_embeddings
-        self.type_vocab_size = type_vocab_size
-        self.initializer_range = initializer_range
-        self.layer_norm_type = layer_norm_type
-        self.residual_attention = residual_attention
-        self.extra_keys = dict(extra_keys or {})
-        self.source = source
-        self.validate(source)
+    def __post_init__(self) -> None:
+        self.extra_keys = dict(self.extra_keys or {})
+        self.validate(self.source)
+
+    @property
+    def variant(self) -> Variant:
+        """The Transformer variant this config selects (`modeling.variants`)."""
+        return Variant(self.layer_norm_type, self.residual_attention)
 
     @property
     def size_per_head(self) -> int:
@@ -102,12 +90,9 @@ class BertConfig:
         if not isinstance(self.hidden_act, str) or self.hidden_act.lower() not in ACTIVATIONS:
             raise ConfigError(f"{source}: unknown hidden_act {self.hidden_act!r}; "
                               f"expected one of {', '.join(sorted(ACTIVATIONS))}")
-        if self.layer_norm_type not in LAYER_NORM_TYPES:
-            raise ConfigError(f"{source}: unknown layer_norm_type {self.layer_norm_type!r}; "
-                              f"expected one of {', '.join(LAYER_NORM_TYPES)}")
-        if self.residual_attention not in RESIDUAL_ATTENTION_MODES:
-            raise ConfigError(f"{source}: unknown residual_attention {self.residual_attention!r}; "
-                              f"expected one of {', '.join(RESIDUAL_ATTENTION_MODES)}")
+        problem = self.variant.problem()
+        if problem:
+            raise ConfigError(f"{source}: {problem}")
 
     def check_buildable(self, source: str | None = None) -> None:
         """What a model needs of the sizes, checked when one is built (as the original does):
@@ -137,8 +122,7 @@ class BertConfig:
             if declared != implied:
                 raise ConfigError(f"{source}: use_running_mean={str(use_running_mean).lower()} "
                                   f"contradicts residual_attention={declared!r}")
-        known = {**_ORIGINAL_DEFAULTS, **_VARIANT_DEFAULTS}
-        kwargs = {k: values.pop(k) for k in list(values) if k in known}
+        kwargs = {k: values.pop(k) for k in list(values) if k in _KEYS}
         return cls(**kwargs, extra_keys=values, source=source)
 
     @classmethod
@@ -165,11 +149,9 @@ class BertConfig:
 
         RealFormer configs also carry `use_running_mean`, so the official code reads them too.
         """
-        output = {key: getattr(self, key) for key in _ORIGINAL_DEFAULTS}
-        output["layer_norm_type"] = self.layer_norm_type
-        output["residual_attention"] = self.residual_attention
-        if self.residual_attention != "none":
-            output["use_running_mean"] = self.residual_attention == "mean"
+        output = {key: getattr(self, key) for key in _KEYS}
+        if self.variant.is_realformer:
+            output["use_running_mean"] = self.variant.running_mean
         for key, value in self.extra_keys.items():
             output.setdefault(key, copy.deepcopy(value))
         return output
@@ -193,3 +175,7 @@ class BertConfig:
 
     def __repr__(self):
         return f"BertConfig({self.to_json_string().strip()})"
+
+
+# The keys of bert_config.json this class reads and writes, in order (the original's, then ours).
+_KEYS = tuple(field.name for field in dataclasses.fields(BertConfig) if field.name not in ("extra_keys", "source"))

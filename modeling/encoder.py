@@ -21,7 +21,7 @@ class TransformerBlock(keras.layers.Layer):
         super().__init__(autocast=False, **kwargs)  # keeps `prev_attens` float32, see attention.py
         self.config = config
         self.layer_index = layer_index
-        self.pre_ln = config.layer_norm_type == "pre"
+        self.pre_ln = config.variant.pre_ln
         init = config.initializer_range
         self.attention = AttentionLayer(
             num_attention_heads=config.num_attention_heads, size_per_head=config.size_per_head,
@@ -86,7 +86,7 @@ class TransformerEncoder(keras.layers.Layer):
         self.blocks = [TransformerBlock(config, layer_index=i, name=f"layer_{i}")
                        for i in range(config.num_hidden_layers)]
         self.final_layer_norm = (LayerNorm(name="final_layer_norm")
-                                 if config.layer_norm_type == "pre" else None)
+                                 if config.variant.pre_ln else None)
         # Progressive Layer Dropping: one gate (seed generator) per layer.
         self._pld_gates = [StreamSeedGenerator(name=f"pld_gate_{i}")
                            for i in range(config.num_hidden_layers)]
@@ -102,7 +102,7 @@ class TransformerEncoder(keras.layers.Layer):
         """`layer_keep_probs` (float [L], training only): Progressive Layer Dropping. Layer l is
         run with probability p_l, its change to the hidden states scaled by 1/p_l; otherwise it is
         skipped (not computed) and hidden states and RealFormer scores pass through unchanged."""
-        residual = self.config.residual_attention != "none"
+        residual = self.config.variant.is_realformer
         prev_attens = None
         layer_outputs, all_probs = [], []
         for index, block in enumerate(self.blocks):
@@ -126,7 +126,7 @@ class TransformerEncoder(keras.layers.Layer):
         else passes `x` (and the RealFormer running sum) through. Returns (x, scores or None)."""
         block = self.blocks[index]
         x = keras.ops.cast(x, self.compute_dtype)
-        carried = self.config.residual_attention != "none"
+        carried = self.config.variant.is_realformer
         if carried and prev_attens is None:  # nothing carried yet: a skipped first layer passes zeros
             batch, length = keras.ops.shape(x)[0], keras.ops.shape(x)[1]
             prev_attens = keras.ops.zeros((batch, self.config.num_attention_heads, length, length))

@@ -23,11 +23,40 @@ from modeling.heads import (
 from modeling.layers import dense_names, layer_norm_names
 
 
-def _as_config(config):
-    return BertConfig.from_dict(config) if isinstance(config, dict) else config
+class BertWithHeads(keras.Model):
+    """A `BertModel` (`.bert`) with a task's heads: what every model below shares. A subclass
+    makes its heads in `__init__` after this one's, lists them in `heads`, names their weights in
+    `head_names` and its own constructor arguments in `options` (for `get_config`)."""
+
+    def __init__(self, config: BertConfig | dict, name: str, **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.config = BertConfig.from_dict(config) if isinstance(config, dict) else config
+        self.bert = BertModel(self.config)
+
+    def heads(self) -> list[keras.layers.Layer]:
+        raise NotImplementedError
+
+    def head_names(self) -> list[tuple[str, keras.Variable]]:
+        raise NotImplementedError
+
+    def options(self) -> dict:
+        return {}
+
+    def build(self, input_shape=None):
+        self.bert.build()
+        for head in self.heads():
+            head.build()
+        self.built = True
+
+    def tf1_names(self) -> list[tuple[str, keras.Variable]]:
+        """The encoder's TF1 names (`BertModel.tf1_names`), then the heads' (`head_names`)."""
+        return [*self.bert.tf1_names(), *self.head_names()]
+
+    def get_config(self):
+        return {"config": self.config.to_dict(), "name": self.name, **self.options()}
 
 
-class BertPretrainer(keras.Model):
+class BertPretrainer(BertWithHeads):
     """MLM + NSP, as the original `run_pretraining.model_fn`; MLM alone with
     `next_sentence=False` (RoBERTa's recipe: no `cls/seq_relationship` head at all).
 
@@ -37,30 +66,26 @@ class BertPretrainer(keras.Model):
     """
 
     def __init__(self, config: BertConfig, next_sentence: bool = True, name: str = "pretrainer", **kwargs):
-        super().__init__(name=name, **kwargs)
-        self.config = _as_config(config)
-        self.bert = BertModel(self.config)
+        super().__init__(config, name, **kwargs)
         self.masked_lm = MaskedLMHead(self.config, name="predictions")
         self.next_sentence = NextSentenceHead(self.config, name="seq_relationship") if next_sentence else None
 
-    def build(self, input_shape=None):
-        self.bert.build()
-        self.masked_lm.build()
-        if self.next_sentence is not None:
-            self.next_sentence.build()
-        self.built = True
+    def heads(self):
+        return [self.masked_lm] + ([self.next_sentence] if self.next_sentence is not None else [])
 
-    def tf1_names(self) -> list[tuple[str, keras.Variable]]:
-        """The encoder's TF1 names (`BertModel.tf1_names`), then `cls/predictions/...` and,
-        with NSP, `cls/seq_relationship/...`."""
+    def head_names(self):
+        """`cls/predictions/...` and, with NSP, `cls/seq_relationship/...`."""
         mlm, nsp = self.masked_lm, self.next_sentence
-        names = [*self.bert.tf1_names(), *dense_names("cls/predictions/transform/dense", mlm.transform),
+        names = [*dense_names("cls/predictions/transform/dense", mlm.transform),
                  *layer_norm_names("cls/predictions/transform/LayerNorm", mlm.layer_norm),
                  ("cls/predictions/output_bias", mlm.output_bias)]
         if nsp is None:  # MLM only
             return names
         return names + [("cls/seq_relationship/output_weights", nsp.output_weights),
                         ("cls/seq_relationship/output_bias", nsp.output_bias)]
+
+    def options(self):
+        return {"next_sentence": self.next_sentence is not None}
 
     def call(self, features, training=False, layer_keep_probs=None):
         outputs = dict(self.bert(encoder_inputs(features), training=training,
@@ -71,9 +96,6 @@ class BertPretrainer(keras.Model):
         if self.next_sentence is not None:
             outputs["next_sentence_log_probs"] = self.next_sentence(outputs["pooled_output"])
         return outputs
-
-    def get_config(self):
-        return {"config": self.config.to_dict(), "next_sentence": self.next_sentence is not None, "name": self.name}
 
 
 def pretraining_losses(outputs: dict, features: dict) -> dict:
@@ -91,62 +113,50 @@ def pretraining_losses(outputs: dict, features: dict) -> dict:
     return losses
 
 
-class BertClassifier(keras.Model):
-    """Pooled output -> dropout -> `output_weights`/`output_bias`: logits [B, num_labels]."""
+class BertClassifier(BertWithHeads):
+    """Pooled output [B, H] -> dropout -> `output_weights`/`output_bias`: logits [B, num_labels]."""
 
     def __init__(self, config: BertConfig, num_labels: int, name: str = "classifier", **kwargs):
-        super().__init__(name=name, **kwargs)
-        self.config = _as_config(config)
+        super().__init__(config, name, **kwargs)
         self.num_labels = num_labels
-        self.bert = BertModel(self.config)
         self.classifier = ClassifierHead(self.config.hidden_size, num_labels, name="classifier")
 
-    def build(self, input_shape=None):
-        self.bert.build()
-        self.classifier.build()
-        self.built = True
+    def heads(self):
+        return [self.classifier]
 
-    def tf1_names(self) -> list[tuple[str, keras.Variable]]:
-        """The encoder's TF1 names, then the original classifier's `output_weights`/`output_bias`."""
-        return [*self.bert.tf1_names(), ("output_weights", self.classifier.output_weights),
-                ("output_bias", self.classifier.output_bias)]
+    def head_names(self):
+        """The original classifier's `output_weights`/`output_bias`."""
+        return [("output_weights", self.classifier.output_weights), ("output_bias", self.classifier.output_bias)]
+
+    def options(self):
+        return {"num_labels": self.num_labels}
 
     def call(self, features, training=False):
         pooled = self.bert(encoder_inputs(features), training=training)["pooled_output"]
         return self.classifier(pooled, training=training)
 
-    def get_config(self):
-        return {"config": self.config.to_dict(), "num_labels": self.num_labels, "name": self.name}
 
-
-class BertSpanLabeler(keras.Model):
-    """Sequence output -> `cls/squad` span logits: (start_logits [B, S], end_logits [B, S])."""
+class BertSpanLabeler(BertWithHeads):
+    """Sequence output [B, S, H] -> `cls/squad` span logits: (start_logits [B, S], end_logits [B, S])."""
 
     def __init__(self, config: BertConfig, name: str = "span_labeler", **kwargs):
-        super().__init__(name=name, **kwargs)
-        self.config = _as_config(config)
-        self.bert = BertModel(self.config)
+        super().__init__(config, name, **kwargs)
         self.span = SpanHead(self.config.hidden_size, name="squad")
 
-    def build(self, input_shape=None):
-        self.bert.build()
-        self.span.build()
-        self.built = True
+    def heads(self):
+        return [self.span]
 
-    def tf1_names(self) -> list[tuple[str, keras.Variable]]:
-        """The encoder's TF1 names, then the original run_squad's `cls/squad/...`."""
-        return [*self.bert.tf1_names(), ("cls/squad/output_weights", self.span.output_weights),
+    def head_names(self):
+        """The original run_squad's `cls/squad/...`."""
+        return [("cls/squad/output_weights", self.span.output_weights),
                 ("cls/squad/output_bias", self.span.output_bias)]
 
     def call(self, features, training=False):
         sequence = self.bert(encoder_inputs(features), training=training)["sequence_output"]
         return self.span(sequence)
 
-    def get_config(self):
-        return {"config": self.config.to_dict(), "name": self.name}
 
-
-class BertTokenClassifier(keras.Model):
+class BertTokenClassifier(BertWithHeads):
     """Sequence output -> a tag score per word (`cls/ner/...`), for NER.
 
     `call(features)` with the encoder inputs and `word_positions` [B, W] (the position of each
@@ -157,34 +167,28 @@ class BertTokenClassifier(keras.Model):
 
     def __init__(self, config: BertConfig, num_labels: int, crf: bool = False, name: str = "token_classifier",
                  **kwargs):
-        super().__init__(name=name, **kwargs)
-        self.config = _as_config(config)
+        super().__init__(config, name, **kwargs)
         self.num_labels = num_labels
         self.crf = crf
-        self.bert = BertModel(self.config)
         self.head = TokenClassifierHead(self.config.hidden_size, num_labels, crf=crf, name="ner")
 
-    def build(self, input_shape=None):
-        self.bert.build()
-        self.head.build()
-        self.built = True
+    def heads(self):
+        return [self.head]
 
-    def tf1_names(self) -> list[tuple[str, keras.Variable]]:
-        """The encoder's TF1 names, then `cls/ner/...` (with the CRF's `cls/ner/transitions`)."""
-        names = [*self.bert.tf1_names(), ("cls/ner/output_weights", self.head.output_weights),
-                 ("cls/ner/output_bias", self.head.output_bias)]
+    def head_names(self):
+        """`cls/ner/...` (with the CRF's `cls/ner/transitions`)."""
+        names = [("cls/ner/output_weights", self.head.output_weights), ("cls/ner/output_bias", self.head.output_bias)]
         return names + ([("cls/ner/transitions", self.head.transitions)] if self.crf else [])
+
+    def options(self):
+        return {"num_labels": self.num_labels, "crf": self.crf}
 
     def call(self, features, training=False):
         sequence = self.bert(encoder_inputs(features), training=training)["sequence_output"]
         return self.head(sequence, features["word_positions"], training=training)
 
-    def get_config(self):
-        return {"config": self.config.to_dict(), "num_labels": self.num_labels, "crf": self.crf,
-                "name": self.name}
 
-
-class BertMultipleChoice(keras.Model):
+class BertMultipleChoice(BertWithHeads):
     """SWAG-style multiple choice: each choice is its own `[CLS] A [SEP] B [SEP]` sequence; the
     pooled output of each gives one score (`cls/multiple_choice/...`).
 
@@ -193,19 +197,15 @@ class BertMultipleChoice(keras.Model):
     """
 
     def __init__(self, config: BertConfig, name: str = "multiple_choice", **kwargs):
-        super().__init__(name=name, **kwargs)
-        self.config = _as_config(config)
-        self.bert = BertModel(self.config)
+        super().__init__(config, name, **kwargs)
         self.head = ChoiceHead(self.config.hidden_size, name="multiple_choice")
 
-    def build(self, input_shape=None):
-        self.bert.build()
-        self.head.build()
-        self.built = True
+    def heads(self):
+        return [self.head]
 
-    def tf1_names(self) -> list[tuple[str, keras.Variable]]:
-        """The encoder's TF1 names, then `cls/multiple_choice/...`."""
-        return [*self.bert.tf1_names(), ("cls/multiple_choice/output_weights", self.head.output_weights),
+    def head_names(self):
+        """`cls/multiple_choice/...`."""
+        return [("cls/multiple_choice/output_weights", self.head.output_weights),
                 ("cls/multiple_choice/output_bias", self.head.output_bias)]
 
     def call(self, features, training=False):
@@ -215,9 +215,6 @@ class BertMultipleChoice(keras.Model):
         scores = self.head(pooled, num_choices=shape[1], training=training)
         real = keras.ops.cast(features["choice_mask"], "float32")
         return scores * real + (1.0 - real) * -1e9
-
-    def get_config(self):
-        return {"config": self.config.to_dict(), "name": self.name}
 
 
 def encoder_inputs(features: dict) -> dict:

@@ -101,7 +101,7 @@ def test_run_squad_on_cmrc2018_from_scratch(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert "training on 97 questions (0 skipped)" in result.stderr
     values = dict(line.split(" = ", 1) for line in (out / "eval_results.txt").read_text().splitlines())
-    assert sorted(values) == ["AVERAGE", "EM", "F1", "SKIP", "TOTAL"] and values["TOTAL"] == "27"
+    assert sorted(values) == ["AVERAGE", "EM", "F1", "SKIP", "TOTAL", "global_step"] and values["TOTAL"] == "27"
     # Scored during training at steps 24 and 48 (the main metric: F1); the best one's answers.
     history = [json.loads(line) for line in (out / "eval_history.jsonl").read_text().splitlines()]
     best = json.loads((out / "best" / "best.json").read_text())

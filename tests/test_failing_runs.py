@@ -209,7 +209,7 @@ def test_a_training_run_records_its_config_and_later_runs_are_checked_against_it
 
     stream = io.StringIO()  # the same weights as post-LN: a warning, and it runs
     _driver(out, stream=stream, config=TINY).restore_for_inference()
-    assert (f"warning: {out} was trained as post-LN RealFormer ({out / 'bert_config.json'}); this run uses "
+    assert (f"warning: {out} was trained as RealFormer ({out / 'bert_config.json'}); this run uses "
             "post-LN with the same weights") in stream.getvalue()
     with pytest.raises(InputError) as info:  # another size: stops before loading anything
         _driver(out, config=TINY.replace(intermediate_size=48)).restore_for_inference()
@@ -276,5 +276,5 @@ def test_recorded_config_reads_what_it_wrote_and_keeps_a_file_that_says_the_same
     (tmp_path / "bert_config.json").write_text(users_own)
     recorded_config.record(config, str(tmp_path))
     assert (tmp_path / "bert_config.json").read_text() == users_own
-    assert recorded_config.variant_name(config) == "pre-LN RealFormer (running mean)"
+    assert config.variant.name == "pre-LN RealFormer-mean"
     assert recorded_config.check_against_recorded(config, str(tmp_path)) is None

@@ -173,13 +173,23 @@ def _examples(n=37, seed=0):
     return [InputExample(f"e-{i}", _text(rng, int(rng.integers(2, 40))), None, str(i % 3)) for i in range(n)]
 
 
+def _traced_once(run, predict):
+    """`predict()` twice: the second call re-uses the first one's trace (no new closure per call)."""
+    first = predict()
+    traces = run.prediction_traces
+    np.testing.assert_equal(predict(), first)
+    assert run.prediction_traces == traces
+    return first
+
+
 def test_classifier_outputs_with_dynamic_padding_equal_full_padding_and_trace_few_shapes(driver, tmp_path):
     run = driver(lambda config: modeling.BertClassifier(config, 3))
     examples = _examples()
     path = str(tmp_path / "eval.tf_record")
     fixed, labels = classifier_task.predict(run, examples, ["0", "1", "2"], TOKENIZER, path, 2, 64,
                                             dynamic_padding=False)
-    dynamic, dynamic_labels = classifier_task.predict(run, examples, ["0", "1", "2"], TOKENIZER, path, 2, 64)
+    dynamic, dynamic_labels = _traced_once(
+        run, lambda: classifier_task.predict(run, examples, ["0", "1", "2"], TOKENIZER, path, 2, 64))
     np.testing.assert_allclose(dynamic, fixed, atol=1e-5)
     np.testing.assert_array_equal(labels, dynamic_labels)
     from bert_realformer.tasks.classification.features import features_key
@@ -222,7 +232,7 @@ def test_long_documents_in_windows_give_one_row_each(driver, tmp_path):
     np.testing.assert_array_equal(probabilities[1], today[0])
 
 
-def test_ner_squad_and_choices_with_dynamic_padding_equal_full_padding(driver, data_dir):
+def test_ner_squad_and_choices_with_dynamic_padding_equal_full_padding_and_trace_once(driver, data_dir):
     rng = np.random.default_rng(2)
     sentences = []
     for _ in range(21):
@@ -232,14 +242,17 @@ def test_ner_squad_and_choices_with_dynamic_padding_equal_full_padding(driver, d
     for crf in (False, True):
         ner = driver(lambda config, crf=crf: modeling.BertTokenClassifier(config, 3, crf=crf))
         fixed = ner_task.predict_tags(ner, sentences, TOKENIZER, labels, 64, 4, crf, dynamic_padding=False)
-        assert ner_task.predict_tags(ner, sentences, TOKENIZER, labels, 64, 4, crf) == fixed
+        tags = _traced_once(ner, lambda ner=ner, crf=crf: ner_task.predict_tags(ner, sentences, TOKENIZER, labels, 64,
+                                                                                4, crf))
+        assert tags == fixed
 
     choices = driver(lambda config: modeling.BertMultipleChoice(config))
     examples = [multiple_choice.ChoiceExample(_text(rng, int(rng.integers(3, 25))), "", [_text(rng, 3), _text(rng, 5)],
                                               0, f"f:{i}") for i in range(9)]
     fixed = choice_task.predict_probabilities(choices, examples, TOKENIZER, 64, 4, dynamic_padding=False)
-    np.testing.assert_allclose(choice_task.predict_probabilities(choices, examples, TOKENIZER, 64, 4), fixed,
-                               atol=1e-5)
+    np.testing.assert_allclose(
+        _traced_once(choices, lambda: choice_task.predict_probabilities(choices, examples, TOKENIZER, 64, 4)), fixed,
+        atol=1e-5)
 
     from conftest import allennlp_fixture
 
@@ -248,7 +261,7 @@ def test_ner_squad_and_choices_with_dynamic_padding_equal_full_padding(driver, d
     spans = driver(lambda config: modeling.BertSpanLabeler(config))
     args = (spans, squad, TOKENIZER, 64, 32, 24, 4, 20, 30, True)
     fixed = squad_task.predict(*args, dynamic_padding=False)
-    assert squad_task.predict(*args) == fixed
+    assert _traced_once(spans, lambda: squad_task.predict(*args)) == fixed
 
 
 def test_trim_to_longest_by_hand():

@@ -168,7 +168,7 @@ def config_to_hf(config, architecture, force=False, labels=None, num_labels=None
     by Hugging Face's BertModel: an error unless `force` (then the variant is dropped). A
     classifier's `num_labels` outputs get `id2label`/`label2id` from `labels` (the run's
     label_list.txt; LABEL_i without one) and `problem_type` (one output: regression)."""
-    if (config.layer_norm_type != "post" or config.residual_attention != "none") and not force:
+    if not config.variant.is_original and not force:
         raise ConfigError(f"a {config.layer_norm_type}-LN model with residual_attention="
                           f"{config.residual_attention!r} cannot be expressed by Hugging Face's BertModel "
                           "(it would silently become plain BERT); pass --force to export anyway")

@@ -27,7 +27,7 @@ OUR_CONFIG = "bert_config.json"
 
 
 def check_expressible(config: BertConfig) -> None:
-    if config.layer_norm_type != "post" or config.residual_attention != "none":
+    if not config.variant.is_original:
         raise ConfigError(f"a {config.layer_norm_type}-LN model with residual_attention={config.residual_attention!r} "
                           "cannot be expressed by KerasHub's BertBackbone (post-LN BERT only)")
     if config.hidden_act.lower() != "gelu":

@@ -16,9 +16,6 @@ from the run's OUTPUT_DIR/label_list.txt, else from the training file (sorted, a
 when they all are).
 """
 
-import os
-import sys
-
 from absl import flags
 
 from bert_realformer import storage
@@ -27,8 +24,6 @@ from bert_realformer.commandline.finetuning import check_monitoring_flags
 from bert_realformer.commandline.training_flags import (
     check_finetuning_flags,
     define_finetuning_flags,
-    finetuning_driver,
-    schedule_from_flags,
 )
 from bert_realformer.errors import InputError
 from bert_realformer.runner import script_entry
@@ -76,7 +71,8 @@ flags.DEFINE_string("export_dir", None, "Export a SavedModel taking raw text (te
 
 def _check_flags():
     check_finetuning_flags(3, "[CLS] A [SEP]", other_modes=("export_dir",))
-    check_monitoring_flags(FLAGS.do_eval, "--do_eval (DATA_DIR's dev file)", MONITORED_METRICS)
+    from bert_realformer.tasks.classification.metrics import REPORTED
+    check_monitoring_flags(FLAGS.do_eval, "--do_eval (DATA_DIR's dev file)", REPORTED)
     if FLAGS.doc_stride and FLAGS.truncation != "head":
         raise InputError(f"--truncation={FLAGS.truncation} cuts a text to one window; --doc_stride reads all of "
                          "it in windows: use one or the other")
@@ -90,88 +86,20 @@ def _check_flags():
         storage.check_writable_dir(FLAGS.export_dir, "--export_dir")
 
 
-# The metrics evaluations report, the main one first (a task may also report matthews_corrcoef,
-# f1, pearson and spearman: `main_metric`).
-MONITORED_METRICS = ("eval_accuracy", "eval_loss", "macro_f1", "macro_precision", "macro_recall", "weighted_f1",
-                     "weighted_precision", "weighted_recall", "matthews_corrcoef", "f1", "pearson", "spearman")
-SHOWN = ("eval_accuracy", "eval_loss", "macro_f1", "matthews_corrcoef", "f1", "pearson", "spearman")
-
-
 def main(argv):
     del argv
     _check_flags()
-    import modeling
-    from bert_realformer.tasks.classification import task as classifier_task
-    from bert_realformer.tasks.classification.reading import get_processor
-    from bert_realformer.tasks.classification.windows import choose_pooling, recorded_choice
-    from bert_realformer.training import recorded_options
-    from bert_realformer.training.best_checkpoint import Selection
-    task = FLAGS.task_name.lower()
-    recorded = os.path.join(FLAGS.output_dir, classifier_task.LABEL_LIST)
-    label_file = FLAGS.label_file or (recorded if task == "generic" and storage.isfile(recorded) else None)
-    processor = get_processor(task, FLAGS.data_dir, language=FLAGS.xnli_language,
-                              mismatched=FLAGS.mnli_mismatched, data_format=FLAGS.data_format,
-                              text_a_column=FLAGS.text_a_column, text_b_column=FLAGS.text_b_column,
-                              label_column=FLAGS.label_column, label_file=label_file)
-    label_list = processor.get_labels()
-    regression = label_list is None
-    if not regression:
-        label_list = classifier_task.settle_label_list(label_list, FLAGS.output_dir)
-    train_examples = processor.get_train_examples(FLAGS.data_dir) if FLAGS.do_train else None
-    eval_examples = processor.get_dev_examples(FLAGS.data_dir) if FLAGS.do_eval else None
-    test_examples = processor.get_test_examples(FLAGS.data_dir) if FLAGS.do_predict else None
-    num_labels = 1 if regression else len(label_list)
-    driver, tokenizer = finetuning_driver(lambda config: modeling.BertClassifier(config, num_labels=num_labels))
-    known = (classifier_task.main_metric(task, regression), *MONITORED_METRICS)
-
-    selection = Selection.by(finetuning.best_metric(FLAGS.keep_best_by, known))
-    # (without windows every pooling reads the one window a text has)
-    pooling = {"asked": FLAGS.window_pooling if FLAGS.doc_stride else "max", "chosen": None}
-
-    def predict_windows(examples, name, batch_size):
-        return classifier_task.predict_windows(driver, examples, label_list, tokenizer,
-                                               os.path.join(FLAGS.output_dir, name), batch_size, FLAGS.max_seq_length,
-                                               FLAGS.doc_stride, FLAGS.dynamic_padding, FLAGS.truncation)
-
-    def evaluate(step):
-        dev = predict_windows(eval_examples, "eval.tf_record", FLAGS.eval_batch_size)
-        reading = choose_pooling(dev, pooling["asked"], lambda outputs: classifier_task.evaluation_results(
-            task, outputs, dev.labels, label_list, step), selection.metric, selection.better)
-        pooling["chosen"] = reading.pooling
-        return reading.result, None if regression else reading.outputs.argmax(-1)
-
-    reading = {"max_seq_length": FLAGS.max_seq_length, "doc_stride": FLAGS.doc_stride,
-               "window_pooling": FLAGS.window_pooling, "truncation": FLAGS.truncation}
-    if FLAGS.do_train:
-        # How the model reads its input, for a later conversion to a SavedModel.
-        recorded_options.update(driver.write_dir, classifier_input=reading)
-        step = finetuning.train(
-            driver, lambda seed: classifier_task.training_task(
-                train_examples, tokenizer, FLAGS.max_seq_length, schedule_from_flags(seed), label_list=label_list,
-                features_path=os.path.join(FLAGS.output_dir, "train.tf_record"), doc_stride=FLAGS.doc_stride,
-                group_by_length=FLAGS.group_by_length, truncation=FLAGS.truncation,
-                window_training=FLAGS.window_training, window_pooling=FLAGS.window_pooling,
-                max_windows_per_document=FLAGS.max_windows_per_document),
-            evaluate if FLAGS.do_eval else None, known_metrics=known, num_classes=num_labels, label_names=label_list,
-            shown=SHOWN)
-    else:
-        step = finetuning.restore(driver)
-    if FLAGS.do_eval:
-        result, predicted = evaluate(step)
-        finetuning.write_results(driver, result, predicted, os.path.join(FLAGS.output_dir, "eval_results.txt"),
-                                 label_list, shown=SHOWN)
-    used = pooling["chosen"] or recorded_choice(pooling["asked"], driver.weights and driver.weights.prefix,
-                                                     driver.write_dir)
-    if FLAGS.do_train and FLAGS.doc_stride:
-        recorded_options.update(driver.write_dir, classifier_input={**reading, "window_pooling": used})
-    if FLAGS.do_predict:
-        outputs = predict_windows(test_examples, "predict.tf_record", FLAGS.predict_batch_size).combined(used)
-        classifier_task.write_test_results(outputs, os.path.join(FLAGS.output_dir, "test_results.tsv"))
-    if FLAGS.export_dir:
-        from bert_realformer.tasks.export import export_classifier
-        path = export_classifier(driver.model, FLAGS.vocab_file, FLAGS.do_lower_case, FLAGS.max_seq_length,
-                                 label_list, FLAGS.export_dir, FLAGS.doc_stride, used, FLAGS.truncation)
-        print(f"exported {path}", file=sys.stderr)
+    from bert_realformer.tasks import registry
+    from bert_realformer.tasks.classification.task import ClassificationOptions
+    options = ClassificationOptions(
+        task_name=FLAGS.task_name.lower(), data_dir=FLAGS.data_dir, label_file=FLAGS.label_file,
+        data_options={"language": FLAGS.xnli_language, "mismatched": FLAGS.mnli_mismatched,
+                      "data_format": FLAGS.data_format, "text_a_column": FLAGS.text_a_column,
+                      "text_b_column": FLAGS.text_b_column, "label_column": FLAGS.label_column},
+        doc_stride=FLAGS.doc_stride, window_pooling=FLAGS.window_pooling, window_training=FLAGS.window_training,
+        max_windows_per_document=FLAGS.max_windows_per_document, truncation=FLAGS.truncation,
+        group_by_length=FLAGS.group_by_length)
+    finetuning.run(registry.get("classification")(finetuning.task_options(), options), export_dir=FLAGS.export_dir)
 
 
 entry = script_entry(main, __doc__)  # the installed command `bert-run-classifier`

@@ -10,8 +10,6 @@ test_results.tsv (each test example's choice probabilities on one line) and `mod
 Data formats: see tasks/multiple_choice.py.
 """
 
-import os
-
 from absl import flags
 
 from bert_realformer.commandline import finetuning, training_flags
@@ -19,8 +17,6 @@ from bert_realformer.commandline.finetuning import check_monitoring_flags
 from bert_realformer.commandline.training_flags import (
     check_finetuning_flags,
     define_finetuning_flags,
-    finetuning_driver,
-    schedule_from_flags,
 )
 from bert_realformer.runner import script_entry
 
@@ -34,49 +30,18 @@ flags.adopt_module_key_flags(training_flags)  # the shared flags in --help, not 
 
 
 def _check_flags():
+    from bert_realformer.tasks.multiple_choice.metrics import REPORTED
     check_finetuning_flags(4, "[CLS] A [SEP] B [SEP]")
-    check_monitoring_flags(FLAGS.do_eval, "--do_eval (DATA_DIR's dev file)", MONITORED_METRICS)
-
-
-MONITORED_METRICS = ("eval_accuracy", "eval_loss")
+    check_monitoring_flags(FLAGS.do_eval, "--do_eval (DATA_DIR's dev file)", REPORTED)
 
 
 def main(argv):
     del argv
     _check_flags()
-    import modeling
-    from bert_realformer.tasks import multiple_choice
-    from bert_realformer.tasks.classification import task as classifier_task
-    from bert_realformer.tasks.multiple_choice import task as choice_task
-    task = FLAGS.task_name.lower()
-    read = lambda split: multiple_choice.read_examples(FLAGS.data_dir, task, split)  # noqa: E731
-    train = read("train") if FLAGS.do_train else None
-    dev = read("dev") if FLAGS.do_eval else None
-    test = read("test") if FLAGS.do_predict else None
-    driver, tokenizer = finetuning_driver(modeling.BertMultipleChoice)
-
-    def evaluate(step):
-        probabilities = choice_task.predict_probabilities(driver, dev, tokenizer, FLAGS.max_seq_length,
-                                                          FLAGS.eval_batch_size, FLAGS.dynamic_padding)
-        return multiple_choice.evaluation_results(dev, probabilities, step), probabilities.argmax(-1)
-
-    if FLAGS.do_train:
-        choices = max(len(example.choices) for example in train)
-        step = finetuning.train(
-            driver, lambda seed: choice_task.training_task(train, tokenizer, FLAGS.max_seq_length,
-                                                           schedule_from_flags(seed)),
-            evaluate if dev is not None else None, known_metrics=MONITORED_METRICS, num_classes=choices)
-    else:
-        step = finetuning.restore(driver)
-    if dev is not None:
-        result, predicted = evaluate(step)
-        finetuning.write_results(driver, result, predicted, os.path.join(FLAGS.output_dir, "eval_results.txt"),
-                                 shown=MONITORED_METRICS)
-    if test is not None:
-        probabilities = choice_task.predict_probabilities(driver, test, tokenizer, FLAGS.max_seq_length,
-                                                          FLAGS.predict_batch_size, FLAGS.dynamic_padding)
-        classifier_task.write_test_results(multiple_choice.test_rows(test, probabilities),
-                                           os.path.join(FLAGS.output_dir, "test_results.tsv"))
+    from bert_realformer.tasks import registry
+    task = registry.get("multiple_choice")(finetuning.task_options(), data_dir=FLAGS.data_dir,
+                                           task_name=FLAGS.task_name.lower())
+    finetuning.run(task)
 
 
 entry = script_entry(main, __doc__)  # the installed command `bert-run-multiple-choice`

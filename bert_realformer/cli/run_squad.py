@@ -9,22 +9,19 @@ Writes OUTPUT_DIR/predictions.json, nbest_predictions.json, null_odds.json (v2.0
 --do_eval, eval_results.txt with the official scripts' scores.
 """
 
-import json
+import dataclasses
 import logging
-import os
-import sys
 
 from absl import flags
 
 from bert_realformer import storage
 from bert_realformer.commandline import finetuning, training_flags
-from bert_realformer.commandline.finetuning import check_monitoring_flags, define_monitoring_flags
+from bert_realformer.commandline.finetuning import check_monitoring_flags
 from bert_realformer.commandline.training_flags import (
     check_shared_flags,
+    define_monitoring_flags,
     define_order_and_padding_flags,
     define_shared_flags,
-    finetuning_driver,
-    schedule_from_flags,
 )
 from bert_realformer.errors import InputError
 from bert_realformer.runner import script_entry
@@ -83,17 +80,9 @@ def _check_flags():
     if FLAGS.max_seq_length <= FLAGS.max_query_length + 3:
         raise InputError(f"--max_seq_length={FLAGS.max_seq_length} must exceed --max_query_length + 3")
     check_shared_flags()
+    from bert_realformer.tasks.squad.metrics import reported_metrics
     check_monitoring_flags(FLAGS.do_predict and FLAGS.do_eval, "--do_predict --do_eval (the answers of "
-                           "--predict_file)", _metrics())
-
-
-def _metrics():
-    """What --do_eval reports, the main metric first."""
-    if FLAGS.eval_metric == "cmrc2018":
-        return ("F1", "EM", "AVERAGE")
-    if FLAGS.version_2_with_negative:
-        return ("f1", "exact", "HasAns_f1", "HasAns_exact", "NoAns_f1", "NoAns_exact", "best_f1", "best_exact")
-    return ("f1", "exact_match")
+                           "--predict_file)", reported_metrics(FLAGS.eval_metric, FLAGS.version_2_with_negative))
 
 
 def main(argv):
@@ -101,59 +90,17 @@ def main(argv):
     if FLAGS.verbose_logging:
         logging.getLogger("bert_realformer.tasks.squad.reading").setLevel(logging.INFO)
     _check_flags()
-    import modeling
-    from bert_realformer.tasks.squad import task as squad_task
-    from bert_realformer.tasks.squad.reading import read_squad_examples
-    driver, tokenizer = finetuning_driver(modeling.BertSpanLabeler)
-    windows = (FLAGS.max_seq_length, FLAGS.doc_stride, FLAGS.max_query_length)
-    predict_examples = read_squad_examples(FLAGS.predict_file, False, FLAGS.version_2_with_negative)[0] \
-        if FLAGS.do_predict else None
-
-    def predict():
-        return squad_task.predict(
-            driver, predict_examples, tokenizer, *windows, FLAGS.predict_batch_size, FLAGS.n_best_size,
-            FLAGS.max_answer_length, FLAGS.do_lower_case, FLAGS.version_2_with_negative,
-            FLAGS.null_score_diff_threshold, FLAGS.dynamic_padding)
-
-    def score(predictions, null_odds):
-        from bert_realformer.tasks.squad import cmrc2018_metrics as cmrc2018_evaluate
-        from bert_realformer.tasks.squad.metrics import evaluate, evaluate_v1
-        from bert_realformer.text_files import read_text
-        dataset = json.loads(read_text(FLAGS.predict_file))["data"]
-        if FLAGS.eval_metric == "cmrc2018":
-            return cmrc2018_evaluate.evaluate(dataset, predictions)
-        if FLAGS.version_2_with_negative:
-            return evaluate(dataset, predictions, null_odds, FLAGS.null_score_diff_threshold)
-        return evaluate_v1(dataset, predictions)
-
-    def evaluate_during_training(step):
-        predictions, _, null_odds = predict()
-        return {**score(predictions, null_odds), "global_step": step}, None
-
-    if FLAGS.do_train:
-        examples, skipped = read_squad_examples(FLAGS.train_file, True, FLAGS.version_2_with_negative)
-        if not examples:
-            raise InputError(f"--train_file={FLAGS.train_file}: no usable questions")
-        storage.makedirs(FLAGS.output_dir)
-        print(f"training on {len(examples)} questions ({skipped} skipped)", file=sys.stderr)
-        features_path = os.path.join(FLAGS.output_dir, "train.tf_record")
-        step = finetuning.train(
-            driver, lambda seed: squad_task.training_task(
-                examples, tokenizer, FLAGS.max_seq_length, schedule_from_flags(seed), doc_stride=FLAGS.doc_stride,
-                max_query_length=FLAGS.max_query_length, features_path=features_path),
-            evaluate_during_training if FLAGS.do_predict and FLAGS.do_eval else None, known_metrics=_metrics(),
-            num_classes=None)
-    else:
-        step = finetuning.restore(driver)
-    if FLAGS.do_predict:
-        predictions, nbest, null_odds = predict()
-        squad_task.write_predictions(FLAGS.output_dir, predictions, nbest,
-                                     null_odds if FLAGS.version_2_with_negative else None)
-        if FLAGS.do_eval:
-            from bert_realformer.training.results import write_eval_results
-            result = score(predictions, null_odds)
-            write_eval_results(result, os.path.join(FLAGS.output_dir, "eval_results.txt"), step=step)
-            print(json.dumps(result), file=sys.stderr)
+    from bert_realformer.tasks import registry
+    from bert_realformer.tasks.squad.task import SquadOptions
+    squad = SquadOptions(
+        train_file=FLAGS.train_file, predict_file=FLAGS.predict_file, doc_stride=FLAGS.doc_stride,
+        max_query_length=FLAGS.max_query_length, n_best_size=FLAGS.n_best_size,
+        max_answer_length=FLAGS.max_answer_length, do_lower_case=FLAGS.do_lower_case,
+        version_2_with_negative=FLAGS.version_2_with_negative,
+        null_score_diff_threshold=FLAGS.null_score_diff_threshold, eval_metric=FLAGS.eval_metric)
+    # (the predictions of --predict_file are the dev split where --do_eval scores them)
+    plan = dataclasses.replace(finetuning.plan_from_flags(), do_eval=FLAGS.do_predict and FLAGS.do_eval)
+    finetuning.run(registry.get("squad")(finetuning.task_options(), squad), plan=plan)
 
 
 entry = script_entry(main, __doc__)  # the installed command `bert-run-squad`

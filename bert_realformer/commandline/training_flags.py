@@ -5,7 +5,6 @@ import os
 
 from absl import flags
 
-from bert_realformer.commandline.finetuning import define_monitoring_flags
 from bert_realformer.commandline.vocabulary import check_vocabulary
 from bert_realformer.errors import InputError
 from bert_realformer.runner import require_flags
@@ -77,6 +76,25 @@ def define_finetuning_flags(task_help, task_default=None, data_help=None, train_
     define_shared_flags(adam_bias_correction=True)
     define_monitoring_flags()
     require_flags("data_dir", "bert_config_file", "vocab_file", "output_dir", *(() if task_default else ("task_name",)))
+
+
+def define_monitoring_flags():
+    flags.DEFINE_integer("eval_every_steps", 0, "With --do_train: evaluate on the dev set (what --do_eval reads) "
+                         "every N steps and at the end, into OUTPUT_DIR/eval_history.jsonl and TensorBoard, keeping "
+                         "the best checkpoint in OUTPUT_DIR/best/ (--keep_best_by). 0: no evaluation during training.",
+                         lower_bound=0)
+    flags.DEFINE_string("keep_best_by", None, "With --eval_every_steps: the metric that picks the best checkpoint "
+                        "(default: the task's main metric, e.g. eval_accuracy or f1); a loss (`loss`, `eval_loss`) "
+                        "is minimised, any other metric maximised.")
+    flags.DEFINE_integer("early_stopping_patience", 0, "With --eval_every_steps: stop training after K evaluations in "
+                         "a row without a better --keep_best_by. 0: never.", lower_bound=0)
+    flags.DEFINE_bool("use_best_checkpoint", True, "--do_eval, --do_predict and --export_dir use OUTPUT_DIR/best/ when "
+                      "the run kept one (false: the weights training ended with).")
+    flags.DEFINE_enum("on_stuck", "warn", ["warn", "restart"],
+                      "A run whose training loss stays at ln K (K classes: it learns nothing) over 40% of the "
+                      "steps after warm-up: warn (one line), or restart from the initial checkpoint with the next "
+                      "--seed, at most --max_restarts times.")
+    flags.DEFINE_integer("max_restarts", 3, "--on_stuck=restart: restarts at most.", lower_bound=0)
 
 
 def define_order_and_padding_flags():

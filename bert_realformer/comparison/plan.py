@@ -18,17 +18,14 @@ import importlib.util
 import os
 import shlex
 import sys
+import types
 from collections.abc import Sequence
 
 from bert_realformer.errors import InputError
+from modeling.variants import NAMED
 
 # The variants of the comparison and the config keys that make them.
-VARIANTS = {
-    "post-LN": {"layer_norm_type": "post", "residual_attention": "none"},
-    "pre-LN": {"layer_norm_type": "pre", "residual_attention": "none"},
-    "RealFormer": {"layer_norm_type": "post", "residual_attention": "sum"},
-    "RealFormer-mean": {"layer_norm_type": "post", "residual_attention": "mean"},
-}
+VARIANTS = types.MappingProxyType({name: variant.config_keys() for name, variant in NAMED.items()})
 BASELINE_VARIANT = "post-LN"
 PRETRAINING = "pretraining"
 ATTENTION = "attention"

@@ -577,6 +577,11 @@ class Driver:
                 parts.setdefault(name, []).append(np.asarray(value))
         return {name: np.concatenate(values) for name, values in parts.items()}
 
+    @property
+    def prediction_traces(self) -> int:
+        """How many times the prediction steps were traced (each `fn` once per input spec)."""
+        return sum(step.experimental_get_tracing_count() for step in self._predict_steps.values())
+
     def _predict_step(self, fn, spec, this_worker_only):
         strategy = self.strategy
 

@@ -24,16 +24,6 @@ VARIANT_KEYS = ("layer_norm_type", "residual_attention")
 logger = logging.getLogger(__name__)
 
 
-def variant_name(config: modeling.BertConfig) -> str:
-    """'post-LN', 'pre-LN', 'post-LN RealFormer', 'pre-LN RealFormer (running mean)', ..."""
-    name = f"{config.layer_norm_type}-LN"
-    if config.residual_attention == "sum":
-        name += " RealFormer"
-    elif config.residual_attention == "mean":
-        name += " RealFormer (running mean)"
-    return name
-
-
 def read(directory: str) -> modeling.BertConfig | None:
     """The config recorded in a run directory (or beside a release's checkpoint), or None."""
     path = os.path.join(directory, FILE_NAME)
@@ -65,9 +55,9 @@ def check_against_recorded(config: modeling.BertConfig, directory: str) -> str |
     if sizes:
         raise InputError(f"--bert_config_file does not match the model trained in {directory}: "
                          f"{', '.join(sizes)}; use its {path}")
-    if variant_name(config) != variant_name(recorded):
-        return (f"warning: {directory} was trained as {variant_name(recorded)} ({path}); this run uses "
-                f"{variant_name(config)} with the same weights")
+    if config.variant.name != recorded.variant.name:
+        return (f"warning: {directory} was trained as {recorded.variant.name} ({path}); this run uses "
+                f"{config.variant.name} with the same weights")
     return None
 
 
@@ -86,9 +76,9 @@ def variant_change(config: modeling.BertConfig, prefix: str) -> str | None:
     """One line when the checkpoint at `prefix` was recorded as another variant than `config`
     (continued pretraining of a post-LN release as RealFormer, say), else None."""
     recorded = config_beside(prefix)
-    if recorded is None or variant_name(recorded) == variant_name(config):
+    if recorded is None or recorded.variant == config.variant:
         return None
-    line = f"variant: {variant_name(recorded)} checkpoint -> {variant_name(config)}"
-    if recorded.layer_norm_type != config.layer_norm_type:
+    line = f"variant: {recorded.variant.name} checkpoint -> {config.variant.name}"
+    if recorded.variant.pre_ln != config.variant.pre_ln:
         line += " (LayerNorms the checkpoint lacks start fresh)"
     return line

@@ -9,6 +9,10 @@ import math
 
 import numpy as np
 
+# What a classification evaluation reports besides the task's main metric (`task.main_metric`).
+REPORTED = ("eval_accuracy", "eval_loss", "macro_f1", "macro_precision", "macro_recall", "weighted_f1",
+            "weighted_precision", "weighted_recall", "matthews_corrcoef", "f1", "pearson", "spearman")
+
 
 def confusion_matrix(labels, predictions, num_classes):
     """[num_classes, num_classes] counts; rows are true labels, columns predictions."""

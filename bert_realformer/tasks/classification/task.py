@@ -12,15 +12,18 @@ is not taught its document's label) or trains every window alone with its docume
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
 import os
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import tensorflow as tf
 
+import modeling
 from bert_realformer import storage
 from bert_realformer.errors import InputError
 from bert_realformer.tasks.classification import metrics
@@ -30,8 +33,18 @@ from bert_realformer.tasks.classification.features import (
     features_key,
     make_dataset,
 )
-from bert_realformer.tasks.classification.windows import WindowOutputs, pool_windows, training_pooling
+from bert_realformer.tasks.classification.reading import get_processor
+from bert_realformer.tasks.classification.windows import (
+    WindowOutputs,
+    choose_pooling,
+    pool_windows,
+    recorded_choice,
+    training_pooling,
+)
+from bert_realformer.tasks.contract import Evaluation, FinetuningTask, TaskData, TaskOptions
 from bert_realformer.tasks.feature_cache import keyed_path, record_count
+from bert_realformer.tasks.outputs import write_test_results
+from bert_realformer.tasks.registry import register
 from bert_realformer.text_files import read_lines
 from bert_realformer.training.driver import TrainingTask
 from bert_realformer.training.per_example import Schedule, example_totals, loss_share
@@ -231,9 +244,115 @@ def settle_label_list(label_list: list[str], output_dir: str) -> list[str]:
     return label_list
 
 
-def write_test_results(outputs, path):
-    """test_results.tsv: one line of tab-separated probabilities (or the score) per example,
-    in the order of OUTPUT_DIR/label_list.txt, written under a temporary name and renamed."""
-    with storage.atomic_output(path) as f:
-        for row in outputs:
-            f.write("\t".join(str(float(v)) for v in row) + "\n")
+REPORTED = metrics.REPORTED
+SHOWN = ("eval_accuracy", "eval_loss", "macro_f1", "matthews_corrcoef", "f1", "pearson", "spearman")
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassificationOptions:
+    """The data (`reading.get_processor`'s task, directory and options; `label_file`: the labels,
+    one per line) and how long texts are read: cut (`truncation`) or, with `doc_stride`, in
+    windows trained as `window_training` and combined by `window_pooling` (`windows`)."""
+    task_name: str
+    data_dir: str
+    data_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    label_file: str | None = None
+    doc_stride: int | None = None
+    window_pooling: str = "auto"
+    window_training: str = "pooled"
+    max_windows_per_document: int = 8
+    truncation: str = "head"
+    group_by_length: bool = False
+
+
+@register("classification")
+class ClassificationTask(FinetuningTask):
+    """Sentence (pair) classification and regression as the original run_classifier.py. Its
+    metrics are settled by `read`: the task's main metric (`main_metric`) first."""
+
+    shown = SHOWN
+
+    def __init__(self, options: TaskOptions, classification: ClassificationOptions):
+        super().__init__(options)
+        self.classification = classification
+        self.label_list = None
+        self.metrics = REPORTED
+        # (without windows every pooling reads the one window a text has)
+        self.asked_pooling = classification.window_pooling if classification.doc_stride else "max"
+        self.chosen_pooling = None   # the last evaluation's choice
+        self.served_pooling = None   # what prediction and export read (`settle`)
+
+    @property
+    def regression(self) -> bool:
+        return self.label_list is None
+
+    def read(self, splits: Sequence[str]) -> TaskData:
+        """The examples; the labels settled with OUTPUT_DIR/label_list.txt (`settle_label_list`)."""
+        c, output_dir = self.classification, self.options.output_dir
+        recorded = os.path.join(output_dir, LABEL_LIST)
+        label_file = c.label_file or (recorded if c.task_name == "generic" and storage.isfile(recorded) else None)
+        processor = get_processor(c.task_name, c.data_dir, label_file=label_file, **c.data_options)
+        labels = processor.get_labels()
+        self.label_list = None if labels is None else settle_label_list(labels, output_dir)
+        self.metrics = (main_metric(c.task_name, self.regression), *REPORTED)
+        read = {"train": processor.get_train_examples, "dev": processor.get_dev_examples,
+                "test": processor.get_test_examples}
+        return TaskData(**{split: read[split](c.data_dir) for split in splits})
+
+    @property
+    def num_classes(self):
+        return 1 if self.regression else len(self.label_list)
+
+    @property
+    def label_names(self):
+        return self.label_list
+
+    def build_model(self, config):
+        return modeling.BertClassifier(config, num_labels=self.num_classes)
+
+    def training_task(self, examples, tokenizer, schedule):
+        c = self.classification
+        return training_task(
+            examples, tokenizer, self.options.max_seq_length, schedule, label_list=self.label_list,
+            features_path=os.path.join(self.options.output_dir, "train.tf_record"), doc_stride=c.doc_stride,
+            group_by_length=c.group_by_length, truncation=c.truncation, window_training=c.window_training,
+            window_pooling=c.window_pooling, max_windows_per_document=c.max_windows_per_document)
+
+    def predict(self, driver, tokenizer, examples, split) -> WindowOutputs:
+        c, options = self.classification, self.options
+        name = "eval.tf_record" if split == "dev" else "predict.tf_record"
+        return predict_windows(driver, examples, self.label_list, tokenizer, os.path.join(options.output_dir, name),
+                               options.batch_size(split), options.max_seq_length, c.doc_stride,
+                               options.dynamic_padding, c.truncation)
+
+    def evaluate(self, examples, windows, step, selection):
+        """The dev set read by the asked pooling, or with `auto` by each and the best kept."""
+        reading = choose_pooling(windows, self.asked_pooling, lambda outputs: evaluation_results(
+            self.classification.task_name, outputs, windows.labels, self.label_list, step),
+            selection.metric, selection.better)
+        self.chosen_pooling = reading.pooling
+        return Evaluation(reading.result, None, None if self.regression else reading.outputs.argmax(-1))
+
+    def settle(self, driver):
+        """The pooling prediction and export read: the final evaluation's choice, else the one
+        recorded with the weights (`windows.recorded_choice`)."""
+        self.served_pooling = self.chosen_pooling or recorded_choice(
+            self.asked_pooling, driver.weights and driver.weights.prefix, driver.write_dir)
+
+    def recorded_options(self):
+        """How the model reads its input, for a later conversion to a SavedModel."""
+        c = self.classification
+        pooling = self.served_pooling if c.doc_stride and self.served_pooling else c.window_pooling
+        return {"classifier_input": {"max_seq_length": self.options.max_seq_length, "doc_stride": c.doc_stride,
+                                     "window_pooling": pooling, "truncation": c.truncation}}
+
+    def write_predictions(self, examples, windows, split):
+        if split == "test":
+            write_test_results(windows.combined(self.served_pooling), self.options.output_dir)
+
+    def export(self, driver, tokenizer, export_dir):
+        from bert_realformer.tasks.export import export_classifier
+        c = self.classification
+        return export_classifier(driver.model, tokenizer.vocab_file, tokenizer.do_lower_case,
+                                 self.options.max_seq_length, self.label_list, export_dir, c.doc_stride,
+                                 self.served_pooling, c.truncation)

@@ -3,6 +3,8 @@
 
 import numpy as np
 
+REPORTED = ("eval_accuracy", "eval_loss")  # eval_results.txt's, the main metric first
+
 
 def evaluation_results(examples, probabilities, global_step):
     """`eval_accuracy`, `eval_loss` (mean -log p(answer)), `global_step`."""

@@ -14,6 +14,8 @@ chunks (`B-X E-X B-X E-X` is one chunk to it, two here) and its BIOES scores dif
 
 import collections
 
+REPORTED = ("f1", "precision", "recall", "accuracy")  # eval_results.txt's, the main metric first
+
 
 def _split(tag):
     if tag == "O" or "-" not in tag:

@@ -1,16 +1,23 @@
-"""NER as a task for the training driver: the loss (softmax per token, or a CRF over the
-sentence), the training task over windows, decoding, and the evaluation.
+"""NER as a fine-tuning task: the loss (softmax per token, or a CRF over the sentence), the
+training task over windows, decoding, the evaluation, and `NerTask`.
 """
 
 from __future__ import annotations
 
+import functools
+import os
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 import tensorflow as tf
 
+import modeling
+from bert_realformer.tasks.contract import Evaluation, FinetuningTask, TaskData, TaskOptions
+from bert_realformer.tasks.ner import reading
 from bert_realformer.tasks.ner.features import sentence_tags, sentence_windows
-from bert_realformer.tasks.ner.metrics import entity_metrics
+from bert_realformer.tasks.ner.metrics import REPORTED, entity_metrics
+from bert_realformer.tasks.registry import register
 from bert_realformer.training.driver import TrainingTask
 from bert_realformer.training.padding import trim_to_longest
 from bert_realformer.training.per_example import Schedule, example_totals, loss_share
@@ -22,6 +29,7 @@ if TYPE_CHECKING:  # annotations only
     from tokenization import FullTokenizer
 
 METRICS = ("loss",)
+PREDICTION_FILES = {"dev": "eval_predictions.txt", "test": "test_predictions.txt"}
 
 
 def ner_loss_fn(use_crf):
@@ -65,6 +73,18 @@ def predict_tags(driver: Driver, sentences: list[Sentence], tokenizer: FullToken
     pieces are cut to its longest window (`dynamic_padding`); the word axis keeps its length
     (the CRF's scan needs it static; the words' positions point into the cut pieces)."""
     arrays, windows = sentence_windows(sentences, tokenizer, max_seq_length)
+    data = tf.data.Dataset.from_tensor_slices(arrays).batch(batch_size)
+    if dynamic_padding:
+        data = data.map(trim_to_longest)
+    ids = driver.predict(data, tag_decoder(use_crf))["tags"]
+    window_tags = [[labels[i] for i in row] for row in np.asarray(ids)]
+    return sentence_tags(windows, window_tags, sentences)
+
+
+@functools.cache
+def tag_decoder(use_crf: bool):
+    """The prediction step's outputs: each word's tag id {"tags": [B, W]}, the CRF's Viterbi path
+    or each word's most likely tag (one function per kind, so a driver re-uses its trace)."""
 
     def decode(model, features):
         logits = model(features, training=False)
@@ -74,14 +94,60 @@ def predict_tags(driver: Driver, sentences: list[Sentence], tokenizer: FullToken
             tags = tf.argmax(logits, axis=-1, output_type=tf.int32)
         return {"tags": tags}
 
-    data = tf.data.Dataset.from_tensor_slices(arrays).batch(batch_size)
-    if dynamic_padding:
-        data = data.map(trim_to_longest)
-    ids = driver.predict(data, decode)["tags"]
-    window_tags = [[labels[i] for i in row] for row in np.asarray(ids)]
-    return sentence_tags(windows, window_tags, sentences)
+    return decode
 
 
 def evaluation_results(sentences, predicted, global_step):
     """eval_results.txt entries: entity precision/recall/F1, token accuracy, per type."""
     return {**entity_metrics([s.tags for s in sentences], predicted), "global_step": global_step}
+
+
+@register("ner")
+class NerTask(FinetuningTask):
+    """CoNLL-format files in `data_dir` (`task_name`: generic, conll2003, msra, peoples_daily:
+    `reading`), a tag per word (softmax, or a CRF with `use_crf`); the predictions are the input
+    lines with the predicted tag appended (conlleval's input)."""
+
+    metrics = REPORTED
+
+    def __init__(self, options: TaskOptions, *, data_dir: str, task_name: str = "generic", use_crf: bool = False):
+        super().__init__(options)
+        self.data_dir = data_dir
+        self.task_name = task_name
+        self.use_crf = use_crf
+        self.labels = None
+
+    def read(self, splits: Sequence[str]) -> TaskData:
+        """The CoNLL files (a generic task reads its training file for its tags even when it does
+        not train), every tag checked against the task's tags."""
+        wanted = {*splits, *(("train",) if self.task_name == "generic" else ())}
+        files = {split: reading.read_conll(reading.data_path(self.data_dir, self.task_name, split),
+                                           tagged=split != "test") for split in wanted}
+        self.labels = reading.labels_for(self.task_name, files.get("train") or files.get("dev") or files["test"])
+        role = "the training file" if self.task_name == "generic" else self.task_name
+        for conll_file in files.values():
+            reading.check_labels(conll_file, self.labels, role)
+        return TaskData(**{split: files[split] for split in splits})
+
+    @property
+    def label_names(self):
+        return self.labels
+
+    def build_model(self, config):
+        return modeling.BertTokenClassifier(config, len(self.labels), crf=self.use_crf)
+
+    def training_task(self, conll_file, tokenizer, schedule):
+        return training_task(conll_file.sentences, tokenizer, self.options.max_seq_length, schedule,
+                             labels=self.labels, use_crf=self.use_crf)
+
+    def predict(self, driver, tokenizer, conll_file, split):
+        return predict_tags(driver, conll_file.sentences, tokenizer, self.labels, self.options.max_seq_length,
+                            self.options.batch_size(split), self.use_crf, self.options.dynamic_padding)
+
+    def evaluate(self, conll_file, predicted, step, selection):
+        tag_ids = [self.labels.index(tag) for sentence in predicted for tag in sentence]
+        return Evaluation(evaluation_results(conll_file.sentences, predicted, step), predicted, tag_ids)
+
+    def write_predictions(self, conll_file, predicted, split):
+        reading.write_predictions(conll_file, predicted, os.path.join(self.options.output_dir,
+                                                                      PREDICTION_FILES[split]))

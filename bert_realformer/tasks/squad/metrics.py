@@ -22,6 +22,15 @@ import sys
 from bert_realformer import storage
 from bert_realformer.text_files import read_text
 
+
+def reported_metrics(eval_metric: str = "squad", version_2_with_negative: bool = False) -> tuple[str, ...]:
+    """What an evaluation reports, the main metric first: CMRC 2018's, v2.0's or v1.1's."""
+    if eval_metric == "cmrc2018":
+        return ("F1", "EM", "AVERAGE")
+    if version_2_with_negative:
+        return ("f1", "exact", "HasAns_f1", "HasAns_exact", "NoAns_f1", "NoAns_exact", "best_f1", "best_exact")
+    return ("f1", "exact_match")
+
 logger = logging.getLogger(__name__)
 
 _PUNCTUATION = set(string.punctuation)

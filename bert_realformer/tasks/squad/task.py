@@ -1,22 +1,32 @@
-"""SQuAD as a task for the training driver: the span loss, the original's training set-up
-(examples shuffled with `random.Random(12345)`, steps counted from examples), and predictions
-written as the original's predictions.json / nbest_predictions.json / null_odds.json.
+"""SQuAD as a fine-tuning task: the span loss, the original's training set-up (examples
+shuffled with `random.Random(12345)`, steps counted from examples), predictions written as the
+original's predictions.json / nbest_predictions.json / null_odds.json, and `SquadTask`.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 import os
 import random
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 import tensorflow as tf
 
-from bert_realformer import storage
+import modeling
+from bert_realformer import report, storage
+from bert_realformer.errors import InputError
+from bert_realformer.tasks.contract import Evaluation, FinetuningTask, TaskData, TaskOptions
 from bert_realformer.tasks.feature_cache import cached_records, digest, file_digest
+from bert_realformer.tasks.registry import register
 from bert_realformer.tasks.squad.answers import RawResult, compute_predictions
 from bert_realformer.tasks.squad.features import convert_examples_to_features, iter_features
+from bert_realformer.tasks.squad.metrics import reported_metrics
+from bert_realformer.tasks.squad.reading import read_squad_examples
+from bert_realformer.text_files import read_text
 from bert_realformer.tfrecords import encode_example, int64_feature
 from bert_realformer.training.driver import TrainingTask
 from bert_realformer.training.padding import pad_to, trim_to_longest
@@ -132,20 +142,28 @@ def predict(driver: Driver, examples: list[SquadExample], tokenizer: FullTokeniz
     `PADDING_LOGIT`."""
     features = convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride,
                                             max_query_length, False)
+    dataset = tf.data.Dataset.from_tensor_slices(feature_arrays(features, False)).batch(batch_size)
+    if dynamic_padding:
+        dataset = dataset.map(trim_to_longest)
+    out = driver.predict(dataset, span_logits(max_seq_length))
+    results = [RawResult(f.unique_id, np.asarray(s, np.float64).tolist(), np.asarray(e, np.float64).tolist())
+               for f, s, e in zip(features, out["start"], out["end"])]
+    return compute_predictions(examples, features, results, n_best_size, max_answer_length,
+                               do_lower_case, version_2_with_negative, null_score_diff_threshold)
+
+
+@functools.cache
+def span_logits(max_seq_length: int):
+    """The prediction step's outputs: {"start", "end": [B, max_seq_length]} logits, the positions
+    past a cut batch's longest window at `PADDING_LOGIT` (one function per length, so a driver
+    re-uses its trace)."""
 
     def logits(model, batch):
         start, end = model(batch, training=False)
         return {"start": pad_to(start, max_seq_length, PADDING_LOGIT),
                 "end": pad_to(end, max_seq_length, PADDING_LOGIT)}
 
-    dataset = tf.data.Dataset.from_tensor_slices(feature_arrays(features, False)).batch(batch_size)
-    if dynamic_padding:
-        dataset = dataset.map(trim_to_longest)
-    out = driver.predict(dataset, logits)
-    results = [RawResult(f.unique_id, np.asarray(s, np.float64).tolist(), np.asarray(e, np.float64).tolist())
-               for f, s, e in zip(features, out["start"], out["end"])]
-    return compute_predictions(examples, features, results, n_best_size, max_answer_length,
-                               do_lower_case, version_2_with_negative, null_score_diff_threshold)
+    return logits
 
 
 def write_predictions(output_dir, predictions, nbest, null_odds=None):
@@ -158,3 +176,87 @@ def write_predictions(output_dir, predictions, nbest, null_odds=None):
         path = os.path.join(output_dir, name)
         with storage.atomic_output(path) as f:
             json.dump(value, f, indent=2, ensure_ascii=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class SquadOptions:
+    """The SQuAD files and the original's window and answer settings."""
+    train_file: str | None = None
+    predict_file: str | None = None
+    doc_stride: int = 128
+    max_query_length: int = 64
+    n_best_size: int = 20
+    max_answer_length: int = 30
+    do_lower_case: bool = True
+    version_2_with_negative: bool = False
+    null_score_diff_threshold: float = 0.0
+    eval_metric: str = "squad"             # squad (the official scripts) | cmrc2018
+
+
+@dataclasses.dataclass
+class SquadPredictions:
+    """What `predict` gives: the answer of each question, the n best, and (v2.0) the null odds."""
+    predictions: dict
+    nbest: dict
+    null_odds: dict
+
+
+@register("squad")
+class SquadTask(FinetuningTask):
+    """SQuAD v1.1 / v2.0 and Chinese MRC: trains on `train_file`; the dev split ("dev", with an
+    evaluation) and the test split are both `predict_file`, its predictions written as the
+    original's files; the evaluation is the official script's (or CMRC 2018's)."""
+
+    def __init__(self, options: TaskOptions, squad: SquadOptions):
+        super().__init__(options)
+        self.squad = squad
+        self.metrics = reported_metrics(squad.eval_metric, squad.version_2_with_negative)
+
+    def read(self, splits: Sequence[str]) -> TaskData:
+        """Questions of `train_file` (an error when none is usable) and of `predict_file`: the dev
+        split where the run evaluates, else the test split."""
+        v2 = self.squad.version_2_with_negative
+        data = TaskData()
+        if "train" in splits:
+            data.train, skipped = read_squad_examples(self.squad.train_file, True, v2)
+            if not data.train:
+                raise InputError(f"--train_file={self.squad.train_file}: no usable questions")
+            report.say(f"training on {len(data.train)} questions ({skipped} skipped)")
+        if "dev" in splits or "test" in splits:
+            examples = read_squad_examples(self.squad.predict_file, False, v2)[0]
+            setattr(data, "dev" if "dev" in splits else "test", examples)
+        return data
+
+    def build_model(self, config):
+        return modeling.BertSpanLabeler(config)
+
+    def training_task(self, examples, tokenizer, schedule):
+        storage.makedirs(self.options.output_dir)
+        return training_task(examples, tokenizer, self.options.max_seq_length, schedule,
+                             doc_stride=self.squad.doc_stride, max_query_length=self.squad.max_query_length,
+                             features_path=os.path.join(self.options.output_dir, "train.tf_record"))
+
+    def predict(self, driver, tokenizer, examples, split):
+        squad = self.squad
+        return SquadPredictions(*predict(
+            driver, examples, tokenizer, self.options.max_seq_length, squad.doc_stride, squad.max_query_length,
+            self.options.batch_size(split), squad.n_best_size, squad.max_answer_length, squad.do_lower_case,
+            squad.version_2_with_negative, squad.null_score_diff_threshold, self.options.dynamic_padding))
+
+    def evaluate(self, examples, predicted, step, selection):
+        return Evaluation({**self.score(predicted), "global_step": step}, predicted)
+
+    def score(self, predicted: SquadPredictions) -> dict:
+        """The official scores of the predictions against `predict_file`'s answers."""
+        from bert_realformer.tasks.squad import cmrc2018_metrics
+        from bert_realformer.tasks.squad.metrics import evaluate, evaluate_v1
+        dataset = json.loads(read_text(self.squad.predict_file))["data"]
+        if self.squad.eval_metric == "cmrc2018":
+            return cmrc2018_metrics.evaluate(dataset, predicted.predictions)
+        if self.squad.version_2_with_negative:
+            return evaluate(dataset, predicted.predictions, predicted.null_odds, self.squad.null_score_diff_threshold)
+        return evaluate_v1(dataset, predicted.predictions)
+
+    def write_predictions(self, examples, predicted, split):
+        write_predictions(self.options.output_dir, predicted.predictions, predicted.nbest,
+                          predicted.null_odds if self.squad.version_2_with_negative else None)
