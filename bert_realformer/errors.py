@@ -42,3 +42,15 @@ def stop_if_terminated() -> None:
     after the signal."""
     if Terminated.received:
         raise Terminated()
+
+
+# The start of the note (`BaseException.add_note`) naming what survives an error that left a
+# training loop ("kept: the training state out/training_state/ckpt-20 is intact"), which the
+# script's last line repeats.
+KEPT_NOTE = "kept: "
+
+
+def what_survives(error: BaseException) -> str | None:
+    """What the error's `KEPT_NOTE` note says survives it, or None."""
+    notes = [note for note in getattr(error, "__notes__", ()) if note.startswith(KEPT_NOTE)]
+    return notes[-1][len(KEPT_NOTE):] if notes else None

@@ -26,7 +26,7 @@ import sys
 from absl import app, flags, logging
 
 from bert_realformer import report, run_claim
-from bert_realformer.errors import Terminated, stop_if_terminated
+from bert_realformer.errors import Terminated, stop_if_terminated, what_survives
 
 
 def run_main(main, argv) -> int:
@@ -62,8 +62,8 @@ INTACT = "the files being written were removed and finished ones kept: run the s
 
 def _intact(error: BaseException) -> str:
     """What survives `error`: INTACT, naming the training state when a training loop ended
-    (the driver sets `kept` on what leaves it)."""
-    kept = getattr(error, "kept", None)
+    (the driver notes it on what leaves it: `errors.what_survives`)."""
+    kept = what_survives(error)
     return f"the files being written were removed and {kept}: run the same command again" if kept else INTACT
 
 

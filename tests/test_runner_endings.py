@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 from bert_realformer import runner
+from bert_realformer.errors import KEPT_NOTE
 
 
 def _ending(error, capsys):
@@ -59,7 +60,7 @@ def test_a_bug_keeps_its_traceback():
 
 def test_an_ending_from_a_training_loop_names_the_training_state_that_is_intact(capsys):
     error = tf.errors.ResourceExhaustedError(None, None, "Graph execution error:\n\nOOM when allocating tensor")
-    error.kept = "the training state out/training_state/ckpt-20 is intact"  # (the driver's, leaving its loop)
+    error.add_note(KEPT_NOTE + "the training state out/training_state/ckpt-20 is intact")  # (the driver's)
     status, line = _ending(error, capsys)
     assert status == runner.OUT_OF_MEMORY_STATUS
     assert line.startswith("error: out of memory (OOM when allocating tensor): ")

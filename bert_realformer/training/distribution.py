@@ -1,4 +1,5 @@
-"""tf.distribute strategies by name: one_device, mirrored, multi_worker (TF_CONFIG), tpu."""
+"""tf.distribute strategies by name: one_device, mirrored, multi_worker (TF_CONFIG), tpu; the
+mixed-precision policy; the check that several workers resume from one step."""
 
 from bert_realformer.errors import InputError
 
@@ -32,3 +33,31 @@ def set_mixed_precision(mode):
     if mode not in policies:
         raise InputError(f"--mixed_precision={mode}: expected none, bf16 or fp16")
     keras.config.set_dtype_policy(policies[mode])
+
+
+def check_workers_agree(strategy, step: int) -> None:
+    """Several workers must resume from one step (each restores its own training state; one
+    killed during a save keeps an older one): one all-gather of the steps; where they
+    differ, every worker stops naming each one's step."""
+    import tensorflow as tf
+
+    from bert_realformer.checkpoints.training_states import TRAINING_STATE
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return
+
+    @tf.function
+    def gathered(value):
+        return strategy.gather(strategy.run(lambda: tf.reshape(value, [1])), axis=0)
+
+    steps = [int(s) for s in gathered(tf.constant(step, tf.int64)).numpy()]
+    cluster = strategy.cluster_resolver.cluster_spec().as_dict()
+    workers = len(cluster.get("chief", [])) + len(cluster.get("worker", []))
+    per_worker = max(1, len(steps) // max(1, workers))  # (replicas are numbered worker by worker)
+    by_worker = steps[::per_worker]
+    if len(set(by_worker)) > 1:
+        held = ", ".join(f"worker {i} at step {s}" for i, s in enumerate(by_worker))
+        raise InputError(f"the workers would resume from training states of different steps ({held}): remove "
+                         f"the training states after step {min(by_worker)} (each worker's "
+                         f"{TRAINING_STATE}/ckpt-N with N > {min(by_worker)}, and name ckpt-"
+                         f"{min(by_worker)} in its 'checkpoint' file) so that all resume from there, then run "
+                         "the same command on every worker again")

@@ -90,3 +90,17 @@ class Progress:
         if 0 < step < self.total_steps and self.steps_per_second > 0:
             text += f", ETA {_duration((self.total_steps - step) / self.steps_per_second)}"
         return text
+
+
+def write_summaries(writer, step: int, metrics: dict, learning_rate, steps_per_second: float | None,
+                    examples_per_step: int) -> None:
+    """One loop's TensorBoard scalars: its metrics, the learning rate and (after the first loop,
+    whose time is mostly tracing) the examples per second."""
+    import tensorflow as tf
+    with writer.as_default(step=step):
+        for name, value in metrics.items():
+            tf.summary.scalar(name, value)
+        tf.summary.scalar("learning_rate", learning_rate)
+        if steps_per_second is not None:
+            tf.summary.scalar("examples_per_second", steps_per_second * examples_per_step)
+    writer.flush()

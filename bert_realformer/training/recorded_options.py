@@ -44,3 +44,27 @@ def update(directory: str, **values) -> dict:
     storage.makedirs(directory)
     storage.write_atomic(os.path.join(directory, FILE_NAME), json.dumps(options, indent=2, sort_keys=True) + "\n")
     return options
+
+
+def resumed_seed(write_dir: str, seed: int) -> tuple[int, str | None]:
+    """(the seed a run resuming in `write_dir` goes on with, a line when that is not `seed`): the
+    seed recorded when it started or restarted (its data order and dropout go on as they began)."""
+    record = read(write_dir)
+    recorded = record.get("seed")
+    if recorded is None or int(recorded) == seed:
+        return seed, None
+    how = "restarted" if record.get("restarts") else "started"
+    return int(recorded), (f"resuming with --seed={recorded}, the seed this run {how} with; --seed={seed} applies "
+                           "to new runs")
+
+
+def resumed_bias_correction(write_dir: str, wanted: bool, optimizer: str) -> tuple[bool, str | None]:
+    """(whether a run resuming in `write_dir` corrects Adam's moments, a line when that is not
+    `wanted`): what it started with (a record without it started without, as every run did
+    before the option)."""
+    recorded = bool(read(write_dir).get("adam_bias_correction", False))
+    if recorded == wanted or optimizer != "adamw":
+        return recorded, None
+    return recorded, (f"resuming with Adam bias correction {'on' if recorded else 'off'}, as this run started "
+                      f"({os.path.join(write_dir, FILE_NAME)}); --adam_bias_correction={str(wanted).lower()} "
+                      "applies to new runs")

@@ -1,0 +1,64 @@
+"""What the training driver is given: the run's options (`RunOptions`, from the scripts' shared
+flags) and a task's training definition (`TrainingTask`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+import tensorflow as tf
+
+from bert_realformer import tfrecords
+from bert_realformer.training.best_checkpoint import Selection
+from bert_realformer.training.eval_history import PeriodicEval
+from bert_realformer.training.stuck import StuckWatch
+from bert_realformer.training.trainer import LossFn, TotalsFn
+
+
+@dataclasses.dataclass
+class RunOptions:
+    """What the shared flags of the scripts configure (see `commandline.training_flags`)."""
+    output_dir: str
+    init_checkpoint: str | None = None
+    seed: int = 12345
+    mixed_precision: str = "none"          # none | bf16 | fp16 (dynamic loss scaling)
+    use_xla: bool = False
+    optimizer: str = "adamw"               # adamw (the original's) | lamb
+    weight_decay: float = 0.01
+    adam_bias_correction: bool = False     # AdamW with Adam's bias correction (fine-tuning's default)
+    gradient_accumulation_steps: int = 1
+    save_checkpoints_steps: int = 1000
+    iterations_per_loop: int = 1000
+    keep_checkpoint_max: int = 5
+    is_chief: bool = True                  # writes model.ckpt-N, summaries and results
+    claim_output_dir: bool = False         # a training run's chief: one run per output directory
+    write_dir: str | None = None           # where this worker's training state goes (default output_dir)
+    on_stuck: str = "warn"                 # warn | restart (`train_restarting`: from the start, next seed)
+    max_restarts: int = 3
+    keep_recorded_seed: bool = False       # a resumed run takes the seed it started (or restarted) with
+
+
+@dataclasses.dataclass
+class TrainingTask:
+    """A task's training definition.
+
+    dataset_fn: `dataset_fn(start)` -> a dataset of global micro-batches (feature dicts with
+      batch dimension `batch_size`) from micro-batch number `start` on, the same sequence
+      whenever it is called: a pure function of the position, for exact resume.
+    loss_fn, totals_fn, metric_names: see `TrainLoop`.
+    """
+    loss_fn: LossFn
+    totals_fn: TotalsFn
+    dataset_fn: Callable[[int], tf.data.Dataset]
+    batch_size: int
+    learning_rate: float
+    num_train_steps: int
+    num_warmup_steps: int
+    metric_names: Sequence[str] = ("loss",)
+    input_files: Sequence[str] = ()     # the TFRecord files dataset_fn reads: a damaged one is named
+    input_name: str = "the training data"  # what they are, for that message (e.g. the flag that gave them)
+    input_advice: str = tfrecords.DAMAGED_INPUT_ADVICE  # what to do about a damaged one
+    periodic_eval: PeriodicEval | None = None  # held-out evaluation every N steps (the chief's)
+    keep_best: Selection | None = None  # with periodic_eval: OUTPUT_DIR/best/ and early stopping
+    stuck: StuckWatch | None = None     # the check for a run that learns nothing
+    summary: str = ""                   # what it trains on, for the user ("2,000 examples, 2,340 windows")

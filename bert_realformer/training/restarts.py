@@ -1,0 +1,38 @@
+"""Starting a stuck run again (`Driver.train_restarting`): what is put aside and what is recorded."""
+
+import os
+
+from bert_realformer import storage
+from bert_realformer.checkpoints import training_states
+from bert_realformer.training import recorded_options
+from bert_realformer.training.stuck import Verdict
+
+# What a restarted run's chief keeps of the stuck run, in OUTPUT_DIR/stuck_runs/seed-S/.
+SET_ASIDE = ("train", "eval", "eval_history.jsonl")
+
+
+class StuckRun(Exception):
+    """Raised out of `Driver.train` when a run is stuck and may restart."""
+
+    def __init__(self, verdict: Verdict):
+        super().__init__(verdict.reason)
+        self.verdict = verdict
+
+
+def set_aside(output_dir: str, write_dir: str, seed: int, is_chief: bool, verdict: Verdict,
+              restarts: list[dict]) -> None:
+    """Removes the stuck run's training states (and, on the chief, its best checkpoint), moves its
+    eval history and TensorBoard curves to OUTPUT_DIR/stuck_runs/seed-SEED/, and records the
+    restart and the next seed in WRITE_DIR/training_options.json."""
+    storage.rmtree(os.path.join(write_dir, training_states.TRAINING_STATE))
+    if is_chief:
+        storage.rmtree(os.path.join(output_dir, "best"))
+        aside = os.path.join(output_dir, "stuck_runs", f"seed-{seed}")
+        storage.rmtree(aside)
+        for name in SET_ASIDE:
+            path = os.path.join(output_dir, name)
+            if storage.exists(path):
+                storage.makedirs(aside)
+                (storage.move_tree if storage.isdir(path) else storage.rename)(path, os.path.join(aside, name))
+    restarts = [*restarts, {"seed": seed, "step": verdict.step, "reason": verdict.reason}]
+    recorded_options.update(write_dir, seed=seed + 1, restarts=restarts)
