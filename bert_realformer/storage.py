@@ -128,26 +128,6 @@ def glob(pattern: str) -> list[str]:
     return sorted(_gfile().glob(pattern))
 
 
-def expand_file_patterns(spec: str, flag: str) -> list[str]:
-    """A flag's comma-separated file names and globs -> the files, each pattern's sorted; an
-    `InputError` naming `flag` for a pattern that matches nothing or a match that is not a file."""
-    files = []
-    for pattern in (p.strip() for p in (spec or "").split(",")):
-        if not pattern:
-            continue
-        matches = glob(pattern)
-        if not matches:
-            raise InputError(f"{flag}: {pattern} matches no file")
-        for path in matches:
-            if isdir(path):
-                raise InputError(f"{flag}: {path} is not a file")
-        files.extend(matches)
-    if not files:
-        raise InputError(f"{flag} is required")
-    return files
-
-
-# ------------------------------------------------------------------ reading
 def open_file(path: str, mode: str = "rb"):
     """A file object on `path` ('rb', 'r', 'wb', 'w', 'ab', 'a'); text modes are UTF-8. An
     `UnreadableFileError` naming the path when it cannot be opened for reading."""

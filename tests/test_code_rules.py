@@ -41,3 +41,21 @@ def test_the_rule_sees_a_comparison():
     compares = [node for node in ast.walk(tree) if isinstance(node, ast.Compare)]
     assert [VARIANT_KEYS & set(_compared_names(node)) for node in compares] == [{"residual_attention"},
                                                                                  {"layer_norm_type"}]
+
+
+MAX_FUNCTION_LINES = 60
+MAX_MODULE_LINES = 400
+
+
+def test_no_function_over_60_lines_and_no_module_over_400():
+    long_units = []
+    for path in _library_files():
+        text = path.read_text(encoding="utf-8")
+        if len(text.splitlines()) > MAX_MODULE_LINES:
+            long_units.append(f"{path.relative_to(ROOT)}: {len(text.splitlines())} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    long_units.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {lines} lines")
+    assert not long_units, long_units

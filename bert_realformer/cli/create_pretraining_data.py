@@ -14,9 +14,9 @@ import sys
 
 from absl import flags
 
-from bert_realformer import storage
 from bert_realformer.cpus import usable_cpu_count
 from bert_realformer.errors import InputError
+from bert_realformer.file_patterns import expand_file_patterns
 from bert_realformer.pretraining.creation import CreationOptions, check_options, create_pretraining_files
 from bert_realformer.runner import script_entry
 
@@ -73,7 +73,7 @@ def _options():
 
 def main(argv):
     del argv
-    input_files = storage.expand_file_patterns(FLAGS.input_file, "--input_file")
+    input_files = expand_file_patterns(FLAGS.input_file, "--input_file")
     for name in ("output_file", "vocab_file"):
         if not getattr(FLAGS, name):
             raise InputError(f"--{name} is required")

@@ -57,7 +57,7 @@ def classifier_baselines(task: DownstreamTask):
     for other scripts)."""
     if task.script != "run_classifier.py":
         return None
-    from bert_realformer.tasks.classification.reading import get_processor
+    from bert_realformer.tasks.classification.processors import get_processor
     options = {name: task.flag(name) for name in ("data_format", "text_a_column", "text_b_column",
                                                   "label_column", "label_file")}
     data_dir = task.flag("data_dir")

@@ -17,6 +17,7 @@ import dataclasses
 
 from bert_realformer import storage
 from bert_realformer.errors import InputError
+from bert_realformer.file_patterns import expand_file_patterns
 from bert_realformer.pretraining.dynamic_masking import DynamicMasking, apply_masks
 from bert_realformer.pretraining.records import feature_spec, unmasked_feature_spec
 
@@ -39,7 +40,7 @@ CYCLE_LENGTH = 4  # files read at once in training (the original's num_cpu_threa
 
 def expand_input_files(spec, flag="--input_file"):
     """Comma-separated globs -> sorted files; one-line errors for no match or empty files."""
-    files = storage.expand_file_patterns(spec, flag)
+    files = expand_file_patterns(spec, flag)
     for path in files:
         if storage.size(path) == 0:
             raise InputError(f"{flag}: {path} is empty")

@@ -33,7 +33,7 @@ from bert_realformer.tasks.classification.features import (
     features_key,
     make_dataset,
 )
-from bert_realformer.tasks.classification.reading import get_processor
+from bert_realformer.tasks.classification.processors import get_processor
 from bert_realformer.tasks.classification.windows import (
     WindowOutputs,
     choose_pooling,

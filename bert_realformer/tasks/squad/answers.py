@@ -66,6 +66,9 @@ def get_final_text(pred_text, orig_text, do_lower_case):
 RawResult = collections.namedtuple("RawResult", ["unique_id", "start_logits", "end_logits"])
 
 
+Prelim = collections.namedtuple("Prelim", ["feature_index", "start_index", "end_index", "start_logit", "end_logit"])
+
+
 def compute_predictions(examples, features, results, n_best_size, max_answer_length, do_lower_case,
                         version_2_with_negative=False, null_score_diff_threshold=0.0):
     """Returns (predictions {qid: text}, nbest {qid: [entries]}, null odds {qid: diff} (v2.0))."""
@@ -74,68 +77,81 @@ def compute_predictions(examples, features, results, n_best_size, max_answer_len
         by_example[feature.example_index].append(feature)
     result_of = {r.unique_id: r for r in results}
     predictions, nbest_json, null_odds = {}, {}, {}
-    Prelim = collections.namedtuple("Prelim", ["feature_index", "start_index", "end_index", "start_logit", "end_logit"])
     for example_index, example in enumerate(examples):
         example_features = by_example[example_index]
-        prelim = []
-        score_null, null_feature, null_start, null_end = 1000000, 0, 0, 0
-        for feature_index, feature in enumerate(example_features):
-            result = result_of[feature.unique_id]
-            if version_2_with_negative:
-                null_score = result.start_logits[0] + result.end_logits[0]
-                if null_score < score_null:
-                    score_null, null_feature = null_score, feature_index
-                    null_start, null_end = result.start_logits[0], result.end_logits[0]
-            for start in _best_indexes(result.start_logits, n_best_size):
-                for end in _best_indexes(result.end_logits, n_best_size):
-                    if start >= len(feature.tokens) or end >= len(feature.tokens):
-                        continue
-                    if start not in feature.token_to_orig_map or end not in feature.token_to_orig_map:
-                        continue
-                    if not feature.token_is_max_context.get(start, False) or end < start:
-                        continue
-                    if end - start + 1 > max_answer_length:
-                        continue
-                    prelim.append(Prelim(feature_index, start, end, result.start_logits[start], result.end_logits[end]))
-        if version_2_with_negative:
-            prelim.append(Prelim(null_feature, 0, 0, null_start, null_end))
-        prelim.sort(key=lambda p: p.start_logit + p.end_logit, reverse=True)
-        seen, nbest = set(), []
-        for p in prelim:
-            if len(nbest) >= n_best_size:
-                break
-            feature = example_features[p.feature_index]
-            if p.start_index > 0:
-                pieces = " ".join(feature.tokens[p.start_index:p.end_index + 1])
-                tok_text = " ".join(pieces.replace(" ##", "").replace("##", "").strip().split())
-                orig_start = feature.token_to_orig_map[p.start_index]
-                orig_end = feature.token_to_orig_map[p.end_index]
-                orig_text = join_words(example.doc_tokens[orig_start:orig_end + 1],
-                                       example.doc_spaced[orig_start:orig_end + 1]
-                                       if example.doc_spaced is not None else None)
-                text = get_final_text(tok_text, orig_text, do_lower_case)
-                if text in seen:
-                    continue
-            else:
-                text = ""
-            seen.add(text)
-            nbest.append((text, p.start_logit, p.end_logit))
-        if version_2_with_negative and "" not in seen:
-            nbest.append(("", null_start, null_end))
-        if not nbest:
-            nbest.append(("empty", 0.0, 0.0))
-        probabilities = _softmax([s + e for _, s, e in nbest])
-        entries = [collections.OrderedDict(text=t, probability=p, start_logit=float(s), end_logit=float(e))
-                   for (t, s, e), p in zip(nbest, probabilities)]
+        prelim, null = _candidate_spans(example_features, result_of, n_best_size, max_answer_length,
+                                        version_2_with_negative)
+        entries = _nbest_entries(example, example_features, prelim, null, n_best_size, do_lower_case)
         nbest_json[example.qas_id] = entries
-        best_non_null = next((e for e in entries if e["text"]), None)
         if not version_2_with_negative:
             predictions[example.qas_id] = entries[0]["text"]
+            continue
+        best_non_null = next((e for e in entries if e["text"]), None)
+        if best_non_null is None:
+            diff = 1e9  # every candidate was the null answer
         else:
-            if best_non_null is None:
-                diff = 1e9  # every candidate was the null answer
-            else:
-                diff = score_null - best_non_null["start_logit"] - best_non_null["end_logit"]
-            null_odds[example.qas_id] = float(diff)
-            predictions[example.qas_id] = "" if diff > null_score_diff_threshold else best_non_null["text"]
+            diff = null.start_logit + null.end_logit - best_non_null["start_logit"] - best_non_null["end_logit"]
+        null_odds[example.qas_id] = float(diff)
+        predictions[example.qas_id] = "" if diff > null_score_diff_threshold else best_non_null["text"]
     return predictions, nbest_json, null_odds
+
+
+def _candidate_spans(example_features, result_of, n_best_size, max_answer_length, version_2_with_negative):
+    """(the example's candidate answers `Prelim` best first, the null answer or None): the
+    `n_best_size` best starts and ends of every window that make a span inside the window's
+    document part, at its maximum-context positions, at most `max_answer_length` long; with
+    v2.0, the null answer of the window with the lowest null score (also a candidate)."""
+    prelim, null = [], None
+    for feature_index, feature in enumerate(example_features):
+        result = result_of[feature.unique_id]
+        if version_2_with_negative:
+            candidate = Prelim(feature_index, 0, 0, result.start_logits[0], result.end_logits[0])
+            if null is None or candidate.start_logit + candidate.end_logit < null.start_logit + null.end_logit:
+                null = candidate
+        for start in _best_indexes(result.start_logits, n_best_size):
+            for end in _best_indexes(result.end_logits, n_best_size):
+                if start >= len(feature.tokens) or end >= len(feature.tokens):
+                    continue
+                if start not in feature.token_to_orig_map or end not in feature.token_to_orig_map:
+                    continue
+                if not feature.token_is_max_context.get(start, False) or end < start:
+                    continue
+                if end - start + 1 > max_answer_length:
+                    continue
+                prelim.append(Prelim(feature_index, start, end, result.start_logits[start], result.end_logits[end]))
+    if null is not None:
+        prelim.append(null)
+    prelim.sort(key=lambda p: p.start_logit + p.end_logit, reverse=True)
+    return prelim, null
+
+
+def _nbest_entries(example, example_features, prelim, null, n_best_size, do_lower_case):
+    """The n best distinct answer texts (the null answer "" included with v2.0) with their
+    probabilities (a softmax over start + end logits) and logits."""
+    seen, nbest = set(), []
+    for p in prelim:
+        if len(nbest) >= n_best_size:
+            break
+        text = _answer_text(example, example_features[p.feature_index], p, do_lower_case) if p.start_index > 0 else ""
+        if text in seen and p.start_index > 0:
+            continue
+        seen.add(text)
+        nbest.append((text, p.start_logit, p.end_logit))
+    if null is not None and "" not in seen:
+        nbest.append(("", null.start_logit, null.end_logit))
+    if not nbest:
+        nbest.append(("empty", 0.0, 0.0))
+    probabilities = _softmax([s + e for _, s, e in nbest])
+    return [collections.OrderedDict(text=t, probability=p, start_logit=float(s), end_logit=float(e))
+            for (t, s, e), p in zip(nbest, probabilities)]
+
+
+def _answer_text(example, feature, span, do_lower_case):
+    """The document's text of a span of WordPieces (`get_final_text`)."""
+    pieces = " ".join(feature.tokens[span.start_index:span.end_index + 1])
+    tok_text = " ".join(pieces.replace(" ##", "").replace("##", "").strip().split())
+    orig_start = feature.token_to_orig_map[span.start_index]
+    orig_end = feature.token_to_orig_map[span.end_index]
+    orig_text = join_words(example.doc_tokens[orig_start:orig_end + 1],
+                           example.doc_spaced[orig_start:orig_end + 1] if example.doc_spaced is not None else None)
+    return get_final_text(tok_text, orig_text, do_lower_case)

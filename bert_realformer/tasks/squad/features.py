@@ -63,6 +63,39 @@ def convert_examples_to_features(examples: list[SquadExample], tokenizer: FullTo
     return list(iter_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length, is_training))
 
 
+def _document_pieces(example, tokenizer, is_training):
+    """(the original word of each WordPiece, the document's WordPieces, the answer's first and
+    last WordPiece: -1 for an unanswerable training question, None when not training)."""
+    tok_to_orig, orig_to_tok, doc = [], [], []
+    for i, token in enumerate(example.doc_tokens):
+        orig_to_tok.append(len(doc))
+        for piece in tokenizer.tokenize(token):
+            tok_to_orig.append(i)
+            doc.append(piece)
+    if not is_training:
+        return tok_to_orig, doc, None, None
+    if example.is_impossible:
+        return tok_to_orig, doc, -1, -1
+    tok_start = orig_to_tok[example.start_position]
+    tok_end = (orig_to_tok[example.end_position + 1] - 1
+               if example.end_position < len(example.doc_tokens) - 1 else len(doc) - 1)
+    tok_start, tok_end = _improve_answer_span(doc, tok_start, tok_end, tokenizer, example.orig_answer_text)
+    return tok_to_orig, doc, tok_start, tok_end
+
+
+def doc_spans(length: int, max_doc: int, doc_stride: int) -> list[tuple[int, int]]:
+    """The windows (start, length) over a document of `length` WordPieces: at most `max_doc`
+    long, starting `doc_stride` apart, the last one ending at the document's end."""
+    spans, offset = [], 0
+    while offset < length:
+        span = min(length - offset, max_doc)
+        spans.append((offset, span))
+        if offset + span == length:
+            break
+        offset += min(span, doc_stride)
+    return spans
+
+
 def iter_features(examples: list[SquadExample], tokenizer: FullTokenizer, max_seq_length: int, doc_stride: int,
                   max_query_length: int, is_training: bool) -> Iterator[InputFeatures]:
     """Yields the `InputFeatures` of each window of each example (`doc_stride` apart), in order,
@@ -71,31 +104,12 @@ def iter_features(examples: list[SquadExample], tokenizer: FullTokenizer, max_se
     unique_id = 1000000000
     for example_index, example in enumerate(examples):
         query = tokenizer.tokenize(example.question_text)[:max_query_length]
-        tok_to_orig, orig_to_tok, doc = [], [], []
-        for i, token in enumerate(example.doc_tokens):
-            orig_to_tok.append(len(doc))
-            for piece in tokenizer.tokenize(token):
-                tok_to_orig.append(i)
-                doc.append(piece)
-        tok_start = tok_end = None
-        if is_training and example.is_impossible:
-            tok_start = tok_end = -1
-        if is_training and not example.is_impossible:
-            tok_start = orig_to_tok[example.start_position]
-            tok_end = (orig_to_tok[example.end_position + 1] - 1
-                       if example.end_position < len(example.doc_tokens) - 1 else len(doc) - 1)
-            tok_start, tok_end = _improve_answer_span(doc, tok_start, tok_end, tokenizer, example.orig_answer_text)
+        tok_to_orig, doc, tok_start, tok_end = _document_pieces(example, tokenizer, is_training)
         max_doc = max_seq_length - len(query) - 3
         if max_doc < 1:
             raise InputError(f"--max_seq_length={max_seq_length} leaves no room for the document after a "
                              f"{len(query)}-token question (lower --max_query_length)")
-        spans, offset = [], 0
-        while offset < len(doc):
-            length = min(len(doc) - offset, max_doc)
-            spans.append((offset, length))
-            if offset + length == len(doc):
-                break
-            offset += min(length, doc_stride)
+        spans = doc_spans(len(doc), max_doc, doc_stride)
         for span_index, (span_start, span_length) in enumerate(spans):
             tokens = ["[CLS]", *query, "[SEP]"]
             segment_ids = [0] * len(tokens)

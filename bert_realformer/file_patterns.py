@@ -1,0 +1,26 @@
+"""Comma-separated file names and globs (`--input_file=a.txt,shards/*.txt`) -> the files."""
+
+from bert_realformer import storage
+from bert_realformer.errors import InputError
+
+
+def expand_file_patterns(spec: str, flag: str) -> list[str]:
+    """A flag's comma-separated file names and globs -> the files, each pattern's sorted; an
+    `InputError` naming `flag` for a pattern that matches nothing or a match that is not a file."""
+    files = []
+    for pattern in (p.strip() for p in (spec or "").split(",")):
+        if not pattern:
+            continue
+        matches = storage.glob(pattern)
+        if not matches:
+            raise InputError(f"{flag}: {pattern} matches no file")
+        for path in matches:
+            if storage.isdir(path):
+                raise InputError(f"{flag}: {path} is not a file")
+        files.extend(matches)
+    if not files:
+        raise InputError(f"{flag} is required")
+    return files
+
+
+# ------------------------------------------------------------------ reading
