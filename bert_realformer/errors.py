@@ -1,6 +1,9 @@
 """The error types the scripts end on: user mistakes (a flag, a file, a line of data), runs
 stopped on purpose (a signal) and runs that diverged."""
 
+import os
+import signal
+
 
 class InputError(ValueError):
     """Bad user input; the message names the flag, file or line and what was expected. The
@@ -29,18 +32,33 @@ class Diverged(Exception):
 class Terminated(BaseException):
     """SIGTERM outside a training loop (which saves a state first, `training.preemption`). A
     BaseException, as KeyboardInterrupt is, so that no `except Exception` on the way (AutoGraph
-    converting a function, for one) swallows it; cleanups of what is being written run.
-    `received` stays set once the script's SIGTERM handler ran: a signal raised where Python
-    ignores exceptions (a GC callback, a `__del__`) is lost, and `stop_if_terminated` raises it
-    again before any output is switched in."""
-    received = False
+    converting a function, for one) swallows it; cleanups of what is being written run."""
+
+
+class SigtermHandler:
+    """The scripts' SIGTERM handler (`runner.run` installs a new one per run): raises `Terminated`
+    in the script's process, and remembers it (`received`): a signal raised where Python ignores
+    exceptions (a GC callback, a `__del__`) is lost, and `stop_if_terminated` raises it again
+    before any output is switched in. A forked worker (a pool's) dies as SIGTERM kills."""
+
+    def __init__(self):
+        self.pid = os.getpid()
+        self.received = False
+
+    def __call__(self, signal_number, frame):
+        if os.getpid() != self.pid:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        self.received = True
+        raise Terminated()
 
 
 def stop_if_terminated() -> None:
-    """Raises `Terminated` when a SIGTERM arrived earlier (see `Terminated.received`): called
-    before a finished file or directory replaces its final name, so that nothing new appears
-    after the signal."""
-    if Terminated.received:
+    """Raises `Terminated` when the script's SIGTERM handler ran earlier: called before a finished
+    file or directory replaces its final name, so that nothing new appears after the signal."""
+    handler = signal.getsignal(signal.SIGTERM)
+    if isinstance(handler, SigtermHandler) and handler.received:
         raise Terminated()
 
 

@@ -10,6 +10,8 @@ unchecked; `ANY` marks the flags where every value means something.
 from __future__ import annotations
 
 import dataclasses
+import types
+from collections.abc import Mapping
 
 from absl import flags
 
@@ -49,7 +51,7 @@ NON_NEGATIVE = Range(0)    # steps that may be none, patience, restarts
 PROBABILITY = Range(0, 1)
 SHARE = Range(0, 1, low_open=True)
 
-RANGES: dict[str, Range | None] = {
+RANGES: Mapping[str, Range | None] = types.MappingProxyType({
     # batches, lengths, counts
     "train_batch_size": POSITIVE, "eval_batch_size": POSITIVE, "predict_batch_size": POSITIVE,
     "batch_size": POSITIVE, "max_seq_length": POSITIVE, "max_predictions_per_seq": POSITIVE,
@@ -71,7 +73,7 @@ RANGES: dict[str, Range | None] = {
     # `random` takes any integer, as the original's
     "seed": Range(0, 2**32 - 1), "random_seed": ANY,
     "null_score_diff_threshold": ANY,
-}
+})
 
 _NUMERIC = ("IntegerParser", "FloatParser")
 

@@ -4,8 +4,10 @@ signal received, a study's runs): one line at a time, to stderr or the stream th
 and diagnostics go through `logging` (the scripts show them as `warning: ...`,
 `plain_warnings`)."""
 
+import contextlib
 import logging
 import sys
+from collections.abc import Iterator
 from typing import TextIO
 
 PACKAGES = ("bert_realformer", "modeling", "tokenization")
@@ -16,17 +18,25 @@ def say(text: str, stream: TextIO | None = None) -> None:
     print(text, file=stream or sys.stderr, flush=True)
 
 
-def plain_warnings(stream: TextIO | None = None) -> None:
-    """The project's warnings (and errors) as `warning: message` lines on stderr instead of
-    absl's log format; what the scripts call before they run."""
+@contextlib.contextmanager
+def plain_warnings(stream: TextIO | None = None) -> Iterator[logging.Handler]:
+    """While in the block, the project's warnings (and errors) are `warning: message` lines on
+    stderr instead of absl's log format (what a script's run does); afterwards the loggers are
+    as they were."""
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(_Plain())
     handler.setLevel(logging.WARNING)
-    for name in PACKAGES:
-        logger = logging.getLogger(name)
+    loggers = [logging.getLogger(name) for name in PACKAGES]
+    propagated = [logger.propagate for logger in loggers]
+    for logger in loggers:
         logger.addHandler(handler)
         logger.propagate = False
-
+    try:
+        yield handler
+    finally:
+        for logger, propagate in zip(loggers, propagated, strict=True):
+            logger.removeHandler(handler)
+            logger.propagate = propagate
 
 
 class _Plain(logging.Formatter):

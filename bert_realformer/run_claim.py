@@ -4,7 +4,8 @@ A training run claims its `--output_dir` before it builds anything (`claim`); a 
 claimed directory stops at once with one line naming the holder, instead of resuming from the
 other run's mid-run checkpoints and overwriting its exports. The claim holds the host, pid, start
 time and a heartbeat that a thread refreshes every `HEARTBEAT_SECONDS`; it is removed when the
-run ends (`release_all`, called by the scripts' runner whatever way they end).
+run ends (`Claim.release`: the driver that claimed it is closed by the flow that made it, and at
+the process's exit whatever way it ends).
 
 A claim left by a run that was killed without cleaning up (SIGKILL, a machine lost) is taken
 over: when its process is gone from this host, or its heartbeat is older than `STALE_SECONDS`
@@ -36,7 +37,6 @@ HEARTBEAT_SECONDS = 60.0
 STALE_SECONDS = 300.0
 
 logger = logging.getLogger(__name__)
-_held: list[Claim] = []
 
 
 class DirectoryInUseError(InputError):
@@ -72,11 +72,17 @@ class Claim:
             except Exception as error:  # a transient storage error: try again at the next beat
                 logger.warning("cannot refresh %s: %s", self.path, error)
 
+    def check_held(self) -> None:
+        """A `DirectoryInUseError` when another run took the directory over (this run's claim had
+        gone stale: its heartbeat stopped for longer than `STALE_SECONDS`)."""
+        if self.lost_to is not None:
+            raise DirectoryInUseError(f"--output_dir={self.output_dir} was taken over by {describe(self.lost_to)} "
+                                      "(this run's claim had gone stale): stopping")
+
     def release(self) -> None:
         """Stops the heartbeat and removes the claim file if it is still ours."""
         self._stop.set()
-        if self in _held:
-            _held.remove(self)
+        atexit.unregister(self.release)
         holder = read_claim(self.path)
         if holder is not None and holder.get("token") == self.token:
             storage.remove(self.path)
@@ -121,8 +127,6 @@ def claim(output_dir: str) -> Claim:
     """Claims `output_dir` for this process (creating it), or raises `DirectoryInUseError` naming
     the live run that holds it. A stale claim is taken over, with a log line saying whose."""
     storage.makedirs(output_dir)
-    for held in [c for c in _held if c.output_dir == output_dir]:
-        held.release()  # a new run of this process on the same directory
     mine = Claim(output_dir)
     for _ in range(3):
         if storage.create_exclusive(mine.path, mine._content()):
@@ -142,14 +146,5 @@ def claim(output_dir: str) -> Claim:
         raise DirectoryInUseError(f"--output_dir={output_dir}: cannot claim {mine.path} (other runs keep taking it)")
     mine._thread = threading.Thread(target=mine._heartbeat, name="run-claim-heartbeat", daemon=True)
     mine._thread.start()
-    _held.append(mine)
+    atexit.register(mine.release)  # (whatever way the process ends; its holder releases it first)
     return mine
-
-
-def release_all() -> None:
-    """Releases every claim this process holds (the scripts' runner calls it at the end)."""
-    for held in list(_held):
-        held.release()
-
-
-atexit.register(release_all)

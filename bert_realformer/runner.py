@@ -16,6 +16,7 @@ script ends, the output directories its run claimed are released (`bert_realform
 `main` imports TensorFlow, and absl's INFO lines (unless `--verbosity` is given).
 """
 
+import contextlib
 import errno
 import json
 import os
@@ -25,13 +26,13 @@ import sys
 
 from absl import app, flags, logging
 
-from bert_realformer import report, run_claim
-from bert_realformer.errors import Terminated, stop_if_terminated, what_survives
+from bert_realformer import report
+from bert_realformer.errors import SigtermHandler, Terminated, stop_if_terminated, what_survives
 
 
 def run_main(main, argv) -> int:
     """`main(argv)` with the scripts' endings: 0, or the status a user error or stop ends with
-    (after printing its one line); other exceptions propagate. Claims are released."""
+    (after printing its one line); other exceptions propagate."""
     try:
         status = main(argv) or 0
         stop_if_terminated()  # (raised where Python ignores exceptions, e.g. a GC callback)
@@ -52,8 +53,6 @@ def run_main(main, argv) -> int:
         then = " after freeing space" if ending[1] == DISK_FULL_STATUS else ""
         report.say(f"error: {ending[0]}; {_intact(error)}{then}")
         return ending[1]
-    finally:
-        run_claim.release_all()
 
 
 DISK_FULL_STATUS = 4
@@ -67,23 +66,11 @@ def _intact(error: BaseException) -> str:
     return f"the files being written were removed and {kept}: run the same command again" if kept else INTACT
 
 
-def _terminated(signal_number, frame):
-    if os.getpid() != _SCRIPT_PROCESS[0]:  # a forked worker (a pool's): die as SIGTERM kills
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGTERM)
-        return
-    Terminated.received = True
-    raise Terminated()
-
-
 def _quiet_about_terminated(unraisable) -> None:
     """`sys.unraisablehook`: a SIGTERM met where Python ignores exceptions (a GC callback, a
     `__del__`) prints no traceback; the script ends with its one line when `main` returns."""
     if not isinstance(unraisable.exc_value, Terminated):
         sys.__unraisablehook__(unraisable)
-
-
-_SCRIPT_PROCESS = [0]  # the process whose SIGTERM ends the script through its cleanups
 
 
 OUT_OF_MEMORY_STATUS = 5
@@ -162,14 +149,13 @@ def run(main):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
     def guarded(argv):
-        if not flags.FLAGS["verbosity"].present:  # TensorFlow's INFO chatter off by default
+        plain = not flags.FLAGS["verbosity"].present  # TensorFlow's INFO chatter off by default
+        if plain:
             logging.set_verbosity(logging.WARNING)
-            report.plain_warnings()
-        _SCRIPT_PROCESS[0] = os.getpid()
-        Terminated.received = False  # (a script run again in one process, as the tests do)
-        signal.signal(signal.SIGTERM, _terminated)
+        signal.signal(signal.SIGTERM, SigtermHandler())  # (a new one per run: nothing received yet)
         sys.unraisablehook = _quiet_about_terminated
-        status = run_main(main, argv)
+        with report.plain_warnings() if plain else contextlib.nullcontext():
+            status = run_main(main, argv)
         # The work is done, or ended with its line: a stop now would only cut the exit short
         # (a traceback from an exit handler, a status that belies finished outputs).
         signal.signal(signal.SIGINT, signal.SIG_IGN)

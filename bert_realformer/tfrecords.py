@@ -29,7 +29,7 @@ def _varint(value):
             return bytes(out)
 
 
-_SMALL_VARINTS = [_varint(i) for i in range(1 << 16)]
+_SMALL_VARINTS = tuple(_varint(i) for i in range(1 << 16))
 
 
 def _length_delimited(tag, payload):

@@ -5,6 +5,7 @@ also accept). The exact erf GELU, which Hugging Face calls `"gelu"`, is `"gelu_e
 """
 
 import math
+import types
 
 from keras import ops
 
@@ -24,7 +25,7 @@ def linear(x):
     return x
 
 
-ACTIVATIONS = {
+ACTIVATIONS = types.MappingProxyType({
     "linear": linear,
     "relu": ops.relu,
     "gelu": gelu,
@@ -32,7 +33,7 @@ ACTIVATIONS = {
     "gelu_exact": gelu_exact,
     "tanh": ops.tanh,
     "swish": ops.silu,
-}
+})
 
 
 def get_activation(name):

@@ -59,3 +59,49 @@ def test_no_function_over_60_lines_and_no_module_over_400():
                 if lines > MAX_FUNCTION_LINES:
                     long_units.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {lines} lines")
     assert not long_units, long_units
+
+
+# Module-level state that is written after import, each with why it must be module-level.
+MUTABLE_STATE_ALLOWED = {
+    # the registry of fine-tuning tasks: written only by `register` as a task module is imported
+    ("bert_realformer/tasks/registry.py", "TASKS"),
+    # a pool worker's tokenizer, set by the pool's initializer in each worker process (the
+    # multiprocessing idiom: a worker has no other place to keep what its tasks share)
+    ("bert_realformer/pretraining/documents.py", "_worker_tokenizer"),
+}
+_MUTABLE_CALLS = {"dict", "list", "set", "defaultdict", "OrderedDict", "deque", "Counter", "bytearray"}
+
+
+def _module_state(path, tree):
+    """(module-level names bound to a mutable value, names a function declares `global`, class
+    attributes assigned from outside their class: `Class.attribute = ...`)."""
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
+            if isinstance(node, ast.AnnAssign) and node.value is not None else []
+        value = getattr(node, "value", None)
+        call = isinstance(value, ast.Call) and getattr(value.func, "id", getattr(value.func, "attr", None))
+        if isinstance(value, (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)) \
+                or call in _MUTABLE_CALLS:
+            yield from (ast.unparse(target) for target in targets if ast.unparse(target) != "__all__")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Global):
+            yield from node.names
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                if (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
+                        and target.value.id[:1].isupper()):
+                    yield ast.unparse(target)
+
+
+def test_no_module_level_mutable_state_but_the_allowed():
+    found = set()
+    for path in _library_files():
+        relative = str(path.relative_to(ROOT))
+        found |= {(relative, name) for name in _module_state(path, ast.parse(path.read_text(encoding="utf-8")))}
+    assert found == MUTABLE_STATE_ALLOWED, sorted(found ^ MUTABLE_STATE_ALLOWED)
+
+
+def test_the_state_rule_sees_each_kind():
+    code = ("A = {}\nB = [1]\nC = set()\nD = (1, 2)\nE = types.MappingProxyType({})\n__all__ = ['x']\n"
+            "def f():\n    global G\n    Terminated.received = True\n    self.x = 1\n")
+    assert sorted(_module_state(None, ast.parse(code))) == ["A", "B", "C", "G", "Terminated.received"]

@@ -13,6 +13,7 @@ original BERT's tanh GELU (our `"gelu"`). Pure NumPy: no TensorFlow, no PyTorch.
 import json
 import os
 import re
+import types
 
 import numpy as np
 
@@ -20,11 +21,13 @@ from bert_realformer import storage
 from bert_realformer.text_files import read_text
 from modeling.config import BertConfig, ConfigError
 
-_HF_ACT_TO_OURS = {"gelu": "gelu_exact", "gelu_new": "gelu", "gelu_pytorch_tanh": "gelu",
-                   "relu": "relu", "tanh": "tanh", "silu": "swish", "swish": "swish", "linear": "linear"}
-_OURS_TO_HF_ACT = {"gelu_exact": "gelu", "gelu": "gelu_new", "gelu_new": "gelu_new", "relu": "relu",
-                   "tanh": "tanh", "swish": "silu", "linear": "linear"}
-_LAYER_PARTS = [  # (Hugging Face name inside encoder.layer.N, TF1 name inside layer_N, transpose)
+_HF_ACT_TO_OURS = types.MappingProxyType({
+    "gelu": "gelu_exact", "gelu_new": "gelu", "gelu_pytorch_tanh": "gelu", "relu": "relu", "tanh": "tanh",
+    "silu": "swish", "swish": "swish", "linear": "linear"})
+_OURS_TO_HF_ACT = types.MappingProxyType({
+    "gelu_exact": "gelu", "gelu": "gelu_new", "gelu_new": "gelu_new", "relu": "relu", "tanh": "tanh",
+    "swish": "silu", "linear": "linear"})
+_LAYER_PARTS = (  # (Hugging Face name inside encoder.layer.N, TF1 name inside layer_N, transpose)
     ("attention.self.query.weight", "attention/self/query/kernel", True),
     ("attention.self.query.bias", "attention/self/query/bias", False),
     ("attention.self.key.weight", "attention/self/key/kernel", True),
@@ -41,8 +44,8 @@ _LAYER_PARTS = [  # (Hugging Face name inside encoder.layer.N, TF1 name inside l
     ("output.dense.bias", "output/dense/bias", False),
     ("output.LayerNorm.weight", "output/LayerNorm/gamma", False),
     ("output.LayerNorm.bias", "output/LayerNorm/beta", False),
-]
-_FIXED = [
+)
+_FIXED = (
     ("embeddings.word_embeddings.weight", "bert/embeddings/word_embeddings", False),
     ("embeddings.position_embeddings.weight", "bert/embeddings/position_embeddings", False),
     ("embeddings.token_type_embeddings.weight", "bert/embeddings/token_type_embeddings", False),
@@ -50,8 +53,8 @@ _FIXED = [
     ("embeddings.LayerNorm.bias", "bert/embeddings/LayerNorm/beta", False),
     ("pooler.dense.weight", "bert/pooler/dense/kernel", True),
     ("pooler.dense.bias", "bert/pooler/dense/bias", False),
-]
-_HEADS = [  # full Hugging Face names (BertForPreTraining)
+)
+_HEADS = (  # full Hugging Face names (BertForPreTraining)
     ("cls.predictions.transform.dense.weight", "cls/predictions/transform/dense/kernel", True),
     ("cls.predictions.transform.dense.bias", "cls/predictions/transform/dense/bias", False),
     ("cls.predictions.transform.LayerNorm.weight", "cls/predictions/transform/LayerNorm/gamma", False),
@@ -59,12 +62,12 @@ _HEADS = [  # full Hugging Face names (BertForPreTraining)
     ("cls.predictions.bias", "cls/predictions/output_bias", False),
     ("cls.seq_relationship.weight", "cls/seq_relationship/output_weights", False),
     ("cls.seq_relationship.bias", "cls/seq_relationship/output_bias", False),
-]
+)
 
 
 # The fine-tuning heads: Hugging Face's task classes and the original scripts' TF1 names. Both
 # keep these weights as [outputs, H], so nothing is transposed.
-TASK_HEADS = {
+TASK_HEADS = types.MappingProxyType({
     "BertForSequenceClassification": (("classifier.weight", "output_weights"), ("classifier.bias", "output_bias")),
     "BertForQuestionAnswering": (("qa_outputs.weight", "cls/squad/output_weights"),
                                  ("qa_outputs.bias", "cls/squad/output_bias")),
@@ -72,7 +75,7 @@ TASK_HEADS = {
                                    ("classifier.bias", "cls/ner/output_bias")),
     "BertForMultipleChoice": (("classifier.weight", "cls/multiple_choice/output_weights"),
                               ("classifier.bias", "cls/multiple_choice/output_bias")),
-}
+})
 NO_HF_PLACE = ("cls/ner/transitions",)  # a CRF's transition matrix: Hugging Face has no CRF
 
 
@@ -87,7 +90,7 @@ def _name_map(num_layers, prefix, architecture="BertForPreTraining"):
         return rows
     if architecture in TASK_HEADS:
         return rows + [(hf, tf1, False) for hf, tf1 in TASK_HEADS[architecture]]
-    return rows + _HEADS
+    return [*rows, *_HEADS]
 
 
 def architecture_of(values):

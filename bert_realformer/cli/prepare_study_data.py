@@ -15,6 +15,7 @@ Prints each command it runs; files already there are re-used.
 import os
 import random
 import subprocess
+import types
 
 from absl import flags
 
@@ -30,7 +31,7 @@ flags.DEFINE_integer("held_out_articles", 250, "Articles at the end of the corpu
 flags.DEFINE_integer("max_seq_length", 64, "Of the pretraining records.")
 flags.DEFINE_integer("max_predictions_per_seq", 10, "Of the pretraining records.")
 flags.DEFINE_integer("dupe_factor", 5, "Maskings of the training articles (the held-out ones: 1).")
-SENTIMENT_SPLITS = {"train": 6000, "dev": 2000}
+SENTIMENT_SPLITS = types.MappingProxyType({"train": 6000, "dev": 2000})
 
 
 def _pretraining_records(data, vocab):

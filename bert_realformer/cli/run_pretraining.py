@@ -124,22 +124,23 @@ def main(argv):
             return evaluate(driver, eval_files, FLAGS.eval_batch_size, FLAGS.max_seq_length,
                             FLAGS.max_predictions_per_seq, FLAGS.max_eval_steps, step, layout, masking)
 
-    if FLAGS.do_train:
-        task = pretraining_task(
-            files, FLAGS.train_batch_size, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,
-            FLAGS.learning_rate, FLAGS.num_train_steps, FLAGS.num_warmup_steps, seed=FLAGS.seed,
-            pld_options=(FLAGS.pld_theta, FLAGS.pld_gamma) if FLAGS.pld else None,
-            next_sentence=not FLAGS.no_nsp, layout=layout, masking=masking)
-        if FLAGS.eval_every_steps:
-            task.periodic_eval = PeriodicEval(FLAGS.eval_every_steps, held_out_eval)
-        step = driver.train(task)
-    if FLAGS.do_eval and options.is_chief:
-        if not FLAGS.do_train:
-            step = driver.restore_for_inference()
-        result = held_out_eval(step)
-        write_eval_results(result, os.path.join(FLAGS.output_dir, "eval_results.txt"))
-        for key in sorted(result):
-            print(f"  {key} = {result[key]}", file=sys.stderr)
+    with driver:  # (its claim on the output directory released however the run ends)
+        if FLAGS.do_train:
+            task = pretraining_task(
+                files, FLAGS.train_batch_size, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,
+                FLAGS.learning_rate, FLAGS.num_train_steps, FLAGS.num_warmup_steps, seed=FLAGS.seed,
+                pld_options=(FLAGS.pld_theta, FLAGS.pld_gamma) if FLAGS.pld else None,
+                next_sentence=not FLAGS.no_nsp, layout=layout, masking=masking)
+            if FLAGS.eval_every_steps:
+                task.periodic_eval = PeriodicEval(FLAGS.eval_every_steps, held_out_eval)
+            step = driver.train(task)
+        if FLAGS.do_eval and options.is_chief:
+            if not FLAGS.do_train:
+                step = driver.restore_for_inference()
+            result = held_out_eval(step)
+            write_eval_results(result, os.path.join(FLAGS.output_dir, "eval_results.txt"))
+            for key in sorted(result):
+                print(f"  {key} = {result[key]}", file=sys.stderr)
 
 
 entry = script_entry(main, __doc__)  # the installed command `bert-run-pretraining`

@@ -14,11 +14,12 @@ Articles and reviews are each used once; the classes are balanced in every split
 """
 
 import random
+import types
 
 from bert_realformer.realdata.peoples_daily import peoples_daily_articles
 from bert_realformer.realdata.sentiment import sentiment_reviews
 
-SPLITS = {"train": 1200, "dev": 300, "test": 100}
+SPLITS = types.MappingProxyType({"train": 1200, "dev": 300, "test": 100})
 
 
 POSITIONS = ("end", "start", "middle")

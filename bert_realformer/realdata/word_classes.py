@@ -14,11 +14,12 @@ dev), and each class gets the same number of examples per split, drawn with a fi
 """
 
 import random
+import types
 
 from bert_realformer.realdata.peoples_daily import peoples_daily_tagged_lines, words_and_tags
 
 MIN_OCCURRENCES = 300
-PER_CLASS = {"train": 150, "dev": 30, "test": 30}
+PER_CLASS = types.MappingProxyType({"train": 150, "dev": 30, "test": 30})
 SENTENCE_ENDS = "。！？"
 CONTEXT = 24  # characters of the sentence kept on each side of the word
 

@@ -82,6 +82,11 @@ def run(task: FinetuningTask, plan: Plan, make_driver: MakeDriver) -> int:
     step of the weights evaluation and prediction used."""
     data = task.read(plan.splits)
     driver, tokenizer = make_driver(task.build_model)
+    with driver:  # (its claim on the output directory released however the run ends)
+        return _run(task, plan, data, driver, tokenizer)
+
+
+def _run(task, plan, data, driver, tokenizer):
     selection = Selection.by(best_metric(plan.keep_best_by, task.metrics),
                              patience=plan.early_stopping_patience or None)
 

@@ -115,6 +115,15 @@ class BestCheckpoint:
         self.best_value: float | None = None
         self.since_best = 0  # evaluations after the best one
 
+    @classmethod
+    def for_run(cls, output_dir: str, selection: Selection, resuming: bool) -> BestCheckpoint:
+        """The keeper of a run directory's best checkpoint; a new run (not `resuming`) removes a
+        best/ left by an earlier run of the directory."""
+        best = cls(output_dir, selection)
+        if not resuming:
+            best.start_fresh()
+        return best
+
     def start_fresh(self) -> None:
         """A run that starts from nothing: a best/ left by an earlier run is not this run's."""
         storage.rmtree(best_dir(self.output_dir))

@@ -101,6 +101,18 @@ class Driver:
         self._restarts_left = 0
         self._restarting = False  # (a restart's train(): its record keeps the restarts)
 
+    def close(self) -> None:
+        """Releases the output directory's claim (a training run's); the flow that made the
+        driver closes it whatever way the run ends."""
+        if self.claim is not None:
+            self.claim.release()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
     def _recorded_seed(self, options):
         """`options` with the seed recorded when the run resumes from a training state."""
         write_dir = options.write_dir or options.output_dir
@@ -185,7 +197,9 @@ class Driver:
         writer = (tf.summary.create_file_writer(os.path.join(self.write_dir, "train"))
                   if options.is_chief else None)
         examples_per_step = task.batch_size * options.gradient_accumulation_steps
-        best = self._best_checkpoint(task, resuming)
+        best = None  # (the chief keeps the best checkpoint when the task evaluates and keeps one)
+        if task.keep_best is not None and task.periodic_eval is not None and options.is_chief:
+            best = BestCheckpoint.for_run(options.output_dir, task.keep_best, resuming)
         return _Run(optimizer, loop, manager, iterator, writer, examples_per_step,
                     Progress(task.num_train_steps, examples_per_step, step, self.stream),
                     best, self._eval_history(task, step, best), bias_correction)
@@ -234,7 +248,8 @@ class Driver:
             if task.stuck is not None:
                 task.stuck.observe_loss(previous, step, loss_sum)
                 self._act_on_stuck(task, run.bias_correction)
-            self._check_claim()
+            if self.claim is not None:
+                self.claim.check_held()
             finish = run.best is not None and run.best.exhausted()
             stop, attempts, finish = agreement.agreed(signals.received, sizes.next(), finish)
             if stop is not None:
@@ -278,16 +293,6 @@ class Driver:
         if line:
             self._say(line)
         return recorded
-
-    def _best_checkpoint(self, task, resuming):
-        """The chief's best checkpoint keeper when the task keeps one; a new run removes a
-        best/ left by an earlier run of the directory."""
-        if task.keep_best is None or task.periodic_eval is None or not self.options.is_chief:
-            return None
-        best = BestCheckpoint(self.options.output_dir, task.keep_best)
-        if not resuming:
-            best.start_fresh()
-        return best
 
     def _save(self, manager, step, best):
         save_state(manager, step)
@@ -347,12 +352,6 @@ class Driver:
         improved = best is not None and best.consider(step, result, self.model)
         history.add(step, result)
         self._say(f"eval at step {step}: {periodic_eval.line(result)}{' (best so far)' if improved else ''}")
-
-    def _check_claim(self):
-        if self.claim is not None and self.claim.lost_to is not None:
-            raise run_claim.DirectoryInUseError(
-                f"--output_dir={self.options.output_dir} was taken over by {run_claim.describe(self.claim.lost_to)} "
-                "(this run's claim had gone stale): stopping")
 
     def _start_training(self, state, manager):
         """Resumes from this run's training state, else loads the starting weights."""

@@ -11,14 +11,15 @@ from __future__ import annotations
 import csv
 import dataclasses
 import os
+import types
 
 from bert_realformer import storage
 from bert_realformer.errors import InputError
 from bert_realformer.tasks.classification.reading import read_jsonl
 from bert_realformer.text_files import read_lines
 
-FILES = {"swag": {"train": "train.csv", "dev": "val.csv", "test": "test.csv"},
-         "generic": {"train": "train.jsonl", "dev": "dev.jsonl", "test": "test.jsonl"}}
+FILES = types.MappingProxyType({"swag": {"train": "train.csv", "dev": "val.csv", "test": "test.csv"},
+         "generic": {"train": "train.jsonl", "dev": "dev.jsonl", "test": "test.jsonl"}})
 SWAG_ENDINGS = 4
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import types
 
 from bert_realformer import storage
 from bert_realformer.errors import InputError
@@ -103,7 +104,7 @@ def read_conll(path: str, tagged: bool = True) -> list[Sentence]:
 
 
 # ---------------------------------------------------------------------------- tasks
-NAMED_TASKS = {
+NAMED_TASKS = types.MappingProxyType({
     # task: (entity types, {split: file names tried in order})
     "conll2003": (("PER", "LOC", "ORG", "MISC"),
                   {"train": ("train.txt", "eng.train"), "dev": ("dev.txt", "valid.txt", "eng.testa"),
@@ -111,8 +112,8 @@ NAMED_TASKS = {
     "msra": (("PER", "LOC", "ORG"), {"train": ("train.txt",), "dev": ("dev.txt",), "test": ("test.txt",)}),
     "peoples_daily": (("PER", "LOC", "ORG"),
                       {"train": ("train.txt",), "dev": ("dev.txt",), "test": ("test.txt",)}),
-}
-GENERIC_FILES = {"train": ("train.txt",), "dev": ("dev.txt",), "test": ("test.txt",)}
+})
+GENERIC_FILES = types.MappingProxyType({"train": ("train.txt",), "dev": ("dev.txt",), "test": ("test.txt",)})
 
 
 def task_files(task_name):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import os
+import types
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -29,7 +30,7 @@ if TYPE_CHECKING:  # annotations only
     from tokenization import FullTokenizer
 
 METRICS = ("loss",)
-PREDICTION_FILES = {"dev": "eval_predictions.txt", "test": "test_predictions.txt"}
+PREDICTION_FILES = types.MappingProxyType({"dev": "eval_predictions.txt", "test": "test_predictions.txt"})
 
 
 def ner_loss_fn(use_crf):

@@ -15,7 +15,7 @@
 import re
 
 # The official script's punctuation (its two-character '……' never matches one character).
-PUNCTUATION = set("-:_*^/\\~`+=，。：？！“”；’《》·、「」（）－～『』")
+PUNCTUATION = frozenset("-:_*^/\\~`+=，。：？！“”；’《》·、「」（）－～『』")
 _CJK = re.compile("[\u4e00-\u9fa5]")
 _WORD = re.compile(r"\w+(?:[.'’-]\w+)*|[^\w\s]")
 

@@ -33,7 +33,7 @@ def reported_metrics(eval_metric: str = "squad", version_2_with_negative: bool =
 
 logger = logging.getLogger(__name__)
 
-_PUNCTUATION = set(string.punctuation)
+_PUNCTUATION = frozenset(string.punctuation)
 
 
 def normalize_answer(text):
