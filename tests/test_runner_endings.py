@@ -81,7 +81,7 @@ def test_sigterm_met_where_python_ignores_exceptions_ends_in_one_line_without_a_
         "from bert_realformer import runner, storage\n"
         "class Collected:\n"
         "    def __del__(self):\n"
-        "        runner._terminated(signal.SIGTERM, None)  # as the handler runs between bytecodes\n"
+        "        signal.getsignal(signal.SIGTERM)(signal.SIGTERM, None)  # the handler, between bytecodes\n"
         "def main(argv):\n"
         "    Collected()\n"
         "    print('main went on', flush=True)\n"

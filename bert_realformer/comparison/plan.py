@@ -18,14 +18,10 @@ import importlib.util
 import os
 import shlex
 import sys
-import types
 from collections.abc import Sequence
 
 from bert_realformer.errors import InputError
-from modeling.variants import NAMED
 
-# The variants of the comparison and the config keys that make them.
-VARIANTS = types.MappingProxyType({name: variant.config_keys() for name, variant in NAMED.items()})
 BASELINE_VARIANT = "post-LN"
 PRETRAINING = "pretraining"
 ATTENTION = "attention"
@@ -36,10 +32,18 @@ def slug(name: str) -> str:
     return name.lower().replace("-", "_")
 
 
+def variant_keys(name: str) -> dict[str, str]:
+    """The config keys that make the variant named `name` (`modeling.variants.NAMED`; imported
+    here, not at the top: the study's scripts run without TensorFlow)."""
+    from modeling.variants import NAMED
+    return NAMED[name].config_keys()
+
+
 def check_variants(names):
-    unknown = [n for n in names if n not in VARIANTS]
+    from modeling.variants import NAMED
+    unknown = [n for n in names if n not in NAMED]
     if unknown:
-        raise InputError(f"--variants: unknown variant {unknown[0]!r}; expected some of {', '.join(VARIANTS)}")
+        raise InputError(f"--variants: unknown variant {unknown[0]!r}; expected some of {', '.join(NAMED)}")
     if len(set(names)) != len(names):
         raise InputError("--variants: a variant is named twice")
 
@@ -106,7 +110,7 @@ class StudyPlan:
         return os.path.join(self.output_dir, "configs", f"{slug(variant)}.json")
 
     def config(self, variant: str) -> dict:
-        return {**self.base_config, **VARIANTS[variant]}
+        return {**self.base_config, **variant_keys(variant)}
 
     def run_dir(self, variant: str, seed: int, kind: str) -> str:
         return os.path.join(self.output_dir, "runs", slug(variant), f"seed-{seed}", kind)
