@@ -1,7 +1,8 @@
 """Every weight format the project reads and writes, in one layer between the model and
-training: TF1 name-based checkpoints (`tf1`: the released checkpoints and every run's
+training, each behind one interface (`formats.WeightFormat`: read, write, names; found by name
+in `formats`): TF1 name-based checkpoints (`tf1`: the released checkpoints and every run's
 `model.ckpt-N`), Hugging Face directories (`huggingface`), KerasHub presets (`kerashub`), the
-training states runs resume from and which weights a run starts from (`training_states`), and
+training states runs resume from and which weights a run starts from (`training_states`); and
 conversion between them (`conversion`). The names come from the model classes
 (`modeling.tf1_variable_map`); `modeling` itself does no file I/O.
 

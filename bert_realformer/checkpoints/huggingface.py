@@ -18,6 +18,9 @@ import types
 import numpy as np
 
 from bert_realformer import storage
+from bert_realformer.checkpoints.formats import WeightFormat, Weights, name_list, refuse_unless_forced, register
+from bert_realformer.checkpoints.tf1 import missing_encoder_weights
+from bert_realformer.errors import InputError
 from bert_realformer.text_files import read_text
 from modeling.config import BertConfig, ConfigError
 
@@ -224,7 +227,8 @@ def tokenizer_files(do_lower_case, max_length):
 
 
 def read_hf_dir(path):
-    """(BertConfig, {TF1 name: array}, vocab path or None, unused Hugging Face names)."""
+    """(BertConfig, {TF1 name: array}, vocab path or None, unused Hugging Face names, a
+    classifier's labels in order or None)."""
     from safetensors.numpy import load
     config_path = os.path.join(path, "config.json")
     weights_path = os.path.join(path, "model.safetensors")
@@ -270,7 +274,35 @@ def write_hf_dir(path, config, values, vocab_file=None, force=False, labels=None
     return architecture, left_out
 
 
-def name_list(names, limit=6):
-    """'a, b, c and 4 more' for messages."""
-    shown = ", ".join(names[:limit])
-    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+@register
+class HuggingFaceFormat(WeightFormat):
+    """A Hugging Face model directory: config.json (a task class's architecture where there is a
+    fine-tuning head), model.safetensors, vocab.txt and the tokenizer's files."""
+    name = "hf"
+
+    def read(self, path, options):
+        config, values, vocab, unused, labels = read_hf_dir(path)
+        weights = Weights(config, values, options.vocab_file or vocab, labels)
+        if unused:
+            refuse_unless_forced(weights, options.force, f"{len(unused)} weights of --input have no BERT equivalent "
+                                 f"and would be dropped: {name_list(unused)}", "not converted (no BERT equivalent)",
+                                 unused)
+        missing = missing_encoder_weights(values, config)
+        if missing:
+            message = f"--input: {len(missing)} weights of this config are missing: {name_list(missing)}"
+            if options.target not in ("tf1", "hf"):  # the model would keep random weights in their place
+                raise InputError(message)
+            refuse_unless_forced(weights, options.force, message, "missing from the input and so from the output",
+                                 missing)
+        return weights
+
+    def write(self, directory, weights, options):
+        architecture, left_out = write_hf_dir(directory, weights.config, weights.values, weights.vocab_file,
+                                              options.force, weights.labels, options.do_lower_case)
+        if left_out:
+            weights.notes.append(f"not converted (no place in {architecture}): {', '.join(left_out)}")
+        written = [f"config.json ({architecture})", "model.safetensors"]
+        return written + (["vocab.txt and the tokenizer's files"] if weights.vocab_file else [])
+
+    def names(self, config):
+        return {tf1: hf for hf, tf1, _ in _name_map(config.num_hidden_layers, "")}

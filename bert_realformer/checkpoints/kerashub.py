@@ -19,7 +19,8 @@ import tempfile
 import numpy as np
 
 from bert_realformer import storage
-from bert_realformer.checkpoints.huggingface import name_list
+from bert_realformer.checkpoints.formats import WeightFormat, Weights, name_list, register
+from bert_realformer.errors import InputError
 from modeling.config import BertConfig, ConfigError
 
 TASK_FILE = "task.json"
@@ -180,3 +181,27 @@ def read_preset(path: str) -> tuple[BertConfig, dict, str | None]:
             config = recorded
     vocab = os.path.join(path, "assets", "tokenizer", "vocabulary.txt")
     return config, values, (vocab if storage.isfile(vocab) else None)
+
+
+@register
+class KerasHubFormat(WeightFormat):
+    """A KerasHub preset directory (`keras_hub.models.BertBackbone.from_preset`), with a
+    `BertTextClassifier` or `BertMaskedLM` task where the weights have that head."""
+    name = "kerashub"
+
+    def read(self, path, options):
+        config, values, vocab = read_preset(path)
+        return Weights(config, values, options.vocab_file or vocab)
+
+    def write(self, directory, weights, options):
+        if weights.vocab_file is None:
+            raise InputError("--to=kerashub needs --vocab_file (no vocab.txt beside --input)")
+        preset, left_out = write_preset(directory, weights.config, weights.values, weights.vocab_file,
+                                        options.do_lower_case, options.max_seq_length, options.force)
+        if left_out:
+            weights.notes.append(f"not converted (no place in {preset}): {', '.join(left_out)}")
+        return [f"a KerasHub {preset} preset"]
+
+    def names(self, config):
+        import keras_hub
+        return {tf1: variable.path for variable, tf1 in _pairs(_backbone(keras_hub, config))}

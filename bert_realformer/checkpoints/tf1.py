@@ -17,7 +17,21 @@ import keras
 import numpy as np
 
 from bert_realformer import storage
+from bert_realformer.checkpoints.formats import (
+    CONFIG_FILE,
+    VOCAB_FILE,
+    ReadOptions,
+    WeightFormat,
+    Weights,
+    found_beside,
+    labels_beside,
+    name_list,
+    register,
+    write_vocab_and_labels,
+)
 from bert_realformer.errors import InputError
+from modeling.bert import BertModel
+from modeling.config import BertConfig
 from modeling.models import tf1_variable_map
 
 # Optimizer slots and bookkeeping that a TF1 training checkpoint also holds.
@@ -195,3 +209,47 @@ def write_checkpoint_state(directory: str, basename: str) -> None:
     """DIRECTORY/checkpoint naming `basename` as the latest checkpoint there."""
     storage.write_atomic(os.path.join(directory, "checkpoint"),
                          f'model_checkpoint_path: "{basename}"\nall_model_checkpoint_paths: "{basename}"\n')
+
+
+def missing_encoder_weights(values: Mapping[str, np.ndarray], config: BertConfig) -> list[str]:
+    """The encoder weights `config` implies that `values` lacks (heads are optional); a shape
+    that differs from the config's is a `CheckpointError` naming both."""
+    return assign_named_values(BertModel(config), values, "--input").missing
+
+
+def read_run_weights(path: str, options: ReadOptions, read_values: Callable[[str], dict]) -> Weights:
+    """The weights `read_values(path)` reads, with the config, vocabulary and labels beside them
+    (or where `options` says): what a TF1 checkpoint and a training state share."""
+    config_file = options.config_file or found_beside(path, CONFIG_FILE)
+    if config_file is None:
+        raise InputError(f"--bert_config_file is needed: no {CONFIG_FILE} beside {path}")
+    config = BertConfig.from_json_file(config_file)
+    values = read_values(path)
+    missing = missing_encoder_weights(values, config)
+    if missing:
+        raise InputError(f"--input: {len(missing)} weights of this config are missing: {name_list(missing)}")
+    return Weights(config, values, options.vocab_file or found_beside(path, VOCAB_FILE), labels_beside(path))
+
+
+def write_config_beside(directory: str, weights: Weights) -> list[str]:
+    """The config, vocabulary and labels written beside weights in `directory`."""
+    weights.config.to_json_file(os.path.join(directory, CONFIG_FILE))
+    return [CONFIG_FILE, *write_vocab_and_labels(directory, weights)]
+
+
+@register
+class Tf1Format(WeightFormat):
+    """TF1 name-based checkpoints, as Google's, HFL's and the RealFormer authors' releases and
+    every run's `model.ckpt-N`: DIR/bert_model.ckpt.* with bert_config.json (and vocab.txt)."""
+    name = "tf1"
+
+    def read(self, path, options):
+        return read_run_weights(path, options, read_tf1_checkpoint)
+
+    def write(self, directory, weights, options):
+        write_tf1_checkpoint(weights.values, os.path.join(directory, "bert_model.ckpt"))
+        written = ["bert_model.ckpt.index", "bert_model.ckpt.data-00000-of-00001"]
+        return [*written, *write_config_beside(directory, weights)]
+
+    def names(self, config):
+        return {name: name for name in tf1_variable_map(BertModel(config))}

@@ -21,6 +21,7 @@ import tensorflow as tf
 import modeling
 from bert_realformer import storage
 from bert_realformer.checkpoints import state_recovery
+from bert_realformer.checkpoints.formats import WeightFormat, register
 from bert_realformer.checkpoints.tf1 import (
     CheckpointError,
     assign_named_values,
@@ -28,7 +29,9 @@ from bert_realformer.checkpoints.tf1 import (
     checkpoint_shapes,
     load_tf1_checkpoint,
     read_checkpoint_tensors,
+    read_run_weights,
     resolve_checkpoint_path,
+    write_config_beside,
 )
 from bert_realformer.errors import InputError
 
@@ -264,3 +267,27 @@ def write_training_state(values, directory):
     manager = tf.train.CheckpointManager(tf.train.Checkpoint(variables=variables),
                                          os.path.join(directory, TRAINING_STATE), max_to_keep=1)
     return manager.save(checkpoint_number=0)
+
+
+def _escape(name):
+    """A name as a tf.train.Checkpoint dict key ('/' as '.S', '.' as '..'): `_unescape`'s inverse."""
+    return name.replace(".", "..").replace("/", ".S")
+
+
+@register
+class TrainingStateFormat(WeightFormat):
+    """Our training states (`DIR/training_state/ckpt-N`: a run directory, its training_state, or a
+    `ckpt-N` prefix), the weights under their TF1 names; written weights-only, which the scripts
+    resume from or take as --init_checkpoint."""
+    name = "ours"
+
+    def read(self, path, options):
+        return read_run_weights(path, options, read_training_state)
+
+    def write(self, directory, weights, options):
+        written = os.path.relpath(write_training_state(weights.values, directory), directory)
+        return [written, *write_config_beside(directory, weights)]
+
+    def names(self, config):
+        return {name: f"variables/{_escape(name)}/.ATTRIBUTES/VARIABLE_VALUE"
+                for name in modeling.tf1_variable_map(modeling.BertModel(config))}

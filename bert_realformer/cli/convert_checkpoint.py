@@ -56,9 +56,9 @@ LAST_FILES = ("bert_config.json", "config.json", "saved_model.pb")
 
 def main(argv):
     del argv
-    from bert_realformer.checkpoints import conversion
+    from bert_realformer.checkpoints import conversion, formats
     from bert_realformer.tasks.export import export_model
-    for name, known in (("from", conversion.SOURCES), ("to", (*conversion.TARGETS, "savedmodel"))):
+    for name, known in (("from", formats.known()), ("to", (*formats.known(), "savedmodel"))):
         if FLAGS[name].value not in known:
             raise InputError(f"--{name}={FLAGS[name].value}: unknown format; expected one of {', '.join(known)}")
     storage.check_dir_target(FLAGS.output, "--output")

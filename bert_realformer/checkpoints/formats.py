@@ -1,0 +1,167 @@
+"""The contract every weight format implements (`WeightFormat`: read, write, the format's names
+of the TF1 names) and their registry. The formats of the project register themselves in their
+modules (`tf1`, `training_states` as `ours`, `huggingface` as `hf`, `kerashub`); a new format is
+one module of this package with one `@register` class, found by `get` without other changes.
+
+    weights = formats.get("hf").read("hf_model_dir", ReadOptions(target="tf1"))
+    written = formats.get("tf1").write("out_dir", weights, WriteOptions())
+
+Weights travel between formats under the original TF1 names (`Weights.values`), with the config,
+the vocabulary and a classifier's labels in their order.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import importlib
+import os
+import pkgutil
+from typing import TYPE_CHECKING, ClassVar
+
+from bert_realformer import storage
+from bert_realformer.errors import InputError
+from bert_realformer.text_files import read_lines
+
+if TYPE_CHECKING:  # annotations only
+    import numpy as np
+
+    import modeling
+
+LABELS_FILE = "label_list.txt"  # a classifier run's label order, one per line
+VOCAB_FILE = "vocab.txt"
+CONFIG_FILE = "bert_config.json"
+# A run's directories of weights whose config, vocabulary and labels the run keeps beside them:
+# its training state (`training_states.TRAINING_STATE`) and its best checkpoint
+# (`training.best_checkpoint`).
+RUN_WEIGHT_DIRECTORIES = ("training_state", "best")
+
+
+@dataclasses.dataclass
+class Weights:
+    """What a conversion carries: the config, {TF1 name: array}, the vocabulary file (or None),
+    a classifier's labels in their order (or None) and notes on what was left out."""
+    config: modeling.BertConfig
+    values: dict[str, np.ndarray]
+    vocab_file: str | None = None
+    labels: list[str] | None = None
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadOptions:
+    """config_file, vocab_file: where they are when not beside the weights; force: read what the
+    target cannot hold (listed in `Weights.notes`) instead of refusing; target: the format the
+    weights go to (a format may refuse what that target cannot take)."""
+    config_file: str | None = None
+    vocab_file: str | None = None
+    force: bool = False
+    target: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class WriteOptions:
+    """The tokenizer's casing and length for formats that carry one; force: write without the
+    weights the format has no place for (noted) instead of refusing."""
+    do_lower_case: bool = True
+    max_seq_length: int = 128
+    force: bool = False
+
+
+class WeightFormat(abc.ABC):
+    """A weight format: what `--from`/`--to` call it (`name`), reading a path into `Weights`,
+    writing `Weights` into a directory, and its own names of the TF1 names."""
+
+    name: ClassVar[str]
+
+    @abc.abstractmethod
+    def read(self, path: str, options: ReadOptions) -> Weights:
+        """The weights at `path`; an `InputError` names what is missing or wrong."""
+
+    @abc.abstractmethod
+    def write(self, directory: str, weights: Weights, options: WriteOptions) -> list[str]:
+        """Writes `weights` into `directory`; returns what was written, for the user. What the
+        format has no place for is refused unless `options.force` (then noted in `weights.notes`)."""
+
+    @abc.abstractmethod
+    def names(self, config: modeling.BertConfig) -> dict[str, str]:
+        """{TF1 name: this format's name} of the encoder's weights under `config`."""
+
+
+# name -> format class. Written only by `register` (at the import of a format module), read by `get`.
+FORMATS: dict[str, type[WeightFormat]] = {}
+
+
+def register(format_class: type[WeightFormat]) -> type[WeightFormat]:
+    """A class decorator registering a `WeightFormat` under its `name` (a name is taken once)."""
+    if FORMATS.get(format_class.name, format_class) is not format_class:
+        raise ValueError(f"a weight format named {format_class.name!r} is registered already")
+    FORMATS[format_class.name] = format_class
+    return format_class
+
+
+def get(name: str) -> WeightFormat:
+    """The format registered as `name`; an `InputError` naming the known ones else."""
+    _import_formats()
+    if name not in FORMATS:
+        raise InputError(f"unknown weight format {name!r}; expected one of {', '.join(known())}")
+    return FORMATS[name]()
+
+
+def known() -> list[str]:
+    """The names of the registered formats."""
+    _import_formats()
+    return sorted(FORMATS)
+
+
+def _import_formats():
+    """Imports every module of this package once, so that their formats register."""
+    package = __name__.rsplit(".", 1)[0]
+    for info in pkgutil.iter_modules(importlib.import_module(package).__path__):
+        importlib.import_module(f"{package}.{info.name}")
+
+
+# ------------------------------------------------------------------ files beside the weights
+def found_beside(path: str, name: str) -> str | None:
+    """File `name` in the directory of `path` (a directory, or a checkpoint prefix in one); for
+    a run's `training_state` or `best` directory, in the run directory where the run keeps its
+    files."""
+    directory = (path if storage.isdir(path) else os.path.dirname(path)).rstrip("/")
+    directories = [directory]
+    if os.path.basename(directory) in RUN_WEIGHT_DIRECTORIES:
+        directories.append(os.path.dirname(directory))
+    for candidate in (os.path.join(d, name) for d in directories):
+        if storage.isfile(candidate):  # (one look per place: each may be a remote call)
+            return candidate
+    return None
+
+
+def labels_beside(path: str) -> list[str] | None:
+    """A classifier run's label order kept beside its weights (`LABELS_FILE`), or None."""
+    labels_file = found_beside(path, LABELS_FILE)
+    return [line.rstrip("\r\n") for _, line in read_lines(labels_file) if line.strip()] if labels_file else None
+
+
+def write_vocab_and_labels(directory: str, weights: Weights) -> list[str]:
+    """The vocabulary and the label order written beside weights; returns the names written."""
+    written = []
+    if weights.vocab_file:
+        storage.write_atomic(os.path.join(directory, VOCAB_FILE), storage.read_bytes(weights.vocab_file))
+        written.append(VOCAB_FILE)
+    if weights.labels:
+        storage.write_atomic(os.path.join(directory, LABELS_FILE), "".join(f"{label}\n" for label in weights.labels))
+        written.append(LABELS_FILE)
+    return written
+
+
+def refuse_unless_forced(weights: Weights, force: bool, message: str, forced_note: str, names: list[str]) -> None:
+    """An `InputError` with `message` unless `force`; then a note on what was left out."""
+    if not force:
+        raise InputError(f"{message}; pass --force to convert without them")
+    weights.notes.append(f"{forced_note}: {', '.join(names)}")
+
+
+def name_list(names, limit=6):
+    """'a, b, c and 4 more' for messages."""
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")

@@ -1,0 +1,84 @@
+"""The weight formats behind one interface (`checkpoints.formats`): each names every encoder
+weight, its names are the ones its files hold, and a new format is one class and one
+registration, which conversion then reads and writes like the project's own."""
+
+import os
+
+import numpy as np
+import pytest
+
+import modeling
+from bert_realformer import storage
+from bert_realformer.checkpoints import conversion, formats
+from bert_realformer.checkpoints.formats import WeightFormat, Weights, register
+from bert_realformer.checkpoints.tf1 import checkpoint_keys
+from bert_realformer.checkpoints.training_states import write_training_state
+
+CONFIG = modeling.BertConfig(vocab_size=40, hidden_size=8, num_hidden_layers=2, num_attention_heads=2,
+                             intermediate_size=16, max_position_embeddings=16, type_vocab_size=2)
+
+
+def _encoder_values(seed=0):
+    model = modeling.BertModel(CONFIG)
+    names = modeling.tf1_variable_map(model)
+    rng = np.random.default_rng(seed)
+    return {name: rng.standard_normal(tuple(variable.shape)).astype("float32") for name, variable in names.items()}
+
+
+def test_the_project_formats_are_registered_and_each_names_every_encoder_weight():
+    assert {"hf", "kerashub", "ours", "tf1"} <= set(formats.known())  # (and this test's own)
+    encoder = set(modeling.tf1_variable_map(modeling.BertModel(CONFIG)))
+    for name in ("hf", "ours", "tf1"):  # (kerashub's names need keras-hub: its conversion tests cover it)
+        names = formats.get(name).names(CONFIG)
+        assert set(names) == encoder and len(set(names.values())) == len(encoder), name
+    with pytest.raises(Exception, match="unknown weight format 'onnx'; expected one of hf, kerashub, "):
+        formats.get("onnx")
+
+
+def test_each_format_names_what_its_files_hold(tmp_path):
+    values = _encoder_values()
+    prefix = write_training_state(values, str(tmp_path / "ours"))
+    ours = formats.get("ours").names(CONFIG)
+    assert set(ours.values()) <= checkpoint_keys(prefix)
+    weights = Weights(CONFIG, values)
+    formats.get("hf").write(str(tmp_path / "hf"), weights, formats.WriteOptions())
+    from safetensors.numpy import load
+    stored = load((tmp_path / "hf" / "model.safetensors").read_bytes())
+    hf = formats.get("hf").names(CONFIG)
+    assert set(hf.values()) == set(stored)
+    transposed = {"bert/encoder/layer_1/intermediate/dense/kernel"}  # ([in, out] in TF1, [out, in] in PyTorch)
+    for tf1_name in transposed:
+        np.testing.assert_array_equal(stored[hf[tf1_name]], values[tf1_name].T)
+
+
+@register
+class NpzFormat(WeightFormat):
+    """A format of this test's own: the weights in one .npz under their TF1 names, the config beside."""
+    name = "npz-for-test"
+
+    def read(self, path, options):
+        stored = np.load(os.path.join(path, "weights.npz"))
+        config = modeling.BertConfig.from_json_file(os.path.join(path, "bert_config.json"))
+        return Weights(config, {name.replace("|", "/"): stored[name] for name in stored.files})
+
+    def write(self, directory, weights, options):
+        storage.makedirs(directory)
+        np.savez(os.path.join(directory, "weights.npz"), **{k.replace("/", "|"): v for k, v in weights.values.items()})
+        weights.config.to_json_file(os.path.join(directory, "bert_config.json"))
+        return ["weights.npz", "bert_config.json"]
+
+    def names(self, config):
+        return {name: name.replace("/", "|") for name in modeling.tf1_variable_map(modeling.BertModel(config))}
+
+
+def test_a_new_format_is_one_class_and_one_registration(tmp_path):
+    values = _encoder_values(seed=1)
+    conversion.write("tf1", str(tmp_path / "tf1"), Weights(CONFIG, values))
+    weights = conversion.read("tf1", str(tmp_path / "tf1" / "bert_model.ckpt"))
+    assert conversion.write("npz-for-test", str(tmp_path / "npz"), weights) == ["weights.npz", "bert_config.json"]
+    back = conversion.read("npz-for-test", str(tmp_path / "npz"))
+    assert back.config == CONFIG and sorted(back.values) == sorted(values)
+    for name, value in values.items():
+        np.testing.assert_array_equal(back.values[name], value)
+    with pytest.raises(ValueError, match="'tf1' is registered already"):
+        register(type("Other", (NpzFormat,), {"name": "tf1"}))
