@@ -1,7 +1,7 @@
 """Output heads on top of `BertModel` and their losses, with the original formulas.
 
-Each head keeps its weights under the TF1 names of the original script it comes from (see
-`checkpoints.py`); each class's docstring gives them with their shapes. The masked-LM head is
+Each head keeps its weights under the TF1 names of the original script it comes from (each
+model's `tf1_names` in `models.py`); each class's docstring gives them with their shapes. The masked-LM head is
 a dense + activation + LayerNorm transform, then the tied word-embedding matmul plus a bias;
 every other head is the original's `output_weights` [C, H] / `output_bias` [C] projection of
 the pooled output or of each position's vector.

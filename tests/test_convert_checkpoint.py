@@ -254,7 +254,8 @@ def test_fine_tuning_heads_and_pre_ln_norms_are_not_dropped_silently_on_the_way_
     (["--from=tf1", "--to=hf", f"--input={POSTLN}", f"--bert_config_file={REALFORMER}/bert_config.json"],
      "weights of this config are missing: bert/encoder/layer_"),
     (["--from=hf", "--to=tf1", f"--input={POSTLN}"], "config.json: missing"),
-    (["--from=onnx", "--to=tf1", f"--input={POSTLN}"], "--from=onnx: unknown format; expected one of hf, kerashub, ours, tf1"),
+    (["--from=onnx", "--to=tf1", f"--input={POSTLN}"],
+     "--from=onnx: unknown format; expected one of hf, kerashub, ours, tf1"),
 ])
 def test_bad_input_is_one_line(tmp_path, flags, message):
     result = convert(*flags, f"--output={tmp_path}/out")

@@ -5,11 +5,11 @@ task definition to.
     driver.train(TrainingTask(loss_fn, totals_fn, ("loss",), batch_size=32, dataset_fn=...,
                               learning_rate=2e-5, num_train_steps=1000, num_warmup_steps=100))
     step = driver.restore_for_inference()       # eval/predict-only runs
-    outputs = driver.predict(dataset, lambda model, features: {"logits": model(features)})
+    outputs = driver.predict(dataset, logits)   # logits(model, features) -> {"logits": ...}
 
-It owns the strategy scope, the optimizer, which weights to start from (`training.checkpointing`
-has the policy), resume, the step loop (`TrainLoop.run_steps`: loops of steps sized by time, at
-most `iterations_per_loop`), progress output, TensorBoard summaries, training-state
+It owns the strategy scope, the optimizer, which weights to start from (`training.weights`;
+the policy is `checkpoints.training_states`'), resume, the step loop (`TrainLoop.run_steps`:
+loops of steps sized by time, at most `iterations_per_loop`), progress output, TensorBoard summaries, training-state
 checkpoints, the config recorded in the output directory (`training.recorded_config`), the
 final `model.ckpt-N` export, predictions under the strategy, and the one-line endings of a run
 that diverges (`Diverged`) or meets a damaged input record.
