@@ -55,3 +55,10 @@ def test_pearson_and_spearman_by_hand():
     assert metrics.spearman([1, 2, 2, 3], [2, 1, 3, 4]) == pytest.approx(
         metrics.pearson([1, 2.5, 2.5, 4], [2, 1, 3, 4]))
     assert not math.isnan(metrics.pearson([1, 1, 1], [1, 2, 3]))
+
+
+def test_mean_nll_by_hand():
+    from bert_realformer.tasks.classification.metrics import mean_nll
+    # -log 0.75 = 0.287682, -log 0.1 = 2.302585; a probability of 0 counts as 1e-30 (69.077553)
+    assert mean_nll([[0.25, 0.75], [0.9, 0.1]], [1, 1]) == pytest.approx((0.287682 + 2.302585) / 2, abs=1e-6)
+    assert mean_nll([[1.0, 0.0]], [1]) == pytest.approx(69.077553, abs=1e-6)

@@ -136,10 +136,20 @@ def found_beside(path: str, name: str) -> str | None:
     return None
 
 
+def read_labels(path: str) -> list[str]:
+    """A label order file (`LABELS_FILE`): one label per line, blank lines skipped."""
+    return [line.rstrip("\r\n") for _, line in read_lines(path) if line.strip()]
+
+
+def labels_text(labels: list[str]) -> str:
+    """The content of a label order file."""
+    return "".join(f"{label}\n" for label in labels)
+
+
 def labels_beside(path: str) -> list[str] | None:
     """A classifier run's label order kept beside its weights (`LABELS_FILE`), or None."""
     labels_file = found_beside(path, LABELS_FILE)
-    return [line.rstrip("\r\n") for _, line in read_lines(labels_file) if line.strip()] if labels_file else None
+    return read_labels(labels_file) if labels_file else None
 
 
 def write_vocab_and_labels(directory: str, weights: Weights) -> list[str]:
@@ -149,7 +159,7 @@ def write_vocab_and_labels(directory: str, weights: Weights) -> list[str]:
         storage.write_atomic(os.path.join(directory, VOCAB_FILE), storage.read_bytes(weights.vocab_file))
         written.append(VOCAB_FILE)
     if weights.labels:
-        storage.write_atomic(os.path.join(directory, LABELS_FILE), "".join(f"{label}\n" for label in weights.labels))
+        storage.write_atomic(os.path.join(directory, LABELS_FILE), labels_text(weights.labels))
         written.append(LABELS_FILE)
     return written
 

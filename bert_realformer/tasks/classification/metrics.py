@@ -89,3 +89,11 @@ def _ranks(values):
 def spearman(x, y):
     """Spearman's rank correlation: Pearson's of the (tie-averaged) ranks."""
     return pearson(_ranks(x), _ranks(y))
+
+
+def mean_nll(probabilities, labels) -> float:
+    """The evaluation loss of a softmax: mean -log p(label) over the examples, each p floored at
+    1e-30. `probabilities` [N, C], `labels` [N] class ids."""
+    probabilities, labels = np.asarray(probabilities), np.asarray(labels)
+    chosen = probabilities[np.arange(len(labels)), labels]
+    return float(np.mean(-np.log(np.maximum(chosen, 1e-30))))

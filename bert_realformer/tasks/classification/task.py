@@ -25,6 +25,7 @@ import tensorflow as tf
 
 import modeling
 from bert_realformer import storage
+from bert_realformer.checkpoints.formats import LABELS_FILE, labels_text, read_labels
 from bert_realformer.errors import InputError
 from bert_realformer.tasks.classification import metrics
 from bert_realformer.tasks.classification.features import (
@@ -45,7 +46,6 @@ from bert_realformer.tasks.contract import Evaluation, FinetuningTask, TaskData,
 from bert_realformer.tasks.feature_cache import keyed_path, record_count
 from bert_realformer.tasks.outputs import write_test_results
 from bert_realformer.tasks.registry import register
-from bert_realformer.text_files import read_lines
 from bert_realformer.training.driver import TrainingTask
 from bert_realformer.training.per_example import Schedule, example_totals, loss_share
 
@@ -194,9 +194,9 @@ def evaluation_results(task, outputs, labels, label_list, global_step):
         return {"eval_loss": float(np.mean((scores - labels) ** 2)), "pearson": metrics.pearson(scores, labels),
                 "spearman": metrics.spearman(scores, labels), "global_step": global_step}
     predictions = outputs.argmax(-1)
-    loss = float(np.mean(-np.log(np.maximum(outputs[np.arange(len(labels)), labels], 1e-30))))
     report = metrics.classification_metrics(labels, predictions, len(label_list))
-    result = {"eval_accuracy": report["accuracy"], "eval_loss": loss, "global_step": global_step}
+    result = {"eval_accuracy": report["accuracy"], "eval_loss": metrics.mean_nll(outputs, labels),
+              "global_step": global_step}
     for key in ("macro_precision", "macro_recall", "macro_f1", "weighted_precision", "weighted_recall",
                 "weighted_f1"):
         result[key] = report[key]
@@ -213,15 +213,13 @@ def evaluation_results(task, outputs, labels, label_list, global_step):
     return result
 
 
-LABEL_LIST = "label_list.txt"  # OUTPUT_DIR/label_list.txt: the column order of test_results.tsv
+LABEL_LIST = LABELS_FILE  # OUTPUT_DIR/label_list.txt: the column order of test_results.tsv
 
 
 def recorded_label_list(output_dir: str) -> list[str] | None:
     """The labels a run recorded in OUTPUT_DIR/label_list.txt (one per line), or None."""
     path = os.path.join(output_dir, LABEL_LIST)
-    if not storage.isfile(path):
-        return None
-    return [line.rstrip("\r\n") for _, line in read_lines(path) if line.strip()]
+    return read_labels(path) if storage.isfile(path) else None
 
 
 def settle_label_list(label_list: list[str], output_dir: str) -> list[str]:
@@ -240,7 +238,7 @@ def settle_label_list(label_list: list[str], output_dir: str) -> list[str]:
         logger.info("using the label order recorded in %s", path)
         return recorded
     if recorded is None:
-        storage.write_atomic(path, "".join(f"{label}\n" for label in label_list))
+        storage.write_atomic(path, labels_text(label_list))
     return label_list
 
 

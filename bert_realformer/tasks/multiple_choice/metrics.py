@@ -3,15 +3,16 @@
 
 import numpy as np
 
+from bert_realformer.tasks.classification.metrics import mean_nll
+
 REPORTED = ("eval_accuracy", "eval_loss")  # eval_results.txt's, the main metric first
 
 
 def evaluation_results(examples, probabilities, global_step):
     """`eval_accuracy`, `eval_loss` (mean -log p(answer)), `global_step`."""
     labels = np.array([e.label for e in examples])
-    chosen = probabilities[np.arange(len(labels)), labels]
     return {"eval_accuracy": float(np.mean(probabilities.argmax(-1) == labels)),
-            "eval_loss": float(np.mean(-np.log(np.maximum(chosen, 1e-30)))), "global_step": global_step}
+            "eval_loss": mean_nll(probabilities, labels), "global_step": global_step}
 
 
 def test_rows(examples, probabilities):
