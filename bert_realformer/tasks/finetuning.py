@@ -10,7 +10,6 @@ an earlier run, evaluate the dev set into eval_results.txt, predict the test set
 from __future__ import annotations
 
 import dataclasses
-import logging
 import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
@@ -30,8 +29,6 @@ if TYPE_CHECKING:  # annotations only
     from bert_realformer.training.per_example import Schedule
     from modeling import BertConfig
     from tokenization import FullTokenizer
-
-logger = logging.getLogger(__name__)
 
 EVAL_RESULTS = "eval_results.txt"
 
