@@ -1,7 +1,8 @@
 """`BertModel`: embeddings -> Transformer encoder -> pooler, as the original `modeling.BertModel`.
 
     import modeling
-    config = modeling.BertConfig.from_json_file("bert_config.json")
+    from bert_realformer.checkpoints.config_files import read_config
+    config = read_config("bert_config.json")
     model = modeling.BertModel(config)
     out = model({"input_ids": ids, "input_mask": mask, "token_type_ids": types}, training=False)
 

@@ -10,18 +10,17 @@ variant; absent, they give the original post-LN BERT:
 
 Keys this class does not know (released configs carry `directionality`, `pooler_fc_size`, ...)
 are kept in `extra_keys` and written back unchanged.
+
+This module parses and writes JSON text only; reading and writing `bert_config.json` files
+(any filesystem, atomically) is `bert_realformer.checkpoints.config_files`.
 """
 
 import copy
 import dataclasses
 import json
-import os
 from typing import Any
 
-from bert_realformer import storage
 from bert_realformer.errors import InputError
-from bert_realformer.storage import UnreadableFileError
-from bert_realformer.text_files import read_text
 from modeling.activations import ACTIVATIONS
 from modeling.variants import Variant
 
@@ -126,22 +125,25 @@ class BertConfig:
         return cls(**kwargs, extra_keys=values, source=source)
 
     @classmethod
-    def from_json_file(cls, json_file: str | os.PathLike) -> "BertConfig":
-        """Reads a `bert_config.json`; errors name the file."""
-        try:
-            text = read_text(str(json_file))
-        except UnreadableFileError as error:
-            raise ConfigError(f"{json_file}: cannot read config ({error.reason})") from None
-        except InputError as error:  # not UTF-8
-            raise ConfigError(str(error)) from None
+    def from_json_string(cls, text: str, source: str = "BertConfig") -> "BertConfig":
+        """Parses the text of a `bert_config.json` (`source` names it in errors) and checks
+        every size at once, as a script's config file is checked."""
         try:
             json_object = json.loads(text)
         except json.JSONDecodeError as error:
-            raise ConfigError(f"{json_file}: invalid JSON at line {error.lineno} column "
+            raise ConfigError(f"{source}: invalid JSON at line {error.lineno} column "
                               f"{error.colno}: {error.msg}") from None
-        config = cls.from_dict(json_object, source=str(json_file))
-        config.check_buildable()  # a script's config file: every size checked at once, naming the file
+        config = cls.from_dict(json_object, source=source)
+        config.check_buildable()
         return config
+
+    @classmethod
+    def from_json_file(cls, json_file: str) -> "BertConfig":
+        """The original's file reader, which this package (no file I/O) does not have: the
+        error says where reading moved."""
+        raise ConfigError(f"{json_file}: modeling reads no files; read the config with "
+                          "bert_realformer.checkpoints.config_files.read_config(path) "
+                          "or parse its text with BertConfig.from_json_string(text)")
 
     # ------------------------------------------------------------------ writing
     def to_dict(self) -> dict[str, Any]:
@@ -158,10 +160,6 @@ class BertConfig:
 
     def to_json_string(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
-
-    def to_json_file(self, json_file: str | os.PathLike) -> None:
-        """Writes atomically (temporary name, then rename)."""
-        storage.write_atomic(str(json_file), self.to_json_string())
 
     def replace(self, **changes: Any) -> "BertConfig":
         """A copy with some keys changed (validated), e.g. `config.replace(residual_attention="sum")`."""

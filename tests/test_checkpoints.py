@@ -9,6 +9,7 @@ import tensorflow as tf
 
 import modeling
 from bert_realformer import checkpoints
+from bert_realformer.checkpoints.config_files import read_config
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 POSTLN = os.path.join(DATA, "bert_postln_tiny")
@@ -16,7 +17,7 @@ CKPT = os.path.join(POSTLN, "bert_model.ckpt")
 
 
 def _config(**changes):
-    config = modeling.BertConfig.from_json_file(os.path.join(POSTLN, "bert_config.json"))
+    config = read_config(os.path.join(POSTLN, "bert_config.json"))
     return config.replace(**changes) if changes else config
 
 

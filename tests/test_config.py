@@ -2,6 +2,7 @@ import json
 
 import pytest
 
+from bert_realformer.checkpoints.config_files import read_config, write_config
 from modeling import BertConfig, ConfigError
 
 BASE = {"vocab_size": 100, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
@@ -25,27 +26,27 @@ def test_defaults_are_the_original_ones():
 
 
 def test_repo_root_config_is_bert_base_realformer():
-    config = BertConfig.from_json_file("bert_config.json")
+    config = read_config("bert_config.json")
     assert (config.vocab_size, config.hidden_size, config.num_hidden_layers) == (30522, 768, 12)
     assert config.residual_attention == "sum"
 
 
 def test_unknown_keys_are_kept_and_written_back(tmp_path):
     released = {**BASE, "directionality": "bidi", "pooler_fc_size": 768, "pooler_type": "first_token_transform"}
-    config = BertConfig.from_json_file(_write(tmp_path, released))
+    config = read_config(_write(tmp_path, released))
     assert config.extra_keys == {"directionality": "bidi", "pooler_fc_size": 768,
                                  "pooler_type": "first_token_transform"}
     out = str(tmp_path / "out.json")
-    config.to_json_file(out)
+    write_config(config, out)
     written = json.loads(open(out).read())
     for key, value in released.items():
         assert written[key] == value
-    assert BertConfig.from_json_file(out) == config
+    assert read_config(out) == config
 
 
 @pytest.mark.parametrize("flag,mode", [(True, "mean"), (False, "sum")])
 def test_official_realformer_use_running_mean(tmp_path, flag, mode):
-    config = BertConfig.from_json_file(_write(tmp_path, {**BASE, "use_running_mean": flag}))
+    config = read_config(_write(tmp_path, {**BASE, "use_running_mean": flag}))
     assert config.residual_attention == mode
     assert "use_running_mean" not in config.extra_keys
     # Written back with both keys, so the official code reads the same mode.
@@ -74,7 +75,7 @@ def test_plain_bert_config_does_not_write_use_running_mean():
 def test_bad_config_gives_one_line_error_naming_file_and_key(tmp_path, change, expected):
     path = _write(tmp_path, {**BASE, **change})
     with pytest.raises(ConfigError) as info:
-        BertConfig.from_json_file(path)
+        read_config(path)
     message = str(info.value)
     assert "\n" not in message
     assert message.startswith(path + ": ")
@@ -84,9 +85,9 @@ def test_bad_config_gives_one_line_error_naming_file_and_key(tmp_path, change, e
 def test_invalid_json_and_missing_file(tmp_path):
     path = _write(tmp_path, '{"vocab_size": 10,\n "hidden_size": }')
     with pytest.raises(ConfigError, match=r"invalid JSON at line 2 column"):
-        BertConfig.from_json_file(path)
+        read_config(path)
     with pytest.raises(ConfigError, match=r"nope.json: cannot read config"):
-        BertConfig.from_json_file(str(tmp_path / "nope.json"))
+        read_config(str(tmp_path / "nope.json"))
 
 
 def test_replace_validates():
@@ -102,12 +103,12 @@ def test_hidden_act_is_case_insensitive_as_the_original(tmp_path):
     from keras import ops
 
     from modeling import gelu, get_activation
-    config = BertConfig.from_json_file(_write(tmp_path, {**BASE, "hidden_act": "GELU"}))
+    config = read_config(_write(tmp_path, {**BASE, "hidden_act": "GELU"}))
     assert get_activation(config.hidden_act) is gelu
     x = np.array([-1.5, 0.0, 2.0], np.float32)
     np.testing.assert_array_equal(ops.convert_to_numpy(get_activation("Relu")(x)), [0.0, 0.0, 2.0])
     with pytest.raises(ConfigError, match="unknown hidden_act 'Gelu2'"):
-        BertConfig.from_json_file(_write(tmp_path, {**BASE, "hidden_act": "Gelu2"}))
+        read_config(_write(tmp_path, {**BASE, "hidden_act": "Gelu2"}))
 
 
 def test_segment_ids_key_is_the_token_type_ids_input():
@@ -126,3 +127,15 @@ def test_segment_ids_key_is_the_token_type_ids_input():
     assert np.abs(np.asarray(by_name) - np.asarray(zeros)).max() > 1e-3
     with pytest.raises(ValueError, match="both token_type_ids and segment_ids"):
         model({"input_ids": ids, "segment_ids": types, "token_type_ids": types})
+
+
+def test_modeling_parses_text_and_leaves_files_to_the_checkpoints_layer(tmp_path):
+    text = json.dumps({**BASE, "residual_attention": "mean"})
+    assert BertConfig.from_json_string(text, source="mine") == read_config(_write(tmp_path, json.loads(text)))
+    with pytest.raises(ConfigError, match=r"^mine: invalid JSON at line 1 column 2"):
+        BertConfig.from_json_string("{]", source="mine")
+    with pytest.raises(ConfigError, match=r"^mine: vocab_size is required"):  # every size checked
+        BertConfig.from_json_string(json.dumps({"hidden_size": 8, "num_attention_heads": 2}), source="mine")
+    with pytest.raises(ConfigError, match=r"^c.json: modeling reads no files; read the config with "
+                                          r"bert_realformer\.checkpoints\.config_files\.read_config"):
+        BertConfig.from_json_file("c.json")

@@ -12,6 +12,7 @@ from helpers.serving import serve
 
 import modeling
 from bert_realformer import checkpoints
+from bert_realformer.checkpoints.config_files import read_config
 
 pytestmark = pytest.mark.slow  # the scripts end to end, in subprocesses
 
@@ -48,7 +49,7 @@ def test_real_minilm_matches_transformers_on_pytorch(tmp_path):
     source = minilm_dir()
     result = convert("--from=hf", "--to=tf1", f"--input={source}", f"--output={tmp_path}/tf1")
     assert result.returncode == 0, result.stderr[-2000:]
-    config = modeling.BertConfig.from_json_file(str(tmp_path / "tf1" / "bert_config.json"))
+    config = read_config(str(tmp_path / "tf1" / "bert_config.json"))
     assert config.hidden_act == "gelu_exact" and config.num_hidden_layers == 6
     ours = modeling.BertModel(config)
     report = checkpoints.load_tf1_checkpoint(ours, str(tmp_path / "tf1"))
@@ -113,7 +114,7 @@ def test_realformer_keeps_its_variant_through_ours_and_tf1(tmp_path):
     result = convert("--from=ours", "--to=tf1", f"--input={tmp_path}/ours", f"--output={tmp_path}/tf1")
     assert result.returncode == 0, result.stderr[-2000:]
     assert "residual_attention=sum" in result.stdout
-    config = modeling.BertConfig.from_json_file(str(tmp_path / "tf1" / "bert_config.json"))
+    config = read_config(str(tmp_path / "tf1" / "bert_config.json"))
     assert config.residual_attention == "sum"
     model = modeling.BertModel(config)
     checkpoints.load_tf1_checkpoint(model, str(tmp_path / "tf1"))
@@ -128,7 +129,7 @@ def test_savedmodel_export_loads_in_a_fresh_process(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     texts = ["The cat sat on the mat", "Hi"]
     served = np.array(serve(tmp_path / "sm", texts, "encode")["pooled_output"])
-    model = modeling.BertModel(modeling.BertConfig.from_json_file(os.path.join(POSTLN, "bert_config.json")))
+    model = modeling.BertModel(read_config(os.path.join(POSTLN, "bert_config.json")))
     checkpoints.load_tf1_checkpoint(model, POSTLN)
     expected = model(_batch(os.path.join(POSTLN, "vocab.txt"), texts))["pooled_output"]
     np.testing.assert_allclose(served, expected, atol=1e-5)
@@ -148,7 +149,7 @@ def test_regression_classifier_exports_its_score_not_a_softmax_of_one(tmp_path):
     texts = ["The cat sat on the mat", "Hi"]
     served = serve(tmp_path / "sm", texts, "classify")
     assert list(served) == ["scores"]
-    model = modeling.BertModel(modeling.BertConfig.from_json_file(os.path.join(POSTLN, "bert_config.json")))
+    model = modeling.BertModel(read_config(os.path.join(POSTLN, "bert_config.json")))
     checkpoints.load_tf1_checkpoint(model, POSTLN)
     pooled = np.asarray(model(_batch(os.path.join(POSTLN, "vocab.txt"), texts))["pooled_output"])
     expected = pooled @ values["output_weights"].T + values["output_bias"]  # the original's logits

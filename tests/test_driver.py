@@ -17,6 +17,7 @@ from helpers.tiny_training import pretraining_task as _task
 import modeling
 from bert_realformer import checkpoints
 from bert_realformer.checkpoints import training_states
+from bert_realformer.checkpoints.config_files import read_config
 from bert_realformer.errors import InputError
 from bert_realformer.pretraining.losses import pretraining_totals
 from bert_realformer.tasks.feature_cache import record_count
@@ -58,7 +59,7 @@ def test_weights_policy_prefers_the_output_dir_then_init_checkpoint(tmp_path):
 def test_eval_on_a_checkpoint_without_the_head_is_refused(tmp_path):
     """Inference never runs on freshly initialised weights."""
     driver = Driver(tf.distribute.OneDeviceStrategy("/cpu:0"),
-                    lambda: modeling.BertClassifier(modeling.BertConfig.from_json_file(
+                    lambda: modeling.BertClassifier(read_config(
                         os.path.join(DATA, "bert_postln_tiny", "bert_config.json")), 2),
                     RunOptions(output_dir=str(tmp_path / "out"),
                                init_checkpoint=os.path.join(DATA, "bert_postln_tiny", "bert_model.ckpt")),

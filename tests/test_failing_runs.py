@@ -16,6 +16,7 @@ from helpers.tiny_training import TINY, pretraining_data, pretraining_loss_fn, p
 import modeling
 from bert_realformer import storage, tfrecords
 from bert_realformer.checkpoints import training_states
+from bert_realformer.checkpoints.config_files import read_config
 from bert_realformer.errors import Diverged, InputError
 from bert_realformer.pretraining.losses import pretraining_totals
 from bert_realformer.training import recorded_config, trainer
@@ -220,7 +221,7 @@ def test_a_training_run_records_its_config_and_later_runs_are_checked_against_it
 def test_starting_from_another_variant_says_so_in_one_short_line(tmp_path):
     """The continued-pretraining journey: a released post-LN checkpoint (its bert_config.json
     beside it) into a pre-LN model."""
-    config = modeling.BertConfig.from_json_file(os.path.join(DATA, "bert_postln_tiny", "bert_config.json"))
+    config = read_config(os.path.join(DATA, "bert_postln_tiny", "bert_config.json"))
     stream = io.StringIO()
     driver = _driver(tmp_path / "out", stream=stream, config=config.replace(layer_norm_type="pre"),
                      init_checkpoint=os.path.join(DATA, "bert_postln_tiny", "bert_model.ckpt"))

@@ -16,6 +16,7 @@ from helpers.conversions import convert, refused_then_forced
 
 import modeling
 from bert_realformer import checkpoints
+from bert_realformer.checkpoints.config_files import read_config
 
 pytestmark = pytest.mark.slow  # scripts and transformers in subprocesses
 
@@ -68,7 +69,7 @@ def _log_softmax(x):
 
 
 def test_every_head_to_transformers_and_back(tmp_path):
-    config = modeling.BertConfig.from_json_file(os.path.join(POSTLN, "bert_config.json"))
+    config = read_config(os.path.join(POSTLN, "bert_config.json"))
     io = dict(np.load(os.path.join(POSTLN, "io.npz")))
     rng = np.random.default_rng(0)
     ours, dirs, saved = {}, {}, {}
@@ -132,7 +133,7 @@ def test_every_head_to_transformers_and_back(tmp_path):
 
 
 def test_a_crf_has_no_hugging_face_place_refused_unless_forced(tmp_path):
-    config = modeling.BertConfig.from_json_file(os.path.join(POSTLN, "bert_config.json"))
+    config = read_config(os.path.join(POSTLN, "bert_config.json"))
     model = _with_random_heads(modeling.BertTokenClassifier(config, 5, crf=True), np.random.default_rng(1))
     checkpoints.save_tf1_checkpoint(model, str(tmp_path / "crf" / "bert_model.ckpt"))
     shutil.copy(os.path.join(POSTLN, "bert_config.json"), tmp_path / "crf" / "bert_config.json")

@@ -177,3 +177,15 @@ def test_the_makefiles_python_snippets_import_what_the_install_provides():
         imports = "\n".join(part.strip() for part in snippet.split(";") if re.match(r"\s*(from|import) ", part))
         assert imports, snippet
         exec(compile(imports, "Makefile", "exec"), {})  # raises ModuleNotFoundError for a stale name
+
+
+@pytest.mark.slow
+def test_modeling_loads_no_file_io_and_no_tensorflow_on_the_jax_backend():
+    # (The model runs where TensorFlow is absent; configs are read in bert_realformer.checkpoints.)
+    code = ("import sys, modeling\n"
+            "print(sorted(m for m in sys.modules if m.startswith(('bert_realformer', 'tensorflow'))))\n")
+    env = {**os.environ, "KERAS_BACKEND": "jax"}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().splitlines()[-1] == "['bert_realformer', 'bert_realformer.errors']"

@@ -12,6 +12,7 @@ import pytest
 
 import modeling
 from bert_realformer import checkpoints
+from bert_realformer.checkpoints.config_files import read_config
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 ATOL = 2e-5  # suggested by the fixtures' READMEs for a float32 port
@@ -33,7 +34,7 @@ def _check_encoder(out, expected):
 
 
 def check_postln_fixture():
-    config = modeling.BertConfig.from_json_file(os.path.join(POSTLN, "bert_config.json"))
+    config = read_config(os.path.join(POSTLN, "bert_config.json"))
     model = modeling.BertPretrainer(config)
     report = checkpoints.load_tf1_checkpoint(model, os.path.join(POSTLN, "bert_model.ckpt"))
     assert not report.missing and not report.unexpected and len(report.loaded) == 62
@@ -55,7 +56,7 @@ def check_postln_fixture():
 
 
 def check_realformer_fixture(config_name, io_name):
-    config = modeling.BertConfig.from_json_file(os.path.join(REALFORMER, config_name))
+    config = read_config(os.path.join(REALFORMER, config_name))
     model = modeling.BertModel(config)
     report = checkpoints.load_tf1_checkpoint(model, REALFORMER)  # a directory works too
     assert not report.missing and not report.unexpected and len(report.loaded) == 71
@@ -71,14 +72,14 @@ def test_postln_reproduces_original_bert():
     ("bert_config.json", "io_sum.npz", "sum"),
     ("bert_config_running_mean.json", "io_mean.npz", "mean")])
 def test_realformer_reproduces_official_code(config_name, io_name, mode):
-    config = modeling.BertConfig.from_json_file(os.path.join(REALFORMER, config_name))
+    config = read_config(os.path.join(REALFORMER, config_name))
     assert config.residual_attention == mode  # read from the official `use_running_mean`
     check_realformer_fixture(config_name, io_name)
 
 
 def test_plain_bert_on_realformer_checkpoint_is_the_negative_control():
     """The same weights as plain BERT give the original BERT's outputs, not RealFormer's."""
-    config = modeling.BertConfig.from_json_file(os.path.join(REALFORMER, "bert_config.json"))
+    config = read_config(os.path.join(REALFORMER, "bert_config.json"))
     model = modeling.BertModel(config.replace(residual_attention="none"))
     checkpoints.load_tf1_checkpoint(model, REALFORMER)
     io = np.load(os.path.join(REALFORMER, "io_plain_bert_same_ckpt.npz"))
@@ -101,7 +102,7 @@ def _read_variables_txt(path):
     ("bert_postln_tiny", modeling.BertPretrainer),
     ("realformer_tiny", modeling.BertModel)])
 def test_variable_list_equals_fixture(fixture, model_fn):
-    config = modeling.BertConfig.from_json_file(os.path.join(DATA, fixture, "bert_config.json"))
+    config = read_config(os.path.join(DATA, fixture, "bert_config.json"))
     names = modeling.tf1_variable_map(model_fn(config))
     ours = sorted((name, tuple(v.shape), str(v.dtype)) for name, v in names.items())
     assert ours == _read_variables_txt(os.path.join(DATA, fixture, "variables.txt"))

@@ -10,6 +10,7 @@ import tensorflow as tf
 
 import modeling
 import tokenization
+from bert_realformer.checkpoints.config_files import read_config
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 ORIGINAL_TOKENIZATION_NAMES = (
@@ -81,7 +82,7 @@ def test_shape_helpers():
 
 
 def test_assignment_map_for_our_names():
-    config = modeling.BertConfig.from_json_file(os.path.join(DATA, "bert_postln_tiny", "bert_config.json"))
+    config = read_config(os.path.join(DATA, "bert_postln_tiny", "bert_config.json"))
     model = modeling.BertClassifier(config, num_labels=2)
     model.build()
     checkpoint = os.path.join(DATA, "bert_postln_tiny", "bert_model.ckpt")

@@ -14,6 +14,8 @@ import pytest
 from helpers.pretraining_runs import RECORDS, ROOT, command, latest_saved_step, run
 from helpers.serving import serve
 
+from bert_realformer.checkpoints.config_files import read_config
+
 pytestmark = pytest.mark.slow  # the scripts in subprocesses
 
 DATA = os.path.join(ROOT, "tests", "data")
@@ -41,7 +43,7 @@ def _tiny_classifier_checkpoint(directory):
     """An untrained 3-label tiny classifier as a TF1 checkpoint with its config and vocabulary."""
     import modeling
     from bert_realformer import checkpoints
-    config = modeling.BertConfig.from_json_file(f"{DATA}/bert_postln_tiny/bert_config.json")
+    config = read_config(f"{DATA}/bert_postln_tiny/bert_config.json")
     model = modeling.BertClassifier(config, 3)
     model.build()
     checkpoints.save_tf1_checkpoint(model, str(directory / "bert_model.ckpt"))

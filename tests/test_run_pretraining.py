@@ -25,6 +25,7 @@ from helpers.pretraining_runs import (
 
 import modeling
 from bert_realformer import checkpoints
+from bert_realformer.checkpoints.config_files import read_config
 
 pytestmark = pytest.mark.slow  # the scripts end to end, in subprocesses
 
@@ -53,7 +54,7 @@ def test_train_eval_and_tf1_export(tmp_path):
 
 def test_continue_from_tf1_checkpoint_with_new_heads_listed(tmp_path):
     """The tiny original-BERT checkpoint without its cls/ heads: the heads are listed as new."""
-    src = modeling.BertPretrainer(modeling.BertConfig.from_json_file(
+    src = modeling.BertPretrainer(read_config(
         os.path.join(DATA, "bert_postln_tiny", "bert_config.json")))
     checkpoints.load_tf1_checkpoint(src.bert, os.path.join(DATA, "bert_postln_tiny"))
     prefix = checkpoints.save_tf1_checkpoint(src.bert, str(tmp_path / "init" / "bert_model.ckpt"))

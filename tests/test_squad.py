@@ -9,6 +9,7 @@ import sys
 import pytest
 from conftest import allennlp_fixture, oracle_results
 
+from bert_realformer.checkpoints.config_files import read_config
 from bert_realformer.errors import InputError
 from bert_realformer.tasks import squad
 from bert_realformer.tasks.squad import metrics as squad_evaluate
@@ -211,7 +212,7 @@ def test_extract_features_outputs_the_models_own_layers(tmp_path):
     assert [f["token"] for f in first] == ["[CLS]", "the", "cat", "sat", "on", "the", "mat", "[SEP]",
                                            "dog", "##s", "play", "##ed", "in", "snow", ".", "[SEP]"]
     # The fixture's row 0 is this text before masking: compare with the model's layers directly.
-    config = modeling.BertConfig.from_json_file(os.path.join(postln, "bert_config.json"))
+    config = read_config(os.path.join(postln, "bert_config.json"))
     model = modeling.BertModel(config)
     checkpoints.load_tf1_checkpoint(model, postln)
     io = np.load(os.path.join(postln, "io.npz"))

@@ -10,6 +10,7 @@ import pytest
 import modeling
 from bert_realformer import storage
 from bert_realformer.checkpoints import conversion, formats
+from bert_realformer.checkpoints.config_files import read_config, write_config
 from bert_realformer.checkpoints.formats import WeightFormat, Weights, register
 from bert_realformer.checkpoints.tf1 import checkpoint_keys
 from bert_realformer.checkpoints.training_states import write_training_state
@@ -58,13 +59,13 @@ class NpzFormat(WeightFormat):
 
     def read(self, path, options):
         stored = np.load(os.path.join(path, "weights.npz"))
-        config = modeling.BertConfig.from_json_file(os.path.join(path, "bert_config.json"))
+        config = read_config(os.path.join(path, "bert_config.json"))
         return Weights(config, {name.replace("|", "/"): stored[name] for name in stored.files})
 
     def write(self, directory, weights, options):
         storage.makedirs(directory)
         np.savez(os.path.join(directory, "weights.npz"), **{k.replace("/", "|"): v for k, v in weights.values.items()})
-        weights.config.to_json_file(os.path.join(directory, "bert_config.json"))
+        write_config(weights.config, os.path.join(directory, "bert_config.json"))
         return ["weights.npz", "bert_config.json"]
 
     def names(self, config):

@@ -19,6 +19,7 @@ import tempfile
 import numpy as np
 
 from bert_realformer import storage
+from bert_realformer.checkpoints.config_files import read_config, write_config
 from bert_realformer.checkpoints.formats import WeightFormat, Weights, name_list, register
 from bert_realformer.errors import InputError
 from modeling.config import BertConfig, ConfigError
@@ -138,7 +139,7 @@ def write_preset(path: str, config: BertConfig, values: dict, vocab_file: str, d
         else:
             backbone.save_to_preset(staged)
             tokenizer.save_to_preset(staged)
-        config.to_json_file(os.path.join(staged, OUR_CONFIG))
+        write_config(config, os.path.join(staged, OUR_CONFIG))
         storage.makedirs(path)
         storage.move_tree(staged, path, last=("config.json",))
     return class_name, left_out
@@ -175,7 +176,7 @@ def read_preset(path: str) -> tuple[BertConfig, dict, str | None]:
         values.update(_read(_mlm_pairs(task.masked_lm_head), config))
     ours = os.path.join(path, OUR_CONFIG)
     if storage.isfile(ours):  # written by us: the keys KerasHub's config does not hold
-        recorded = BertConfig.from_json_file(ours)
+        recorded = read_config(ours)
         if all(getattr(recorded, key) == getattr(config, key) for key in
                ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")):
             config = recorded

@@ -17,6 +17,7 @@ import keras
 import numpy as np
 
 from bert_realformer import storage
+from bert_realformer.checkpoints.config_files import read_config, write_config
 from bert_realformer.checkpoints.formats import (
     CONFIG_FILE,
     VOCAB_FILE,
@@ -223,7 +224,7 @@ def read_run_weights(path: str, options: ReadOptions, read_values: Callable[[str
     config_file = options.config_file or found_beside(path, CONFIG_FILE)
     if config_file is None:
         raise InputError(f"--bert_config_file is needed: no {CONFIG_FILE} beside {path}")
-    config = BertConfig.from_json_file(config_file)
+    config = read_config(config_file)
     values = read_values(path)
     missing = missing_encoder_weights(values, config)
     if missing:
@@ -233,7 +234,7 @@ def read_run_weights(path: str, options: ReadOptions, read_values: Callable[[str
 
 def write_config_beside(directory: str, weights: Weights) -> list[str]:
     """The config, vocabulary and labels written beside weights in `directory`."""
-    weights.config.to_json_file(os.path.join(directory, CONFIG_FILE))
+    write_config(weights.config, os.path.join(directory, CONFIG_FILE))
     return [CONFIG_FILE, *write_vocab_and_labels(directory, weights)]
 
 

@@ -15,6 +15,7 @@ import sys
 from absl import flags
 
 from bert_realformer import storage
+from bert_realformer.checkpoints.config_files import read_config
 from bert_realformer.errors import InputError
 from bert_realformer.runner import script_entry
 
@@ -68,7 +69,7 @@ def main(argv):
     import modeling
     from bert_realformer.checkpoints.training_states import describe, load_weights, resolve
     from bert_realformer.comparison.attention import AttentionStatistics, plot
-    config = modeling.BertConfig.from_json_file(FLAGS.bert_config_file)
+    config = read_config(FLAGS.bert_config_file)
     model = modeling.BertModel(config)
     model.build()
     checkpoint = resolve(FLAGS.init_checkpoint)

@@ -16,6 +16,7 @@ import sys
 from absl import flags
 
 from bert_realformer import storage
+from bert_realformer.checkpoints.config_files import read_config
 from bert_realformer.errors import InputError
 from bert_realformer.runner import script_entry
 
@@ -54,7 +55,7 @@ def main(argv):
     from bert_realformer.commandline.vocabulary import check_vocabulary
     from bert_realformer.tasks.text_features import read_text_examples, text_features
     from tokenization import FullTokenizer
-    config = modeling.BertConfig.from_json_file(FLAGS.bert_config_file)
+    config = read_config(FLAGS.bert_config_file)
     for index in layer_indexes:
         if not -config.num_hidden_layers <= index < config.num_hidden_layers:
             raise InputError(f"--layers: {index} is not a layer of this {config.num_hidden_layers}-layer model")

@@ -5,6 +5,7 @@ import os
 
 from absl import flags
 
+from bert_realformer.checkpoints.config_files import read_config
 from bert_realformer.commandline.vocabulary import check_vocabulary
 from bert_realformer.errors import InputError
 from bert_realformer.runner import require_flags
@@ -156,9 +157,8 @@ def finetuning_driver(make_model):
 
 def load_config(config_file, max_seq_length):
     """The config with the variant overrides applied; checks max_seq_length against it."""
-    import modeling
     FLAGS = flags.FLAGS
-    config = modeling.BertConfig.from_json_file(config_file)
+    config = read_config(config_file)
     overrides = {k: getattr(FLAGS, k) for k in ("layer_norm_type", "residual_attention")
                  if getattr(FLAGS, k) is not None}
     config = config.replace(**overrides) if overrides else config

@@ -13,6 +13,7 @@ import os
 
 import modeling
 from bert_realformer import storage
+from bert_realformer.checkpoints.config_files import read_config
 from bert_realformer.checkpoints.training_states import run_directory
 from bert_realformer.errors import InputError
 
@@ -27,7 +28,7 @@ logger = logging.getLogger(__name__)
 def read(directory: str) -> modeling.BertConfig | None:
     """The config recorded in a run directory (or beside a release's checkpoint), or None."""
     path = os.path.join(directory, FILE_NAME)
-    return modeling.BertConfig.from_json_file(path) if storage.isfile(path) else None
+    return read_config(path) if storage.isfile(path) else None
 
 
 def record(config: modeling.BertConfig, directory: str) -> None:

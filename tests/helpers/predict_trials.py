@@ -10,6 +10,8 @@ import json
 import os
 import sys
 
+from bert_realformer.checkpoints.config_files import read_config
+
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 import tensorflow as tf  # noqa: E402
@@ -33,7 +35,7 @@ def examples():
 
 def main():
     out, checkpoint, vocab, config_file, max_seq_length, trials = sys.argv[1:]
-    config = modeling.BertConfig.from_json_file(config_file)
+    config = read_config(config_file)
     driver = Driver(tf.distribute.OneDeviceStrategy("/cpu:0"), lambda: modeling.BertClassifier(config, 2),
                     RunOptions(output_dir=out, init_checkpoint=checkpoint))
     driver.restore_for_inference()
