@@ -61,11 +61,39 @@ def test_eval_on_a_checkpoint_without_the_head_is_refused(tmp_path):
     driver = Driver(tf.distribute.OneDeviceStrategy("/cpu:0"),
                     lambda: modeling.BertClassifier(read_config(
                         os.path.join(DATA, "bert_postln_tiny", "bert_config.json")), 2),
-                    RunOptions(output_dir=str(tmp_path / "out"),
+                    RunOptions(seed_globally=True, output_dir=str(tmp_path / "out"),
                                init_checkpoint=os.path.join(DATA, "bert_postln_tiny", "bert_model.ckpt")),
                     stream=io.StringIO())
     with pytest.raises(checkpoints.CheckpointError, match="lacks weights the model needs: output_weights"):
         driver.restore_for_inference()
+
+
+def test_a_driver_changes_no_process_state_unless_asked(tmp_path):
+    """The run's dtype policy holds for its model only; the process is seeded only when the
+    options ask (as the scripts do), and then `seed` decides the initial weights."""
+    config = TINY.replace(residual_attention="sum")
+
+    def build(**options):
+        return Driver(tf.distribute.OneDeviceStrategy("/cpu:0"), lambda: modeling.BertClassifier(config, 2),
+                      RunOptions(output_dir=str(tmp_path / "out"), mixed_precision="bf16", **options),
+                      stream=io.StringIO())
+
+    def initial_weights(process_seed, seed, **options):
+        keras.utils.set_random_seed(process_seed)  # (the state a script or a notebook left)
+        driver = build(seed=seed, **options)
+        return driver.model.get_layer("bert").get_weights()[0]
+
+    # Not asked: the process's own random state decides, the run's seed does not reseed it.
+    np.testing.assert_array_equal(initial_weights(1, seed=7), initial_weights(1, seed=8))
+    assert not np.array_equal(initial_weights(1, seed=7), initial_weights(2, seed=7))
+    assert keras.config.dtype_policy().name == "float32"
+    assert build().model.get_layer("bert").compute_dtype == "bfloat16"
+    assert keras.layers.Dense(2).compute_dtype == "float32"  # a layer made after the driver
+    # Asked: `seed` decides.
+    np.testing.assert_array_equal(initial_weights(1, seed=7, seed_globally=True),
+                                  initial_weights(2, seed=7, seed_globally=True))
+    assert not np.array_equal(initial_weights(1, seed=7, seed_globally=True),
+                              initial_weights(1, seed=8, seed_globally=True))
 
 
 # ---------------------------------------------------------------------- skipped fp16 steps
@@ -104,7 +132,7 @@ def test_the_run_makes_its_number_of_real_steps_despite_skipped_ones(tmp_path, f
     out = tmp_path / "out"
     stream = io.StringIO()
     driver = Driver(tf.distribute.OneDeviceStrategy("/cpu:0"), lambda: modeling.BertPretrainer(TINY),
-                    RunOptions(output_dir=str(out), mixed_precision="fp16", iterations_per_loop=50,
+                    RunOptions(seed_globally=True, output_dir=str(out), mixed_precision="fp16", iterations_per_loop=50,
                                save_checkpoints_steps=50), stream=stream)
     assert driver.train(_task(num_train_steps=4)) == 4
     reader = tf.train.load_checkpoint(str(out / "training_state" / "ckpt-4"))
@@ -131,7 +159,7 @@ def test_a_damaged_training_state_is_one_line_naming_it(tmp_path, float32_policy
     alone, stop with one line naming it (resuming: and the directory, with nothing earlier to
     resume from), and move or write nothing."""
     out = tmp_path / "out"
-    options = RunOptions(output_dir=str(out), iterations_per_loop=2, save_checkpoints_steps=2)
+    options = RunOptions(seed_globally=True, output_dir=str(out), iterations_per_loop=2, save_checkpoints_steps=2)
 
     def driver():
         return Driver(tf.distribute.OneDeviceStrategy("/cpu:0"), lambda: modeling.BertPretrainer(TINY),

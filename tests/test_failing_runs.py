@@ -31,7 +31,7 @@ RECORDS = os.path.join(DATA, "pretraining_data", "plain.tfrecord")
 
 def _driver(out, stream=None, config=TINY, **options):
     return Driver(tf.distribute.OneDeviceStrategy("/cpu:0"), lambda: modeling.BertPretrainer(config),
-                  RunOptions(output_dir=str(out), **options), stream=stream or io.StringIO())
+                  RunOptions(seed_globally=True, output_dir=str(out), **options), stream=stream or io.StringIO())
 
 
 def _nan_from_step(step_number):
@@ -177,7 +177,8 @@ def test_a_fine_tuning_cache_damaged_under_training_names_the_cache(tmp_path):
     cache.write_bytes(bytes(damaged))
     config = TINY.replace(vocab_size=len(tokenizer.vocab))
     driver = Driver(tf.distribute.OneDeviceStrategy("/cpu:0"), lambda: modeling.BertClassifier(config, 2),
-                    RunOptions(output_dir=str(cache.parent), iterations_per_loop=5, save_checkpoints_steps=5),
+                    RunOptions(seed_globally=True,
+                               output_dir=str(cache.parent), iterations_per_loop=5, save_checkpoints_steps=5),
                     stream=io.StringIO())
     with pytest.raises(InputError) as info:
         driver.train(task)

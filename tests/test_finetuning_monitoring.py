@@ -28,7 +28,7 @@ SCRIPT = {4: 0.50, 8: 0.70, 12: 0.60, 16: 0.70, 20: 0.65, 24: 0.90, 28: 0.95}
 
 def _driver(out, stream=None, **options):
     return Driver(tf.distribute.OneDeviceStrategy("/cpu:0"), lambda: modeling.BertClassifier(TINY, 2),
-                  RunOptions(output_dir=str(out), **options), stream=stream or io.StringIO())
+                  RunOptions(seed_globally=True, output_dir=str(out), **options), stream=stream or io.StringIO())
 
 
 def _scripted(calls=None, crash_at=None):

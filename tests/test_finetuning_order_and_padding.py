@@ -96,7 +96,8 @@ def test_a_resumed_classifier_run_continues_the_same_permutation(tmp_path):
     cached_features(examples, ["0", "1"], 16, TOKENIZER, path)
 
     def train(directory):
-        options = RunOptions(output_dir=str(directory), save_checkpoints_steps=3, iterations_per_loop=1,
+        options = RunOptions(seed_globally=True,
+                             output_dir=str(directory), save_checkpoints_steps=3, iterations_per_loop=1,
                              keep_checkpoint_max=10)
         driver = Driver(tf.distribute.OneDeviceStrategy("/cpu:0"), lambda: modeling.BertClassifier(CONFIG, 2),
                         options, stream=open(os.devnull, "w"))
@@ -163,7 +164,7 @@ def test_windows_combine_into_one_row_per_document():
 @pytest.fixture(scope="module")
 def driver(tmp_path_factory):
     keras_seed = 5
-    options = RunOptions(output_dir=str(tmp_path_factory.mktemp("run")), seed=keras_seed)
+    options = RunOptions(seed_globally=True, output_dir=str(tmp_path_factory.mktemp("run")), seed=keras_seed)
     return lambda make: Driver(tf.distribute.OneDeviceStrategy("/cpu:0"), lambda: make(CONFIG), options,
                                stream=open(os.devnull, "w"))
 

@@ -19,7 +19,8 @@ from bert_realformer.training.driver import Driver, RunOptions
 
 def _train(out, steps, stream=None):
     driver = Driver(tf.distribute.OneDeviceStrategy("/cpu:0"), lambda: modeling.BertClassifier(TINY, 2),
-                    RunOptions(output_dir=str(out), save_checkpoints_steps=4), stream=stream or io.StringIO())
+                    RunOptions(seed_globally=True,
+                               output_dir=str(out), save_checkpoints_steps=4), stream=stream or io.StringIO())
     return driver.train(classification_task(steps))
 
 

@@ -242,7 +242,7 @@ def test_one_seed_gives_every_variant_the_same_initial_weights(tmp_path):
         config = modeling.BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                                      intermediate_size=32, max_position_embeddings=16, **plan.variant_keys(variant))
         driver = Driver(tf.distribute.get_strategy(), lambda: modeling.BertPretrainer(config),
-                        RunOptions(output_dir=str(tmp_path / f"{variant}-{seed}"), seed=seed))
+                        RunOptions(seed_globally=True, output_dir=str(tmp_path / f"{variant}-{seed}"), seed=seed))
         return {k: v.numpy() for k, v in modeling.tf1_variable_map(driver.model).items()}
 
     post = weights("post-LN", 3)

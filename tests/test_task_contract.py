@@ -35,7 +35,8 @@ def _write_split(path, n, rng):
 
 def _make_driver(output_dir, training):
     def make(build_model):
-        options = RunOptions(output_dir=output_dir, seed=3, claim_output_dir=training, save_checkpoints_steps=20,
+        options = RunOptions(seed_globally=True,
+                             output_dir=output_dir, seed=3, claim_output_dir=training, save_checkpoints_steps=20,
                              adam_bias_correction=True)
         driver = Driver(tf.distribute.OneDeviceStrategy("/cpu:0"), lambda: build_model(CONFIG), options,
                         stream=open(os.devnull, "w"))

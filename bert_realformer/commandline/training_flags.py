@@ -222,7 +222,7 @@ def run_options(strategy, output_dir, init_checkpoint):
         gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
         save_checkpoints_steps=FLAGS.save_checkpoints_steps, iterations_per_loop=FLAGS.iterations_per_loop,
         keep_checkpoint_max=FLAGS.keep_checkpoint_max, is_chief=chief, write_dir=write_dir,
-        claim_output_dir=chief and FLAGS.do_train,
+        claim_output_dir=chief and FLAGS.do_train, seed_globally=True,
         **({"on_stuck": FLAGS.on_stuck, "max_restarts": FLAGS.max_restarts, "keep_recorded_seed": FLAGS.do_train}
            if finetuning else {}))
 

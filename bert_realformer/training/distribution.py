@@ -1,6 +1,9 @@
 """tf.distribute strategies by name: one_device, mirrored, multi_worker (TF_CONFIG), tpu; the
 mixed-precision policy; the check that several workers resume from one step."""
 
+import contextlib
+from collections.abc import Iterator
+
 from bert_realformer.errors import InputError
 
 STRATEGIES = ("one_device", "mirrored", "multi_worker", "tpu")
@@ -26,13 +29,22 @@ def make_strategy(name, tpu_name=None, tpu_zone=None, gcp_project=None, master=N
     raise InputError(f"--distribution_strategy={name}: expected one of {', '.join(STRATEGIES)}")
 
 
-def set_mixed_precision(mode):
-    """'none' | 'bf16' | 'fp16' -> the Keras dtype policy (fp16 also needs loss scaling)."""
+POLICIES = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
+
+
+@contextlib.contextmanager
+def dtype_policy(mode: str) -> Iterator[None]:
+    """'none' | 'bf16' | 'fp16': the Keras dtype policy for the layers made inside (fp16 also
+    needs loss scaling); the process's own policy is back in place after."""
     import keras
-    policies = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
-    if mode not in policies:
-        raise InputError(f"--mixed_precision={mode}: expected none, bf16 or fp16")
-    keras.config.set_dtype_policy(policies[mode])
+    if mode not in POLICIES:
+        raise InputError(f"mixed precision {mode!r}: expected none, bf16 or fp16")
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(POLICIES[mode])
+    try:
+        yield
+    finally:
+        keras.config.set_dtype_policy(previous)
 
 
 def check_workers_agree(strategy, step: int) -> None:

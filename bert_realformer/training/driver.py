@@ -34,7 +34,7 @@ from bert_realformer.checkpoints import state_recovery, training_states
 from bert_realformer.training import best_checkpoint, recorded_config, recorded_options, weights
 from bert_realformer.training.best_checkpoint import BestCheckpoint
 from bert_realformer.training.definitions import RunOptions, TrainingTask
-from bert_realformer.training.distribution import check_workers_agree
+from bert_realformer.training.distribution import check_workers_agree, dtype_policy
 from bert_realformer.training.eval_history import EvalHistory
 from bert_realformer.training.optimization import create_optimizer
 from bert_realformer.training.prediction import PredictFn, Predictor
@@ -71,7 +71,8 @@ class _Run:
 
 
 class Driver:
-    """Builds the model (seeded, under the strategy and the dtype policy) and runs it.
+    """Builds the model (under the strategy and the dtype policy; seeded when the options ask)
+    and runs it. The process's Keras dtype policy is left as it was.
 
     Args:
       strategy: a `tf.distribute` strategy (`training.distribution.make_strategy`).
@@ -82,14 +83,12 @@ class Driver:
 
     def __init__(self, strategy: tf.distribute.Strategy, build_model: Callable[[], keras.Model],
                  options: RunOptions, stream=None):
-        from bert_realformer.training.distribution import set_mixed_precision
         self.strategy = strategy
         self.options = options
         self.stream = stream or sys.stderr
         storage.makedirs(options.output_dir)
         self.claim = run_claim.claim(options.output_dir) if options.claim_output_dir else None
         # (claimed before anything expensive: a second run on the directory stops at once)
-        set_mixed_precision(options.mixed_precision)
         if options.keep_recorded_seed:
             self.options = options = self._recorded_seed(options)
         self._build_model = build_model
@@ -126,9 +125,11 @@ class Driver:
         return dataclasses.replace(options, seed=seed)
 
     def _build(self, seed):
-        """The model, built with `seed` (its initial weights and dropout seeds) under the strategy."""
-        keras.utils.set_random_seed(seed)
-        with self.strategy.scope():
+        """The model, built under the strategy and the run's dtype policy; with `seed_globally`,
+        after seeding the process with `seed` (its initial weights and dropout seeds)."""
+        if self.options.seed_globally:
+            keras.utils.set_random_seed(seed)
+        with self.strategy.scope(), dtype_policy(self.options.mixed_precision):
             self.model = self._build_model()
             self.model.build()
         self.predictor = Predictor(self.strategy, self.model)

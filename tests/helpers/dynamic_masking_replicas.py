@@ -35,7 +35,7 @@ DROPOUT = CONFIG.replace(hidden_dropout_prob=0.2, attention_probs_dropout_prob=0
 def train(records, directory, strategy, batch_size, accumulation, config):
     layout = check_records([records], 64, 20, config.vocab_size, next_sentence=False)
     masking = DynamicMasking(0.15, 20, config.vocab_size, seed=3)
-    options = RunOptions(output_dir=directory, seed=3, gradient_accumulation_steps=accumulation,
+    options = RunOptions(seed_globally=True, output_dir=directory, seed=3, gradient_accumulation_steps=accumulation,
                          save_checkpoints_steps=100, iterations_per_loop=1)
     driver = Driver(strategy, lambda: modeling.BertPretrainer(config, next_sentence=False), options,
                     stream=open(os.devnull, "w"))

@@ -37,7 +37,7 @@ def main():
     out, checkpoint, vocab, config_file, max_seq_length, trials = sys.argv[1:]
     config = read_config(config_file)
     driver = Driver(tf.distribute.OneDeviceStrategy("/cpu:0"), lambda: modeling.BertClassifier(config, 2),
-                    RunOptions(output_dir=out, init_checkpoint=checkpoint))
+                    RunOptions(seed_globally=True, output_dir=out, init_checkpoint=checkpoint))
     driver.restore_for_inference()
     tokenizer = FullTokenizer(vocab)
     results = []

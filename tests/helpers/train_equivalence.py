@@ -93,7 +93,8 @@ def replica_masks(strategy):
 def predictions(strategy, initial):
     """Driver.predict on 5 examples in batches of 2 (the last one partial)."""
     driver = Driver(strategy, lambda: modeling.BertPretrainer(CONFIG),
-                    RunOptions(output_dir=os.environ.get("TMPDIR", "/tmp")), stream=open(os.devnull, "w"))
+                    RunOptions(seed_globally=True,
+                               output_dir=os.environ.get("TMPDIR", "/tmp")), stream=open(os.devnull, "w"))
     driver.model.set_weights(initial)
     data = {k: v[:5] for k, v in batches(1, 8, seed=3)[0].items()}
     out = driver.predict(tf.data.Dataset.from_tensor_slices(data).batch(2),
