@@ -6,9 +6,18 @@ import signal
 
 
 class InputError(ValueError):
-    """Bad user input; the message names the flag, file or line and what was expected. The
-    scripts print it as one line `error: <message>` and exit with status 2 (see `bert_realformer.runner.run`)."""
+    """Bad user input; the message names the option, file or line and what was expected. The
+    scripts print it as one line `error: <message>` and exit with status 2 (see `bert_realformer.runner.run`).
+
+    `options`: the options the message names, by their Python names (`max_seq_length`), each
+    also the name of the scripts' flag that sets it: the scripts print them as flags
+    (`--max_seq_length`, `runner.as_flags`); the library's own message names no flag.
+    """
     is_user_error = True
+
+    def __init__(self, message: str, *, options: tuple[str, ...] | list[str] = ()):
+        super().__init__(message)
+        self.options = tuple(options)
 
 
 class Stopped(Exception):
@@ -24,9 +33,14 @@ class Stopped(Exception):
 
 class Diverged(Exception):
     """A training run whose loss or gradients stopped being finite. Nothing is saved from the
-    step it happened at; the scripts print it as one line and exit with status 3."""
+    step it happened at; the scripts print it as one line and exit with status 3 (`options`:
+    as `InputError`'s)."""
     is_user_error = True
     exit_code = 3
+
+    def __init__(self, message: str, *, options: tuple[str, ...] = ()):
+        super().__init__(message)
+        self.options = tuple(options)
 
 
 class Terminated(BaseException):

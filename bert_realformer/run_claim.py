@@ -76,8 +76,8 @@ class Claim:
         """A `DirectoryInUseError` when another run took the directory over (this run's claim had
         gone stale: its heartbeat stopped for longer than `STALE_SECONDS`)."""
         if self.lost_to is not None:
-            raise DirectoryInUseError(f"--output_dir={self.output_dir} was taken over by {describe(self.lost_to)} "
-                                      "(this run's claim had gone stale): stopping")
+            raise DirectoryInUseError(f"output_dir={self.output_dir} was taken over by {describe(self.lost_to)} "
+                                      "(this run's claim had gone stale): stopping", options=("output_dir",))
 
     def release(self) -> None:
         """Stops the heartbeat and removes the claim file if it is still ours."""
@@ -137,13 +137,15 @@ def claim(output_dir: str) -> Claim:
         reason = _is_stale(holder)
         if reason is None:
             raise DirectoryInUseError(
-                f"--output_dir={output_dir} is in use by {describe(holder)} ({mine.path}): wait for it to "
-                "finish or stop it, or choose another --output_dir (a claim whose run was killed is taken "
-                f"over once its process is gone or its heartbeat is {STALE_SECONDS / 60:.0f} minutes old)")
+                f"output_dir={output_dir} is in use by {describe(holder)} ({mine.path}): wait for it to "
+                "finish or stop it, or choose another output_dir (a claim whose run was killed is taken "
+                f"over once its process is gone or its heartbeat is {STALE_SECONDS / 60:.0f} minutes old)",
+                options=("output_dir",))
         logger.warning("taking over %s from %s: %s", output_dir, describe(holder), reason)
         storage.remove(mine.path)
     else:
-        raise DirectoryInUseError(f"--output_dir={output_dir}: cannot claim {mine.path} (other runs keep taking it)")
+        raise DirectoryInUseError(f"output_dir={output_dir}: cannot claim {mine.path} (other runs keep taking it)",
+                                  options=("output_dir",))
     mine._thread = threading.Thread(target=mine._heartbeat, name="run-claim-heartbeat", daemon=True)
     mine._thread.start()
     atexit.register(mine.release)  # (whatever way the process ends; its holder releases it first)

@@ -45,7 +45,7 @@ def run_main(main, argv) -> int:
         return 128 + signal.SIGTERM
     except Exception as error:
         if getattr(type(error), "is_user_error", False):
-            report.say(f"error: {error}")
+            report.say(f"error: {as_flags(error)}")
             return getattr(error, "exit_code", 2)
         ending = _system_ending(error)
         if ending is None:
@@ -53,6 +53,15 @@ def run_main(main, argv) -> int:
         then = " after freeing space" if ending[1] == DISK_FULL_STATUS else ""
         report.say(f"error: {ending[0]}; {_intact(error)}{then}")
         return ending[1]
+
+
+def as_flags(error: BaseException) -> str:
+    """The error's message with the options it names (`InputError.options`) written as the
+    flags that set them: `max_seq_length=8: ...` -> `--max_seq_length=8: ...`."""
+    message = str(error)
+    for option in getattr(error, "options", ()):
+        message = re.sub(rf"(?<![\w-]){re.escape(option)}(?!\w)", f"--{option}", message)
+    return message
 
 
 DISK_FULL_STATUS = 4

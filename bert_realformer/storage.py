@@ -163,35 +163,35 @@ def makedirs(path: str) -> None:
         _gfile().makedirs(path)
 
 
-def check_writable_dir(path: str, flag: str) -> None:
+def check_writable_dir(path: str, option: str) -> None:
     """Creates directory `path` if needed and writes and removes a small file in it: an
-    `InputError` naming `flag` when that fails (read-only filesystem, no permission, a file on
+    `InputError` naming `option` when that fails (read-only filesystem, no permission, a file on
     the way), so a run finds out before anything expensive."""
     probe = os.path.join(path, f".write-check-{os.getpid()}")
     try:
         if exists(path) and not isdir(path):
-            raise InputError(f"{flag}={path} is a file, not a directory")
+            raise InputError(f"{option}={path} is a file, not a directory", options=(option,))
         makedirs(path)
         with open_file(probe, "wb") as f:
             f.write(b"")
         remove(probe)
     except _io_errors() as error:
-        raise InputError(f"{flag}={path} cannot be written: {_reason(error)}") from None
+        raise InputError(f"{option}={path} cannot be written: {_reason(error)}", options=(option,)) from None
 
 
-def check_file_target(path: str, flag: str) -> None:
-    """Before any work: an `InputError` naming `flag` when `path`, where a file is to be
+def check_file_target(path: str, option: str) -> None:
+    """Before any work: an `InputError` naming `option` when `path`, where a file is to be
     written, is a directory, or its directory cannot be written."""
     if isdir(path):
-        raise InputError(f"{flag}={path} is a directory; give the name of a file to write")
-    check_writable_dir(os.path.dirname(path) or ".", flag)
+        raise InputError(f"{option}={path} is a directory; give the name of a file to write", options=(option,))
+    check_writable_dir(os.path.dirname(path) or ".", option)
 
 
-def check_dir_target(path: str, flag: str) -> None:
-    """Before any work: an `InputError` naming `flag` when `path`, where a directory is to be
+def check_dir_target(path: str, option: str) -> None:
+    """Before any work: an `InputError` naming `option` when `path`, where a directory is to be
     written, is a file."""
     if exists(path) and not isdir(path):
-        raise InputError(f"{flag}={path} is a file; give the name of a directory to write")
+        raise InputError(f"{option}={path} is a file; give the name of a directory to write", options=(option,))
 
 
 def remove(path: str) -> None:

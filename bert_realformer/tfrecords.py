@@ -128,22 +128,22 @@ class _ChunkedReader:
         return out
 
 
-def check_files(paths, flag):
+def check_files(paths, option):
     """Every record of every file checked (`find_damage`); the first damage found is an
     `InputError` naming the file and offset."""
     for path in paths:
         damage = find_damage(path)
         if damage:
-            raise InputError(f"{flag}: {path}: {damage}")
+            raise InputError(f"{option}: {path}: {damage}", options=(option,))
 
 
 DAMAGED_INPUT_ADVICE = "copy the file again or leave it out"  # for a user's own input file
 
 
 @contextlib.contextmanager
-def naming_damaged_file(paths, name, after="", advice=DAMAGED_INPUT_ADVICE):
+def naming_damaged_file(paths, name, after="", advice=DAMAGED_INPUT_ADVICE, options=()):
     """Turns TensorFlow's `DataLossError` (which names no file) while reading `paths` (`name`:
-    what they are, e.g. the flag that gave them) into an `InputError` naming the damaged file
+    what they are, e.g. the option that gave them, listed in `options`) into an `InputError` naming the damaged file
     and offset, found by checking each file, and `advice`; `after` is appended to the message
     (e.g. what was kept)."""
     import tensorflow as tf
@@ -154,9 +154,9 @@ def naming_damaged_file(paths, name, after="", advice=DAMAGED_INPUT_ADVICE):
         for path in paths:
             damage = find_damage(path)
             if damage:
-                raise InputError(f"{name}: {path}: {damage}; {advice}{after}") from None
+                raise InputError(f"{name}: {path}: {damage}; {advice}{after}", options=options) from None
         where = f"one of {len(paths)} files" if len(paths) != 1 else paths[0]
-        raise InputError(f"{name}: a damaged record in {where} ({reason}){after}") from None
+        raise InputError(f"{name}: a damaged record in {where} ({reason}){after}", options=options) from None
 
 
 class AtomicRecordWriters:

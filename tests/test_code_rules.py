@@ -1,8 +1,10 @@
 """Rules of the code's shape that a review would otherwise re-check by hand: the Transformer
-variant is read in one module (`modeling.variants`), never by comparing config strings."""
+variant is read in one module (`modeling.variants`), never by comparing config strings; the
+library's errors name options, never the scripts' flags (the command line maps them)."""
 
 import ast
 import pathlib
+import re
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 LIBRARY = ("bert_realformer", "modeling", "tokenization")
@@ -107,3 +109,41 @@ def test_the_state_rule_sees_each_kind():
     code = ("A = {}\nB = [1]\nC = set()\nD = (1, 2)\nE = types.MappingProxyType({})\n__all__ = ['x']\n"
             "def f():\n    global G\n    Terminated.received = True\n    self.x = 1\n")
     assert sorted(_module_state(None, ast.parse(code))) == ["A", "B", "C", "G", "Terminated.received"]
+
+
+# Where a library error's words are a command line: the study's `--task` value holds a script's
+# flags, and the original `validate_case_matches_checkpoint` tells which flag to pass.
+COMMAND_LINE_WORDS = {"bert_realformer/comparison/plan.py", "tokenization/reference.py"}
+COMMAND_LINE_LAYER = ("bert_realformer/commandline/", "bert_realformer/cli/", "bert_realformer/runner.py",
+                      "tokenization/__main__.py")
+
+
+def _flags_in_raised_errors(tree):
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Raise, ast.Return)) and isinstance(node.exc if isinstance(node, ast.Raise)
+                                                                   else node.value, ast.Call):
+            call = node.exc if isinstance(node, ast.Raise) else node.value
+            if not (getattr(call.func, "id", "") or getattr(call.func, "attr", "")).endswith(("Error", "Diverged")):
+                continue
+            for sub in ast.walk(call):
+                if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
+                    names = re.findall(r"(?<![\w-])--([a-z]\w+)(?![\w-])", sub.value)  # (not pip's --no-deps)
+                    yield from (f"{node.lineno}: --{name}" for name in names)
+
+
+def test_library_errors_name_options_not_flags():
+    found = []
+    for path in _library_files():
+        relative = path.relative_to(ROOT).as_posix()
+        if relative.startswith(COMMAND_LINE_LAYER) or relative in COMMAND_LINE_WORDS:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        found += [f"{relative}:{where}" for where in _flags_in_raised_errors(tree)]
+    assert not found, found
+
+
+def test_the_flag_rule_sees_a_flag_in_an_error():
+    tree = ast.parse('raise InputError(f"--max_seq_length={n}: too small")\n'
+                     'return Diverged("try a lower --learning_rate")\n'
+                     'raise InputError("max_seq_length: too small", options=("max_seq_length",))')
+    assert list(_flags_in_raised_errors(tree)) == ["1: --max_seq_length", "2: --learning_rate"]

@@ -19,6 +19,7 @@ from bert_realformer.checkpoints import training_states
 from bert_realformer.checkpoints.config_files import read_config
 from bert_realformer.errors import Diverged, InputError
 from bert_realformer.pretraining.losses import pretraining_totals
+from bert_realformer.runner import as_flags
 from bert_realformer.training import recorded_config, trainer
 from bert_realformer.training.driver import Driver, RunOptions
 from bert_realformer.training.optimization import create_optimizer
@@ -99,7 +100,8 @@ def test_a_diverging_run_stops_naming_the_step_and_saves_nothing_after_it(tmp_pa
     assert "\n" not in message
     assert message.startswith("training diverged at step 6: loss nan")
     assert f"last good training state: {out / 'training_state' / 'ckpt-4'}" in message
-    assert "--learning_rate (now 0.001)" in message
+    assert "try a lower learning_rate (now 0.001)" in message
+    assert "try a lower --learning_rate (now 0.001)" in as_flags(info.value)  # as the scripts print it
     assert not glob.glob(str(out / "model.ckpt-*"))
     assert training_states.step_of(tf.train.latest_checkpoint(str(out / "training_state"))) == 4
 
@@ -128,8 +130,8 @@ def test_find_damage_names_the_record_and_agrees_with_tensorflow(tmp_path):
         assert f"record at {offset}" in info.value.message or f"record at {offset + 12}" in info.value.message
     assert found[truncated].startswith("truncated record at offset ")
     assert found[flipped].startswith("corrupted record at offset ") and "data's CRC" in found[flipped]
-    with pytest.raises(InputError, match=f"^--input_file: {flipped}: corrupted record at offset"):
-        tfrecords.check_files([RECORDS, flipped], "--input_file")
+    with pytest.raises(InputError, match=f"^input_file: {flipped}: corrupted record at offset"):
+        tfrecords.check_files([RECORDS, flipped], "input_file")
     empty = tmp_path / "empty.tfrecord"
     empty.write_bytes(b"")
     assert tfrecords.find_damage(str(empty)) is None
@@ -146,12 +148,13 @@ def test_a_damaged_record_met_in_training_is_named_and_the_training_state_kept(t
             lambda _, features: features).skip(start * 8).batch(8)
 
     task = pretraining_task(num_train_steps=200)
-    task.dataset_fn, task.input_files, task.input_name = dataset_fn, files, "--input_file"
+    task.dataset_fn, task.input_files, task.input_option = dataset_fn, files, "input_file"
     out = tmp_path / "out"
     with pytest.raises(InputError) as info:
         _driver(out, iterations_per_loop=7, save_checkpoints_steps=10).train(task)
     message = str(info.value)
-    assert message.startswith(f"--input_file: {truncated}: truncated record at offset ")
+    assert message.startswith(f"input_file: {truncated}: truncated record at offset ")
+    assert as_flags(info.value).startswith(f"--input_file: {truncated}: ")
     latest = tf.train.latest_checkpoint(str(out / "training_state"))
     assert message.endswith(f"the training state {latest} is intact") and training_states.step_of(latest) >= 10
     tf.train.load_checkpoint(latest)  # readable
@@ -192,13 +195,13 @@ def test_a_fine_tuning_cache_damaged_under_training_names_the_cache(tmp_path):
 def test_an_output_dir_under_a_file_or_a_file_is_one_line(tmp_path):
     blocker = tmp_path / "a_file"
     blocker.write_text("x")
-    with pytest.raises(InputError, match=f"^--output_dir={blocker}/out cannot be written: Not a directory$"):
-        storage.check_writable_dir(f"{blocker}/out", "--output_dir")
-    with pytest.raises(InputError, match=f"^--output_dir={blocker} is a file, not a directory$"):
-        storage.check_writable_dir(str(blocker), "--output_dir")
-    storage.check_writable_dir(str(tmp_path / "new" / "out"), "--output_dir")  # created, left empty
+    with pytest.raises(InputError, match=f"^output_dir={blocker}/out cannot be written: Not a directory$"):
+        storage.check_writable_dir(f"{blocker}/out", "output_dir")
+    with pytest.raises(InputError, match=f"^output_dir={blocker} is a file, not a directory$"):
+        storage.check_writable_dir(str(blocker), "output_dir")
+    storage.check_writable_dir(str(tmp_path / "new" / "out"), "output_dir")  # created, left empty
     assert os.listdir(tmp_path / "new" / "out") == []
-    storage.check_writable_dir("ram://writable/out", "--output_dir")
+    storage.check_writable_dir("ram://writable/out", "output_dir")
 
 
 # ---------------------------------------------------------------------- the recorded config
@@ -215,7 +218,7 @@ def test_a_training_run_records_its_config_and_later_runs_are_checked_against_it
             "post-LN with the same weights") in stream.getvalue()
     with pytest.raises(InputError) as info:  # another size: stops before loading anything
         _driver(out, config=TINY.replace(intermediate_size=48)).restore_for_inference()
-    assert str(info.value) == (f"--bert_config_file does not match the model trained in {out}: intermediate_size "
+    assert as_flags(info.value) == (f"--bert_config_file does not match the model trained in {out}: intermediate_size "
                                f"48 (recorded: 32); use its {out / 'bert_config.json'}")
 
 

@@ -51,7 +51,7 @@ def test_selection_minimises_losses_and_keeps_the_earlier_of_a_tie():
     accuracy = Selection.by("eval_accuracy")
     assert accuracy.better(0.7, None) and accuracy.better(0.7, 0.6) and not accuracy.better(0.7, 0.7)
     assert Selection.by("loss").better(0.2, 0.3)
-    with pytest.raises(InputError, match=r"--keep_best_by=f1: the evaluation reports no such number; it reports: "
+    with pytest.raises(InputError, match=r"keep_best_by=f1: the evaluation reports no such number; it reports: "
                                          r"eval_accuracy, eval_loss"):
         Selection.by("f1").value_of({"eval_accuracy": 0.5, "eval_loss": 0.7, "global_step": 3, "matrix": "[1]"})
 

@@ -124,3 +124,15 @@ def test_a_stop_after_the_work_is_done_lets_the_script_exit_as_it_finished(tmp_p
     assert result.returncode == 0, result.stderr
     assert result.stderr.strip() == "converted"
     assert (tmp_path / "exit_handler_done").read_text() == "yes"
+
+
+def test_the_options_an_error_names_are_printed_as_flags(capsys):
+    from bert_realformer.errors import Diverged, InputError
+    error = InputError("input_file: a.tfrecord is empty; see input_files and max_seq_length=8 (not max_seq_length2)",
+                       options=("input_file", "max_seq_length"))
+    assert str(error).startswith("input_file: a.tfrecord")  # the library's own words name no flag
+    assert _ending(error, capsys) == (2, "error: --input_file: a.tfrecord is empty; see input_files and "
+                                         "--max_seq_length=8 (not max_seq_length2)")
+    assert _ending(Diverged("try a lower learning_rate", options=("learning_rate",)), capsys) == (
+        3, "error: try a lower --learning_rate")
+    assert _ending(InputError("output_dir is in use"), capsys) == (2, "error: output_dir is in use")  # none named

@@ -52,12 +52,12 @@ def test_queries_globs_and_renames(root):
     storage.rename(f"{root}/d/a.txt", f"{root}/d/a.txt")  # onto itself: kept
     storage.rename(f"{root}/d/b.txt", f"{root}/d/a.txt")
     assert storage.read_bytes(f"{root}/d/a.txt") == b"b.txt" and not storage.exists(f"{root}/d/b.txt")
-    assert expand_file_patterns(f" {root}/d/*.txt,{root}/d/ckpt-4.index", "--input_file") == [
+    assert expand_file_patterns(f" {root}/d/*.txt,{root}/d/ckpt-4.index", "input_file") == [
         f"{root}/d/a.txt", f"{root}/d/ckpt-4.index"]
-    with pytest.raises(InputError, match=r"^--input_file: .*/d/\*\.json matches no file$"):
-        expand_file_patterns(f"{root}/d/*.json", "--input_file")
-    with pytest.raises(InputError, match=r"^--input_file: .*/d/sub is not a file$"):
-        expand_file_patterns(f"{root}/d/s*", "--input_file")
+    with pytest.raises(InputError, match=r"^input_file: .*/d/\*\.json matches no file$"):
+        expand_file_patterns(f"{root}/d/*.json", "input_file")
+    with pytest.raises(InputError, match=r"^input_file: .*/d/sub is not a file$"):
+        expand_file_patterns(f"{root}/d/s*", "input_file")
 
 
 def test_reading_errors_name_the_file_and_line(root):

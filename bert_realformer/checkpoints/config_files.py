@@ -5,15 +5,22 @@ atomically. The parsing itself is `modeling.BertConfig.from_json_string` (modeli
     write_config(config, "out/bert_config.json")
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from bert_realformer import storage
 from bert_realformer.errors import InputError
 from bert_realformer.storage import UnreadableFileError
 from bert_realformer.text_files import read_text
-from modeling.config import BertConfig, ConfigError
+
+if TYPE_CHECKING:
+    from modeling.config import BertConfig
 
 
 def read_config(path: str) -> BertConfig:
     """The config in `path`, every size checked; a `ConfigError` names the file."""
+    from modeling.config import BertConfig, ConfigError  # (here: importing modeling imports Keras)
     try:
         text = read_text(str(path))
     except UnreadableFileError as error:

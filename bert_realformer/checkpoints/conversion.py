@@ -28,7 +28,7 @@ def read(kind: str, path: str, config_file: str | None = None, vocab_file: str |
     from the config can go to tf1 and hf with `force`, not into a model that would keep random
     weights)."""
     if not storage.exists(path) and not storage.exists(path + ".index"):
-        raise InputError(f"--input={path}: no such file or directory")
+        raise InputError(f"input={path}: no such file or directory", options=("input",))
     return formats.get(kind).read(path, ReadOptions(config_file, vocab_file, force, target))
 
 
@@ -49,7 +49,7 @@ def model_for(weights: Weights):
         model = modeling.BertPretrainer(config, next_sentence="cls/seq_relationship/output_bias" in values)
     else:
         model = modeling.BertModel(config)
-    assign_named_values(model, values, "--input")
+    assign_named_values(model, values, "input", options=("input",))
     return model
 
 

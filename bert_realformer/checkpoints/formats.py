@@ -164,10 +164,12 @@ def write_vocab_and_labels(directory: str, weights: Weights) -> list[str]:
     return written
 
 
-def refuse_unless_forced(weights: Weights, force: bool, message: str, forced_note: str, names: list[str]) -> None:
-    """An `InputError` with `message` unless `force`; then a note on what was left out."""
+def refuse_unless_forced(weights: Weights, force: bool, message: str, forced_note: str, names: list[str],
+                         options: tuple[str, ...] = ()) -> None:
+    """An `InputError` with `message` (naming `options`) unless `force`; then a note on what was
+    left out."""
     if not force:
-        raise InputError(f"{message}; pass --force to convert without them")
+        raise InputError(f"{message}; pass force to convert without them", options=(*options, "force"))
     weights.notes.append(f"{forced_note}: {', '.join(names)}")
 
 

@@ -177,7 +177,7 @@ def config_to_hf(config, architecture, force=False, labels=None, num_labels=None
     if not config.variant.is_original and not force:
         raise ConfigError(f"a {config.layer_norm_type}-LN model with residual_attention="
                           f"{config.residual_attention!r} cannot be expressed by Hugging Face's BertModel "
-                          "(it would silently become plain BERT); pass --force to export anyway")
+                          "(it would silently become plain BERT); pass force to export anyway", options=("force",))
     return {"architectures": [architecture], "model_type": "bert",
             "vocab_size": config.vocab_size, "hidden_size": config.hidden_size,
             "num_hidden_layers": config.num_hidden_layers,
@@ -261,7 +261,7 @@ def write_hf_dir(path, config, values, vocab_file=None, force=False, labels=None
         crf = [name for name in left_out if name in NO_HF_PLACE]
         why = " (Hugging Face's token classification has no CRF)" if crf else ""
         raise ConfigError(f"{len(left_out)} weights have no place in Hugging Face's {architecture}{why} and would "
-                          f"be dropped: {name_list(left_out)}; pass --force to write without them")
+                          f"be dropped: {name_list(left_out)}; pass force to write without them", options=("force",))
     # Tied tensors must not share memory in a safetensors file; transformers 4.x needs the
     # "format" metadata to load it.
     weights = save({k: np.array(v, copy=True) for k, v in tensors.items()}, metadata={"format": "pt"})
@@ -284,16 +284,16 @@ class HuggingFaceFormat(WeightFormat):
         config, values, vocab, unused, labels = read_hf_dir(path)
         weights = Weights(config, values, options.vocab_file or vocab, labels)
         if unused:
-            refuse_unless_forced(weights, options.force, f"{len(unused)} weights of --input have no BERT equivalent "
+            refuse_unless_forced(weights, options.force, f"{len(unused)} weights of input have no BERT equivalent "
                                  f"and would be dropped: {name_list(unused)}", "not converted (no BERT equivalent)",
-                                 unused)
+                                 unused, options=("input",))
         missing = missing_encoder_weights(values, config)
         if missing:
-            message = f"--input: {len(missing)} weights of this config are missing: {name_list(missing)}"
+            message = f"input: {len(missing)} weights of this config are missing: {name_list(missing)}"
             if options.target not in ("tf1", "hf"):  # the model would keep random weights in their place
-                raise InputError(message)
+                raise InputError(message, options=("input",))
             refuse_unless_forced(weights, options.force, message, "missing from the input and so from the output",
-                                 missing)
+                                 missing, options=("input",))
         return weights
 
     def write(self, directory, weights, options):

@@ -131,7 +131,7 @@ def write_preset(path: str, config: BertConfig, values: dict, vocab_file: str, d
     class_name = type(task).__name__ if task is not None else "BertBackbone"
     if left_out and not force:
         raise ConfigError(f"{len(left_out)} weights have no place in KerasHub's {class_name} and would be dropped: "
-                          f"{name_list(left_out)}; pass --force to write without them")
+                          f"{name_list(left_out)}; pass force to write without them", options=("force",))
     with tempfile.TemporaryDirectory() as local:
         staged = os.path.join(local, "preset")
         if task is not None:
@@ -196,7 +196,8 @@ class KerasHubFormat(WeightFormat):
 
     def write(self, directory, weights, options):
         if weights.vocab_file is None:
-            raise InputError("--to=kerashub needs --vocab_file (no vocab.txt beside --input)")
+            raise InputError("to=kerashub needs vocab_file (no vocab.txt beside input)",
+                             options=("to", "vocab_file", "input"))
         preset, left_out = write_preset(directory, weights.config, weights.values, weights.vocab_file,
                                         options.do_lower_case, options.max_seq_length, options.force)
         if left_out:

@@ -160,15 +160,17 @@ def load_tf1_checkpoint(model: keras.Model, path: str) -> LoadReport:
     return assign_named_values(model, read_tf1_checkpoint(prefix), prefix)
 
 
-def assign_named_values(model: keras.Model, values: Mapping[str, np.ndarray], source: str) -> LoadReport:
+def assign_named_values(model: keras.Model, values: Mapping[str, np.ndarray], source: str,
+                        options: tuple[str, ...] = ()) -> LoadReport:
     """Assigns {TF1 name: array} to the model's variables of those names (see
-    `load_tf1_checkpoint`); `source` names the values in the report and in errors."""
+    `load_tf1_checkpoint`); `source` names the values in the report and in errors (`options`:
+    the options it names, see `InputError`)."""
     variables = tf1_variable_map(model)
     for name, variable in variables.items():
         if name in values and tuple(values[name].shape) != tuple(variable.shape):
             raise CheckpointError(
                 f"{source}: {name} has shape {list(values[name].shape)} in the checkpoint but "
-                f"{list(variable.shape)} in the model")
+                f"{list(variable.shape)} in the model", options=options)
     loaded = []
     for name, variable in variables.items():
         if name in values:
@@ -215,7 +217,7 @@ def write_checkpoint_state(directory: str, basename: str) -> None:
 def missing_encoder_weights(values: Mapping[str, np.ndarray], config: BertConfig) -> list[str]:
     """The encoder weights `config` implies that `values` lacks (heads are optional); a shape
     that differs from the config's is a `CheckpointError` naming both."""
-    return assign_named_values(BertModel(config), values, "--input").missing
+    return assign_named_values(BertModel(config), values, "input", options=("input",)).missing
 
 
 def read_run_weights(path: str, options: ReadOptions, read_values: Callable[[str], dict]) -> Weights:
@@ -223,12 +225,13 @@ def read_run_weights(path: str, options: ReadOptions, read_values: Callable[[str
     (or where `options` says): what a TF1 checkpoint and a training state share."""
     config_file = options.config_file or found_beside(path, CONFIG_FILE)
     if config_file is None:
-        raise InputError(f"--bert_config_file is needed: no {CONFIG_FILE} beside {path}")
+        raise InputError(f"bert_config_file is needed: no {CONFIG_FILE} beside {path}", options=("bert_config_file",))
     config = read_config(config_file)
     values = read_values(path)
     missing = missing_encoder_weights(values, config)
     if missing:
-        raise InputError(f"--input: {len(missing)} weights of this config are missing: {name_list(missing)}")
+        raise InputError(f"input: {len(missing)} weights of this config are missing: {name_list(missing)}",
+                         options=("input",))
     return Weights(config, values, options.vocab_file or found_beside(path, VOCAB_FILE), labels_beside(path))
 
 

@@ -130,8 +130,9 @@ def choose_weights(output_dir, init_checkpoint, training):
         return resolve(init_checkpoint)
     if training:
         return None
-    raise InputError(f"no weights to evaluate or predict with: --output_dir={output_dir} holds no "
-                     "training state or model.ckpt-N and --init_checkpoint is not set")
+    raise InputError(f"no weights to evaluate or predict with: output_dir={output_dir} holds no "
+                     "training state or model.ckpt-N and init_checkpoint is not set",
+                     options=("output_dir", "init_checkpoint"))
 
 
 def describe(checkpoint, report=None):
@@ -195,7 +196,7 @@ def _expected_shapes(config) -> dict[str, tuple[int, ...]]:
             "bert/encoder/layer_0/intermediate/dense/kernel": (hidden, config.intermediate_size)}
 
 
-def check_fits(checkpoint: Checkpoint, config, flag: str = "--init_checkpoint") -> None:
+def check_fits(checkpoint: Checkpoint, config, option: str = "init_checkpoint") -> None:
     """Before any work: a `CheckpointError` when a weight of `checkpoint` has another shape than
     `config` gives it (another model's checkpoint, or another config's): read from its index
     alone, no weight loaded."""
@@ -205,9 +206,9 @@ def check_fits(checkpoint: Checkpoint, config, flag: str = "--init_checkpoint") 
     shapes = {name: shape for name, shape in stored.items() if name}
     for name, expected in _expected_shapes(config).items():
         if name in shapes and shapes[name] != expected:
-            raise CheckpointError(f"{flag}={checkpoint.prefix}: {name} has shape {list(shapes[name])} but "
-                                  f"--bert_config_file gives it {list(expected)}: another model's checkpoint, or "
-                                  "another model's config?")
+            raise CheckpointError(f"{option}={checkpoint.prefix}: {name} has shape {list(shapes[name])} but "
+                                  f"bert_config_file gives it {list(expected)}: another model's checkpoint, or "
+                                  "another model's config?", options=(option, "bert_config_file"))
 
 
 def load_weights(model, checkpoint, strict=False):
@@ -221,7 +222,7 @@ def load_weights(model, checkpoint, strict=False):
     if strict and report.missing:
         raise CheckpointError(
             f"{checkpoint.prefix} lacks weights the model needs: {', '.join(report.missing)} "
-            "(a pretrained checkpoint without this task's head? train with --do_train first)")
+            "(a pretrained checkpoint without this task's head? train with do_train first)", options=("do_train",))
     return report
 
 
@@ -235,8 +236,9 @@ def check_training_state_matches(model, prefix):
     if saved != expected:
         missing, unexpected = sorted(expected - saved), sorted(saved - expected)
         raise CheckpointError(
-            f"{prefix} does not match the model (another config or --layer_norm_type?): "
-            f"missing {', '.join(missing) or 'nothing'}; unexpected {', '.join(unexpected) or 'nothing'}")
+            f"{prefix} does not match the model (another config or layer_norm_type?): "
+            f"missing {', '.join(missing) or 'nothing'}; unexpected {', '.join(unexpected) or 'nothing'}",
+            options=("layer_norm_type",))
 
 
 def _weight_name(key):

@@ -15,7 +15,6 @@ import sys
 from absl import flags
 
 from bert_realformer import storage
-from bert_realformer.checkpoints.config_files import read_config
 from bert_realformer.errors import InputError
 from bert_realformer.runner import script_entry
 
@@ -51,7 +50,7 @@ def batches():
     from tokenization import FullTokenizer
     if not FLAGS.vocab_file:
         raise InputError("--text_file needs --vocab_file")
-    _, arrays = text_features(read_text_examples(FLAGS.text_file, "--text_file")[:FLAGS.max_examples],
+    _, arrays = text_features(read_text_examples(FLAGS.text_file, "text_file")[:FLAGS.max_examples],
                               FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case), FLAGS.max_seq_length)
     for start in range(0, len(arrays["input_ids"]), FLAGS.batch_size):
         yield {k: v[start:start + FLAGS.batch_size] for k, v in arrays.items()}
@@ -67,6 +66,7 @@ def main(argv):
     import tensorflow as tf
 
     import modeling
+    from bert_realformer.checkpoints.config_files import read_config  # (imports TensorFlow)
     from bert_realformer.checkpoints.training_states import describe, load_weights, resolve
     from bert_realformer.comparison.attention import AttentionStatistics, plot
     config = read_config(FLAGS.bert_config_file)

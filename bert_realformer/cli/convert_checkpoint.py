@@ -61,7 +61,7 @@ def main(argv):
     for name, known in (("from", formats.known()), ("to", (*formats.known(), "savedmodel"))):
         if FLAGS[name].value not in known:
             raise InputError(f"--{name}={FLAGS[name].value}: unknown format; expected one of {', '.join(known)}")
-    storage.check_dir_target(FLAGS.output, "--output")
+    storage.check_dir_target(FLAGS.output, "output")
     weights = conversion.read(FLAGS["from"].value, FLAGS.input, FLAGS.bert_config_file, FLAGS.vocab_file,
                               FLAGS.force, FLAGS.to)
     if FLAGS.to == "savedmodel" and weights.vocab_file is None:

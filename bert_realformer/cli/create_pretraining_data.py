@@ -73,7 +73,7 @@ def _options():
 
 def main(argv):
     del argv
-    input_files = expand_file_patterns(FLAGS.input_file, "--input_file")
+    input_files = expand_file_patterns(FLAGS.input_file, "input_file")
     for name in ("output_file", "vocab_file"):
         if not getattr(FLAGS, name):
             raise InputError(f"--{name} is required")

@@ -56,7 +56,7 @@ def main(argv):
     from bert_realformer.pretraining import vocabulary_extension as extension
     tokens = extension.read_new_tokens(FLAGS.new_tokens)
     plan = extension.plan_extension(tokens, FLAGS.vocab_file, FLAGS.do_lower_case, FLAGS.new_tokens)
-    storage.check_writable_dir(FLAGS.output_dir, "--output_dir")
+    storage.check_writable_dir(FLAGS.output_dir, "output_dir")
     weights, slots_left_out = _read_weights(FLAGS.init_checkpoint)
     values = extension.extended_weights(plan, weights)
     extension.write_extension(plan, values, FLAGS.bert_config_file, FLAGS.output_dir)

@@ -16,7 +16,6 @@ import sys
 from absl import flags
 
 from bert_realformer import storage
-from bert_realformer.checkpoints.config_files import read_config
 from bert_realformer.errors import InputError
 from bert_realformer.runner import script_entry
 
@@ -42,7 +41,7 @@ def main(argv):
     for name in ("input_file", "output_file", "bert_config_file", "vocab_file", "init_checkpoint"):
         if not getattr(FLAGS, name):
             raise InputError(f"--{name} is required")
-    storage.check_file_target(FLAGS.output_file, "--output_file")
+    storage.check_file_target(FLAGS.output_file, "output_file")
     try:
         layer_indexes = [int(x) for x in FLAGS.layers.split(",")]
     except ValueError:
@@ -51,6 +50,7 @@ def main(argv):
     import tensorflow as tf
 
     import modeling
+    from bert_realformer.checkpoints.config_files import read_config  # (imports TensorFlow)
     from bert_realformer.checkpoints.training_states import describe, load_weights, resolve
     from bert_realformer.commandline.vocabulary import check_vocabulary
     from bert_realformer.tasks.text_features import read_text_examples, text_features

@@ -81,7 +81,7 @@ def main(argv):
         raise InputError("--output_dir is required")
     from bert_realformer import realdata
     from bert_realformer.realdata.word_classes import write_word_class_task
-    storage.check_writable_dir(FLAGS.output_dir, "--output_dir")
+    storage.check_writable_dir(FLAGS.output_dir, "output_dir")
     _pretraining_records(FLAGS.output_dir, realdata.chinese_vocab())
     _sentiment(os.path.join(FLAGS.output_dir, "sentiment"))
     word_class = os.path.join(FLAGS.output_dir, "word_class")

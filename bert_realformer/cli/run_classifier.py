@@ -83,7 +83,7 @@ def _check_flags():
         raise InputError("--window_pooling=first reads the first window alone: to train on it, leave --doc_stride "
                          "out (head truncation); or train --window_pooling=max or auto")
     if FLAGS.export_dir:  # before training: an export that fails would come after all of it
-        storage.check_writable_dir(FLAGS.export_dir, "--export_dir")
+        storage.check_writable_dir(FLAGS.export_dir, "export_dir")
 
 
 def main(argv):

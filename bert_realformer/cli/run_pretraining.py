@@ -26,7 +26,6 @@ from bert_realformer import storage, tfrecords
 from bert_realformer.commandline import training_flags
 from bert_realformer.commandline.training_flags import (
     check_batches_fit,
-    check_shared_flags,
     define_shared_flags,
     load_config,
     run_options,
@@ -74,14 +73,9 @@ require_flags("bert_config_file", "input_file", "output_dir")
 def _check_flags():
     if not FLAGS.do_train and not FLAGS.do_eval:
         raise InputError("at least one of --do_train or --do_eval must be true")
-    check_shared_flags()
     if FLAGS.eval_every_steps and not FLAGS.eval_input_file:
         raise InputError("--eval_every_steps needs --eval_input_file (held-out TFRecords)")
-    if not 0 < FLAGS.masked_lm_prob <= 1:
-        raise InputError(f"--masked_lm_prob={FLAGS.masked_lm_prob}: must be in (0, 1]")
-    if not 0 < FLAGS.pld_theta <= 1:
-        raise InputError(f"--pld_theta={FLAGS.pld_theta}: must be in (0, 1]")
-    storage.check_writable_dir(FLAGS.output_dir, "--output_dir")
+    storage.check_writable_dir(FLAGS.output_dir, "output_dir")
 
 
 def main(argv):
@@ -97,7 +91,7 @@ def main(argv):
     from bert_realformer.training.results import write_eval_results
     config = load_config(FLAGS.bert_config_file, FLAGS.max_seq_length)
     files = expand_input_files(FLAGS.input_file)
-    eval_files = expand_input_files(FLAGS.eval_input_file, "--eval_input_file") if FLAGS.eval_input_file else files
+    eval_files = expand_input_files(FLAGS.eval_input_file, "eval_input_file") if FLAGS.eval_input_file else files
     strategy = strategy_from_flags()  # multi-worker collectives: before TensorFlow runs any op
     check_batches_fit(config, FLAGS.max_seq_length, strategy.num_replicas_in_sync,
                       ("train_batch_size", "eval_batch_size"), FLAGS.max_predictions_per_seq)
@@ -108,7 +102,7 @@ def main(argv):
         print(f"records are unmasked: masking {FLAGS.masked_lm_prob:g} of the tokens as they are read "
               f"(at most {FLAGS.max_predictions_per_seq} per sequence)", file=sys.stderr)
     if FLAGS.check_input_files:
-        tfrecords.check_files(files, "--input_file")
+        tfrecords.check_files(files, "input_file")
         print(f"checked every record of {len(files)} input files", file=sys.stderr)
     if FLAGS.init_checkpoint:
         checkpoints.resolve_checkpoint_path(FLAGS.init_checkpoint)  # exists?
@@ -119,8 +113,8 @@ def main(argv):
     driver = Driver(strategy, lambda: modeling.BertPretrainer(config, next_sentence=not FLAGS.no_nsp), options)
 
     def held_out_eval(step):
-        flag = "--eval_input_file" if FLAGS.eval_input_file else "--input_file"
-        with tfrecords.naming_damaged_file(eval_files, flag):
+        option = "eval_input_file" if FLAGS.eval_input_file else "input_file"
+        with tfrecords.naming_damaged_file(eval_files, option, options=(option,)):
             return evaluate(driver, eval_files, FLAGS.eval_batch_size, FLAGS.max_seq_length,
                             FLAGS.max_predictions_per_seq, FLAGS.max_eval_steps, step, layout, masking)
 

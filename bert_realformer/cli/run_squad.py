@@ -18,7 +18,6 @@ from bert_realformer import storage
 from bert_realformer.commandline import finetuning, training_flags
 from bert_realformer.commandline.finetuning import check_monitoring_flags
 from bert_realformer.commandline.training_flags import (
-    check_shared_flags,
     define_monitoring_flags,
     define_order_and_padding_flags,
     define_shared_flags,
@@ -79,7 +78,6 @@ def _check_flags():
             raise InputError(f"--{name}={value}: no such file")
     if FLAGS.max_seq_length <= FLAGS.max_query_length + 3:
         raise InputError(f"--max_seq_length={FLAGS.max_seq_length} must exceed --max_query_length + 3")
-    check_shared_flags()
     from bert_realformer.tasks.squad.metrics import reported_metrics
     check_monitoring_flags(FLAGS.do_predict and FLAGS.do_eval, "--do_predict --do_eval (the answers of "
                            "--predict_file)", reported_metrics(FLAGS.eval_metric, FLAGS.version_2_with_negative))

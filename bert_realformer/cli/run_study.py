@@ -76,13 +76,12 @@ def _check_flags():
         raise InputError(f"--seeds={','.join(FLAGS.seeds)}: expected integers, e.g. --seeds=1,2,3") from None
     if not seeds or len(set(seeds)) != len(seeds):
         raise InputError("--seeds: give at least one seed, none twice")
-    for name in ("num_train_steps", "eval_every_steps", "max_eval_steps", "attention_examples"):
-        if getattr(FLAGS, name) < 1:
-            raise InputError(f"--{name}={getattr(FLAGS, name)}: must be at least 1")
+    if FLAGS.eval_every_steps < 1:  # (0, which a pretraining run takes as "never", is no study)
+        raise InputError(f"--eval_every_steps={FLAGS.eval_every_steps}: must be at least 1")
     for path, flag in ((FLAGS.bert_config_file, "--bert_config_file"), (FLAGS.vocab_file, "--vocab_file")):
         if not storage.isfile(path):
             raise InputError(f"{flag}={path}: no such file")
-    storage.check_writable_dir(FLAGS.output_dir, "--output_dir")
+    storage.check_writable_dir(FLAGS.output_dir, "output_dir")
     return seeds
 
 
@@ -130,7 +129,7 @@ def _baselines(plan):
         return json.loads(read_text(path))
     from bert_realformer.pretraining.input_pipeline import expand_input_files
     result = {"pretraining": baselines.pretraining_baselines(
-        expand_input_files(FLAGS.input_file), expand_input_files(FLAGS.eval_input_file, "--eval_input_file"),
+        expand_input_files(FLAGS.input_file), expand_input_files(FLAGS.eval_input_file, "eval_input_file"),
         FLAGS.max_seq_length, FLAGS.max_predictions_per_seq, FLAGS.max_eval_steps * FLAGS.eval_batch_size,
         _pretraining_flag_value("masked_lm_prob", 0.15))}
     for task in plan.tasks:

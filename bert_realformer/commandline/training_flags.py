@@ -5,7 +5,6 @@ import os
 
 from absl import flags
 
-from bert_realformer.checkpoints.config_files import read_config
 from bert_realformer.commandline.vocabulary import check_vocabulary
 from bert_realformer.errors import InputError
 from bert_realformer.runner import require_flags
@@ -121,10 +120,9 @@ def check_finetuning_flags(min_seq_length, sequence, other_modes=()):
             raise InputError(f"--{name}={getattr(FLAGS, name)}: no such file")
     if not storage.isdir(FLAGS.data_dir):
         raise InputError(f"--data_dir={FLAGS.data_dir}: no such directory")
-    storage.check_writable_dir(FLAGS.output_dir, "--output_dir")
+    storage.check_writable_dir(FLAGS.output_dir, "output_dir")
     if FLAGS.max_seq_length < min_seq_length:
         raise InputError(f"--max_seq_length={FLAGS.max_seq_length}: too small for {sequence}")
-    check_shared_flags()
 
 
 def finetuning_driver(make_model):
@@ -158,6 +156,7 @@ def finetuning_driver(make_model):
 def load_config(config_file, max_seq_length):
     """The config with the variant overrides applied; checks max_seq_length against it."""
     FLAGS = flags.FLAGS
+    from bert_realformer.checkpoints.config_files import read_config  # (imports TensorFlow)
     config = read_config(config_file)
     overrides = {k: getattr(FLAGS, k) for k in ("layer_norm_type", "residual_attention")
                  if getattr(FLAGS, k) is not None}
@@ -225,15 +224,6 @@ def run_options(strategy, output_dir, init_checkpoint):
         claim_output_dir=chief and FLAGS.do_train, seed_globally=True,
         **({"on_stuck": FLAGS.on_stuck, "max_restarts": FLAGS.max_restarts, "keep_recorded_seed": FLAGS.do_train}
            if finetuning else {}))
-
-
-def check_shared_flags():
-    """One-line errors for shared flags out of range."""
-    FLAGS = flags.FLAGS
-    for name in ("gradient_accumulation_steps", "save_checkpoints_steps", "iterations_per_loop",
-                 "keep_checkpoint_max"):
-        if getattr(FLAGS, name) < 1:
-            raise InputError(f"--{name}={getattr(FLAGS, name)}: must be at least 1")
 
 
 def is_chief(strategy):

@@ -40,7 +40,7 @@ def _check_recorded_command(run: Run) -> None:
         changed = next((f"{a!r} (recorded: {b!r})" for a, b in zip(wanted, recorded) if a != b),
                        f"{len(wanted)} arguments (recorded: {len(recorded)})")
         raise InputError(f"{run.directory} holds a run made with other flags: now {changed}; "
-                         "use another --output_dir for a different study")
+                         "use another output_dir for a different study", options=("output_dir",))
 
 
 def execute(run: Run, stream=None) -> bool:

@@ -43,9 +43,10 @@ def check_variants(names):
     from modeling.variants import NAMED
     unknown = [n for n in names if n not in NAMED]
     if unknown:
-        raise InputError(f"--variants: unknown variant {unknown[0]!r}; expected some of {', '.join(NAMED)}")
+        raise InputError(f"variants: unknown variant {unknown[0]!r}; expected some of {', '.join(NAMED)}",
+                         options=("variants",))
     if len(set(names)) != len(names):
-        raise InputError("--variants: a variant is named twice")
+        raise InputError("variants: a variant is named twice", options=("variants",))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,13 +63,13 @@ class DownstreamTask:
         name, _, command = spec.partition("=")
         words = shlex.split(command)
         if not name or not name.replace("_", "").replace("-", "").isalnum() or not words:
-            raise InputError(f"--task={spec!r}: expected NAME=SCRIPT --flag=value ..., e.g. "
-                             "sentiment=run_classifier.py --task_name=thucnews --data_dir=data")
+            raise InputError(f"task={spec!r}: expected NAME=SCRIPT --flag=value ..., e.g. "
+                             "sentiment=run_classifier.py --task_name=thucnews --data_dir=data", options=("task",))
         if name in (PRETRAINING, ATTENTION):
-            raise InputError(f"--task={spec!r}: the name {name!r} is the study's own; choose another")
+            raise InputError(f"task={spec!r}: the name {name!r} is the study's own; choose another", options=("task",))
         script = words[0]
         if not script.endswith(".py") or os.sep in script or importlib.util.find_spec(_module(script)) is None:
-            raise InputError(f"--task={spec!r}: {script} is not one of the project's scripts")
+            raise InputError(f"task={spec!r}: {script} is not one of the project's scripts", options=("task",))
         return cls(name, script, tuple(words[1:]))
 
     def flag(self, name: str) -> str | None:

@@ -58,53 +58,47 @@ class Summary:
 
 
 def check_options(options: CreationOptions, input_files: list[str], output_spec: str) -> None:
-    """One-line `InputError`s naming the flag, for options out of range or inconsistent."""
+    """One-line `InputError`s naming the option, for files missing and options inconsistent.
+    (Each number's own range is the scripts' flag table, `flag_ranges`, checked as they parse.)"""
     if not storage.isfile(options.vocab_file):
-        raise InputError(f"--vocab_file={options.vocab_file}: no such file")
+        raise InputError(f"vocab_file={options.vocab_file}: no such file", options=("vocab_file",))
     if storage.size(options.vocab_file) == 0:
-        raise InputError(f"--vocab_file={options.vocab_file}: the file is empty")
+        raise InputError(f"vocab_file={options.vocab_file}: the file is empty", options=("vocab_file",))
     # Short targets are drawn from [2, max_num_tokens]: room for two tokens besides [CLS] and [SEP]s.
     minimum = 4 if options.no_nsp else 5
     if options.max_seq_length < minimum:
         layout = "[CLS] A [SEP]" if options.no_nsp else "[CLS] A [SEP] B [SEP]"
-        raise InputError(f"--max_seq_length={options.max_seq_length} is too small for {layout}: "
-                         f"at least {minimum} is needed")
-    if options.max_predictions_per_seq < 1:
-        raise InputError(f"--max_predictions_per_seq={options.max_predictions_per_seq}: must be at least 1")
-    if not 0 < options.masked_lm_prob <= 1:
-        raise InputError(f"--masked_lm_prob={options.masked_lm_prob}: must be in (0, 1]")
-    if not 0 <= options.short_seq_prob <= 1:
-        raise InputError(f"--short_seq_prob={options.short_seq_prob}: must be in [0, 1]")
-    if options.dupe_factor < 1:
-        raise InputError(f"--dupe_factor={options.dupe_factor}: must be at least 1")
+        raise InputError(f"max_seq_length={options.max_seq_length} is too small for {layout}: "
+                         f"at least {minimum} is needed", options=("max_seq_length",))
     segmenting = options.chinese_word_segmentation != "none"
     if segmenting and options.chinese_ref_files:
-        raise InputError("--chinese_word_segmentation and --chinese_ref_file are alternatives; give one")
+        raise InputError("chinese_word_segmentation and chinese_ref_file are alternatives; give one",
+                         options=("chinese_word_segmentation", "chinese_ref_file"))
     if (segmenting or options.chinese_ref_files) and not options.do_whole_word_mask:
         raise InputError("Chinese word segmentation only changes whole-word masking: "
-                         "add --do_whole_word_mask=True")
+                         "add do_whole_word_mask=True", options=("do_whole_word_mask",))
     if options.chinese_ref_files:
         if len(options.chinese_ref_files) != len(input_files):
-            raise InputError(f"--chinese_ref_file names {len(options.chinese_ref_files)} files for "
-                             f"{len(input_files)} input files")
+            raise InputError(f"chinese_ref_file names {len(options.chinese_ref_files)} files for "
+                             f"{len(input_files)} input files", options=("chinese_ref_file",))
         for ref in options.chinese_ref_files:
             if not storage.isfile(ref):
-                raise InputError(f"--chinese_ref_file: {ref}: no such file")
+                raise InputError(f"chinese_ref_file: {ref}: no such file", options=("chinese_ref_file",))
     if options.shard_mode:
         names = [os.path.splitext(os.path.basename(p))[0] for p in input_files]
         if len(set(names)) != len(names):
-            raise InputError("--shard_mode: input files must have distinct base names")
-        storage.check_dir_target(output_spec, "--output_file")
+            raise InputError("shard_mode: input files must have distinct base names", options=("shard_mode",))
+        storage.check_dir_target(output_spec, "output_file")
         # (the directory itself is made once the inputs are known to be good: a refused run leaves none)
         output_dirs = [output_spec if storage.isdir(output_spec) else os.path.dirname(output_spec.rstrip("/")) or "."]
     elif any(not p.strip() for p in output_spec.split(",")):
-        raise InputError(f"--output_file={output_spec}: empty file name in the list")
+        raise InputError(f"output_file={output_spec}: empty file name in the list", options=("output_file",))
     else:
         for path in output_spec.split(","):
-            storage.check_file_target(path, "--output_file")
+            storage.check_file_target(path, "output_file")
         output_dirs = sorted({os.path.dirname(p) or "." for p in output_spec.split(",")})
     for directory in output_dirs:  # before tokenizing: a failed write would come after all of it
-        storage.check_writable_dir(directory, "--output_file")
+        storage.check_writable_dir(directory, "output_file")
 
 
 class TokenizingProgress:
@@ -142,7 +136,7 @@ def create_pretraining_files(input_files: list[str], output_spec: str, options: 
     try:
         vocab_ids = VocabIds(load_vocab(options.vocab_file))
     except ValueError as error:
-        raise InputError(f"--vocab_file={options.vocab_file}: {error}") from None
+        raise InputError(f"vocab_file={options.vocab_file}: {error}", options=("vocab_file",)) from None
     progress = TokenizingProgress(options.show_progress)
     refs = list(options.chinese_ref_files) if options.chinese_ref_files else None
     if options.shard_mode:
@@ -200,8 +194,8 @@ def _create(input_files, output_files, seed, vocab_ids, progress, ref_files, opt
             docs.finish_pool(pool)
             pool = None
         if not documents:
-            raise InputError(f"--input_file: {', '.join(input_files)} holds no text "
-                             "(every line is blank or tokenizes to nothing)")
+            raise InputError(f"input_file: {', '.join(input_files)} holds no text "
+                             "(every line is blank or tokenizes to nothing)", options=("input_file",))
         masking = MaskingOptions(options.masked_lm_prob, options.max_predictions_per_seq,
                                  options.do_whole_word_mask, dynamic=options.dynamic_masking)
         if use_native:

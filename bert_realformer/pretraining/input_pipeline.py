@@ -30,7 +30,7 @@ class RecordLayout:
     next_sentence: bool = True
 
     def describe(self):
-        return "unmasked (--dynamic_masking)" if self.unmasked else "masked"
+        return "unmasked (dynamic_masking)" if self.unmasked else "masked"
 
 
 STATIC = RecordLayout()
@@ -38,12 +38,12 @@ STATIC = RecordLayout()
 CYCLE_LENGTH = 4  # files read at once in training (the original's num_cpu_threads default)
 
 
-def expand_input_files(spec, flag="--input_file"):
+def expand_input_files(spec, option="input_file"):
     """Comma-separated globs -> sorted files; one-line errors for no match or empty files."""
-    files = expand_file_patterns(spec, flag)
+    files = expand_file_patterns(spec, option)
     for path in files:
         if storage.size(path) == 0:
-            raise InputError(f"{flag}: {path} is empty")
+            raise InputError(f"{option}: {path} is empty", options=(option,))
     return files
 
 
@@ -76,10 +76,10 @@ def check_records(files, max_seq_length, max_predictions_per_seq, vocab_size, sa
         this = _layout_of(path, records[0])
         if layout is not None and this.unmasked != layout.unmasked:
             raise InputError(f"{path}: records are {this.describe()} but {files[0]}'s are {layout.describe()}; "
-                             "give files of one kind")
+                             "give files of one kind", options=("dynamic_masking",))
         if next_sentence and not this.next_sentence:
-            raise InputError(f"{path}: records have no next_sentence_labels (made with --no_nsp): "
-                             "train MLM-only with --no_nsp")
+            raise InputError(f"{path}: records have no next_sentence_labels (made with no_nsp): "
+                             "train MLM-only with no_nsp", options=("no_nsp",))
         layout = this if layout is None or this.next_sentence else dataclasses.replace(layout, next_sentence=False)
         _check_lengths_and_ids(path, records, this, max_seq_length, max_predictions_per_seq, vocab_size)
     return layout
@@ -88,7 +88,7 @@ def check_records(files, max_seq_length, max_predictions_per_seq, vocab_size, sa
 def _check_lengths_and_ids(path, records, layout, max_seq_length, max_predictions_per_seq, vocab_size):
     import tensorflow as tf
     expected = {"input_ids": max_seq_length}
-    flags = {"input_ids": "--max_seq_length", "masked_lm_positions": "--max_predictions_per_seq"}
+    options = {"input_ids": "max_seq_length", "masked_lm_positions": "max_predictions_per_seq"}
     checked_ids = ["input_ids"]
     if not layout.unmasked:
         expected["masked_lm_positions"] = max_predictions_per_seq
@@ -103,12 +103,12 @@ def _check_lengths_and_ids(path, records, layout, max_seq_length, max_prediction
         for name, length in expected.items():
             if parsed[name].size != length:
                 raise InputError(f"{path}: records have {name} of length {parsed[name].size} but "
-                                 f"{flags[name]}={length}")
+                                 f"{options[name]}={length}", options=(options[name],))
         for name in checked_ids:
             if parsed[name].size and parsed[name].max() >= vocab_size:
                 raise InputError(f"{path}: record {index} has a token id {parsed[name].max()} in {name}, "
-                                 f"but the model's vocab_size is {vocab_size} (--bert_config_file): "
-                                 "the data was made with another vocabulary")
+                                 f"but the model's vocab_size is {vocab_size} (bert_config_file): "
+                                 "the data was made with another vocabulary", options=("bert_config_file",))
 
 
 def record_layout(files) -> RecordLayout:

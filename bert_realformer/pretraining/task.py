@@ -47,7 +47,7 @@ def pretraining_task(files, batch_size, max_seq_length, max_predictions_per_seq,
                         batch_size=batch_size, learning_rate=learning_rate,
                         num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps,
                         metric_names=METRICS if next_sentence else MLM_ONLY_METRICS, input_files=files,
-                        input_name="--input_file")
+                        input_option="input_file")
 
 
 def _eval_outputs(model, features):

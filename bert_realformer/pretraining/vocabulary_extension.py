@@ -59,7 +59,7 @@ def read_new_tokens(path: str) -> list[tuple[int, str]]:
     line's surrounding whitespace is not part of the token. A token with whitespace inside, or
     a file with no token, stops with one line naming the file (and line)."""
     if not storage.isfile(path):
-        raise InputError(f"--new_tokens={path}: no such file")
+        raise InputError(f"new_tokens={path}: no such file", options=("new_tokens",))
     tokens = []
     for number, line in enumerate(read_text(path).split("\n"), start=1):
         token = line.strip()
@@ -69,7 +69,7 @@ def read_new_tokens(path: str) -> list[tuple[int, str]]:
             raise InputError(f"{path}:{number}: {token!r} holds whitespace; a token is one line without spaces")
         tokens.append((number, token))
     if not tokens:
-        raise InputError(f"--new_tokens={path}: holds no token (one token per line)")
+        raise InputError(f"new_tokens={path}: holds no token (one token per line)", options=("new_tokens",))
     return tokens
 
 
@@ -85,25 +85,26 @@ def _why_not_whole(token, basic):
     if len(seen) > 1:
         return f"the tokenizer splits it into {' '.join(seen)} (at punctuation or CJK characters)"
     if seen != [token]:
-        return f"the tokenizer sees it as {seen[0]!r} (--do_lower_case lower-cases and strips accents); give that"
+        return f"the tokenizer sees it as {seen[0]!r} (do_lower_case lower-cases and strips accents); give that"
     return None
 
 
 def plan_extension(tokens: list[tuple[int, str]], vocab_file: str, do_lower_case: bool,
-                   new_tokens_file: str = "--new_tokens") -> ExtensionPlan:
+                   new_tokens_file: str = "new_tokens") -> ExtensionPlan:
     """Checks every token (one line naming the first refused one) and finds each new token's
     pieces in the old vocabulary."""
     from tokenization.reference import BasicTokenizer, WordpieceTokenizer, load_vocab
     if not storage.isfile(vocab_file):
-        raise InputError(f"--vocab_file={vocab_file}: no such file")
+        raise InputError(f"vocab_file={vocab_file}: no such file", options=("vocab_file",))
     vocab = load_vocab(vocab_file)
     if UNKNOWN not in vocab:
-        raise InputError(f"--vocab_file={vocab_file}: has no {UNKNOWN} token")
+        raise InputError(f"vocab_file={vocab_file}: has no {UNKNOWN} token", options=("vocab_file",))
     basic = BasicTokenizer(do_lower_case=do_lower_case)
     for number, token in tokens:
         why = _why_not_whole(token, basic)
         if why:
-            raise InputError(f"{new_tokens_file}:{number}: {token!r} cannot be one token: {why}")
+            raise InputError(f"{new_tokens_file}:{number}: {token!r} cannot be one token: {why}",
+                             options=("do_lower_case",))
     wordpiece = WordpieceTokenizer(vocab)
     added, skipped, pieces = [], [], {}
     for _, token in tokens:
@@ -119,11 +120,12 @@ def extended_weights(plan: ExtensionPlan, values: dict[str, np.ndarray]) -> dict
     """{TF1 name: array} with the token-sized weights grown by the new rows (see the module
     docstring); the other arrays are the same objects."""
     if EMBEDDINGS not in values:
-        raise InputError(f"--init_checkpoint holds no {EMBEDDINGS}: not a BERT checkpoint")
+        raise InputError(f"init_checkpoint holds no {EMBEDDINGS}: not a BERT checkpoint", options=("init_checkpoint",))
     rows = values[EMBEDDINGS].shape[0]
     if rows != plan.old_size:
-        raise InputError(f"--init_checkpoint has {rows} word embeddings but --vocab_file={plan.vocab_file} has "
-                         f"{plan.old_size} lines: new ids would not follow the old ones")
+        raise InputError(f"init_checkpoint has {rows} word embeddings but vocab_file={plan.vocab_file} has "
+                         f"{plan.old_size} lines: new ids would not follow the old ones",
+                         options=("init_checkpoint", "vocab_file"))
     out = dict(values)
     for name in (EMBEDDINGS, OUTPUT_BIAS):
         if name in values:
@@ -141,10 +143,11 @@ def write_extension(plan: ExtensionPlan, values: dict[str, np.ndarray], config_f
     try:
         config = json.loads(read_text(config_file))
     except ValueError as error:
-        raise InputError(f"--bert_config_file={config_file}: not JSON ({error})") from None
+        raise InputError(f"bert_config_file={config_file}: not JSON ({error})", options=("bert_config_file",)) from None
     if config.get("vocab_size") != plan.old_size:
-        raise InputError(f"--bert_config_file={config_file} says vocab_size {config.get('vocab_size')} but "
-                         f"--vocab_file={plan.vocab_file} has {plan.old_size} lines")
+        raise InputError(f"bert_config_file={config_file} says vocab_size {config.get('vocab_size')} but "
+                         f"vocab_file={plan.vocab_file} has {plan.old_size} lines",
+                         options=("bert_config_file", "vocab_file"))
     config["vocab_size"] = plan.old_size + len(plan.added)
     old_vocab = read_text(plan.vocab_file)
     if old_vocab and not old_vocab.endswith("\n"):

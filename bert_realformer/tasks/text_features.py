@@ -15,10 +15,10 @@ from bert_realformer.text_files import read_lines
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
 
 
-def read_text_examples(path, flag="--input_file"):
+def read_text_examples(path, option="input_file"):
     """[(unique_id, text_a, text_b or None)] from the lines of `path`."""
     if not storage.isfile(path):
-        raise InputError(f"{flag}={path}: no such file")
+        raise InputError(f"{option}={path}: no such file", options=(option,))
     examples = []
     for _, line in read_lines(path):
         line = line.strip()

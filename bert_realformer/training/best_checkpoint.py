@@ -60,8 +60,8 @@ class Selection:
         if not isinstance(value, numbers.Real) or isinstance(value, bool):
             names = sorted(k for k, v in result.items() if isinstance(v, numbers.Real) and k != "global_step"
                            and not isinstance(v, bool))
-            raise InputError(f"--keep_best_by={self.metric}: the evaluation reports no such number; it reports: "
-                             f"{', '.join(names)}")
+            raise InputError(f"keep_best_by={self.metric}: the evaluation reports no such number; it reports: "
+                             f"{', '.join(names)}", options=("keep_best_by",))
         return float(value)
 
 

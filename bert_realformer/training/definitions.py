@@ -59,7 +59,8 @@ class TrainingTask:
     num_warmup_steps: int
     metric_names: Sequence[str] = ("loss",)
     input_files: Sequence[str] = ()     # the TFRecord files dataset_fn reads: a damaged one is named
-    input_name: str = "the training data"  # what they are, for that message (e.g. the flag that gave them)
+    input_name: str = "the training data"  # what they are, for that message
+    input_option: str | None = None     # or the option that gave them (the scripts name its flag)
     input_advice: str = tfrecords.DAMAGED_INPUT_ADVICE  # what to do about a damaged one
     periodic_eval: PeriodicEval | None = None  # held-out evaluation every N steps (the chief's)
     keep_best: Selection | None = None  # with periodic_eval: OUTPUT_DIR/best/ and early stopping

@@ -2,6 +2,7 @@
 mixed-precision policy; the check that several workers resume from one step."""
 
 import contextlib
+import types
 from collections.abc import Iterator
 
 from bert_realformer.errors import InputError
@@ -26,10 +27,11 @@ def make_strategy(name, tpu_name=None, tpu_zone=None, gcp_project=None, master=N
         tf.config.experimental_connect_to_cluster(resolver)
         tf.tpu.experimental.initialize_tpu_system(resolver)
         return tf.distribute.TPUStrategy(resolver)
-    raise InputError(f"--distribution_strategy={name}: expected one of {', '.join(STRATEGIES)}")
+    raise InputError(f"distribution_strategy={name}: expected one of {', '.join(STRATEGIES)}",
+                     options=("distribution_strategy",))
 
 
-POLICIES = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
+POLICIES = types.MappingProxyType({"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"})
 
 
 @contextlib.contextmanager

@@ -166,7 +166,7 @@ class Driver:
         # Before any step: a training state that cannot be saved would lose the steps before it.
         state_dir = os.path.join(self.write_dir, training_states.TRAINING_STATE)
         existed = storage.isdir(state_dir)
-        storage.check_writable_dir(state_dir, "--output_dir")
+        storage.check_writable_dir(state_dir, "output_dir")
         if not existed:  # (a run refused later, e.g. for its weights, leaves nothing behind)
             storage.rmtree(state_dir)
         else:
@@ -229,8 +229,9 @@ class Driver:
         while step < task.num_train_steps and not finish:
             attempts = min(attempts, self._next_boundary(task, step) - step)
             started = time.time()
-            with tfrecords.naming_damaged_file(task.input_files, task.input_name, f"; {what_is_kept(run.manager)}",
-                                               task.input_advice):
+            with tfrecords.naming_damaged_file(task.input_files, task.input_option or task.input_name,
+                                               f"; {what_is_kept(run.manager)}", task.input_advice,
+                                               options=(task.input_option,) if task.input_option else ()):
                 metrics = run.loop.run_steps(run.iterator, attempts)
             diverged = bool(metrics.pop("diverged"))
             loss_sum = float(metrics.pop("loss_sum"))

@@ -54,8 +54,8 @@ def check_against_recorded(config: modeling.BertConfig, directory: str) -> str |
     sizes = [f"{key} {getattr(config, key)} (recorded: {getattr(recorded, key)})"
              for key in SIZE_KEYS if getattr(config, key) != getattr(recorded, key)]
     if sizes:
-        raise InputError(f"--bert_config_file does not match the model trained in {directory}: "
-                         f"{', '.join(sizes)}; use its {path}")
+        raise InputError(f"bert_config_file does not match the model trained in {directory}: "
+                         f"{', '.join(sizes)}; use its {path}", options=("bert_config_file",))
     if config.variant.name != recorded.variant.name:
         return (f"warning: {directory} was trained as {recorded.variant.name} ({path}); this run uses "
                 f"{config.variant.name} with the same weights")

@@ -76,4 +76,4 @@ def divergence_error(step: int, metrics: dict, manager: tf.train.CheckpointManag
     return Diverged(
         f"training diverged at step {step + 1}: loss {float(metrics['loss']):g}, gradient norm "
         f"{float(metrics['gradient_norm']):g}; stopped without saving it (last good training state: {last}); "
-        f"try a lower --learning_rate (now {learning_rate:g}) or more warmup")
+        f"try a lower learning_rate (now {learning_rate:g}) or more warmup", options=("learning_rate",))

@@ -28,7 +28,7 @@ class GenericProcessor(LabelsFromData):
     def __init__(self, data_format="tsv", text_a_column="text", text_b_column=None,
                  label_column="label", label_file=None):
         if data_format not in ("tsv", "csv", "jsonl"):
-            raise InputError(f"--data_format={data_format}: expected tsv, csv or jsonl")
+            raise InputError(f"data_format={data_format}: expected tsv, csv or jsonl", options=("data_format",))
         self.data_format = data_format
         self.columns = (text_a_column, text_b_column, label_column)
         self.label_file = label_file

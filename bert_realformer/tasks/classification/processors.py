@@ -43,7 +43,8 @@ def get_processor(task_name: str, data_dir: str | None = None, **options) -> Pro
     (thucnews, generic) read them from `data_dir`."""
     name = (task_name or "").lower()
     if name not in PROCESSORS:
-        raise InputError(f"--task_name={task_name}: unknown task; known tasks: {', '.join(sorted(PROCESSORS))}")
+        raise InputError(f"task_name={task_name}: unknown task; known tasks: {', '.join(sorted(PROCESSORS))}",
+                         options=("task_name",))
     factory = PROCESSORS[name]
     accepted = {"xnli": ("language",), "mnli": ("mismatched",),
                 "generic": ("data_format", "text_a_column", "text_b_column", "label_column", "label_file")}

@@ -34,7 +34,8 @@ class ChoiceExample:
 
 def data_path(data_dir, task_name, split):
     if task_name not in FILES:
-        raise InputError(f"--task_name={task_name}: unknown task; known tasks: {', '.join(sorted(FILES))}")
+        raise InputError(f"task_name={task_name}: unknown task; known tasks: {', '.join(sorted(FILES))}",
+                         options=("task_name",))
     path = os.path.join(data_dir, FILES[task_name][split])
     if not storage.isfile(path):
         raise InputError(f"{path}: no such file")

@@ -120,8 +120,8 @@ def task_files(task_name):
     if task_name == "generic":
         return GENERIC_FILES
     if task_name not in NAMED_TASKS:
-        raise InputError(f"--task_name={task_name}: unknown task; known tasks: generic, "
-                         + ", ".join(sorted(NAMED_TASKS)))
+        raise InputError(f"task_name={task_name}: unknown task; known tasks: generic, "
+                         + ", ".join(sorted(NAMED_TASKS)), options=("task_name",))
     return NAMED_TASKS[task_name][1]
 
 

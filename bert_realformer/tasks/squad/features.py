@@ -107,8 +107,9 @@ def iter_features(examples: list[SquadExample], tokenizer: FullTokenizer, max_se
         tok_to_orig, doc, tok_start, tok_end = _document_pieces(example, tokenizer, is_training)
         max_doc = max_seq_length - len(query) - 3
         if max_doc < 1:
-            raise InputError(f"--max_seq_length={max_seq_length} leaves no room for the document after a "
-                             f"{len(query)}-token question (lower --max_query_length)")
+            raise InputError(f"max_seq_length={max_seq_length} leaves no room for the document after a "
+                             f"{len(query)}-token question (lower max_query_length)",
+                             options=("max_seq_length", "max_query_length"))
         spans = doc_spans(len(doc), max_doc, doc_stride)
         for span_index, (span_start, span_length) in enumerate(spans):
             tokens = ["[CLS]", *query, "[SEP]"]

@@ -220,7 +220,7 @@ class SquadTask(FinetuningTask):
         if "train" in splits:
             data.train, skipped = read_squad_examples(self.squad.train_file, True, v2)
             if not data.train:
-                raise InputError(f"--train_file={self.squad.train_file}: no usable questions")
+                raise InputError(f"train_file={self.squad.train_file}: no usable questions", options=("train_file",))
             report.say(f"training on {len(data.train)} questions ({skipped} skipped)")
         if "dev" in splits or "test" in splits:
             examples = read_squad_examples(self.squad.predict_file, False, v2)[0]
