@@ -11,9 +11,10 @@ STAMP := $(VENV)/.installed
 PYTHON_3_12 ?= env PYENV_VERSION=3.12.1 python3.12
 PYTHON_3_13 ?= env PYENV_VERSION=3.13.0 python3.13
 # Test processes side by side (pytest-xdist); a file's tests stay in one process, so a module's
-# shared fixture runs once. Most of a test's time is tracing and process start-up, single-threaded.
+# shared fixture runs once; files go longest first (tests/file_times.json, conftest.py), so no long
+# file runs alone at the end. Most of a test's time is tracing and process start-up, single-threaded.
 TEST_WORKERS ?= 2
-PYTEST_ARGS := -q -n $(TEST_WORKERS) --dist loadfile
+PYTEST_ARGS := -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 .PHONY: test test-fast test-versions test-wheel fresh-fast-tier lint demo study venv clean bench-peers
 

@@ -1,15 +1,12 @@
-"""convert_checkpoint.py in a subprocess, and its refuse-unless-forced contract."""
+"""convert_checkpoint.py run as its command line would (in this process: what a conversion
+computes does not depend on a fresh interpreter; the tests that load its outputs in a fresh
+process do so themselves), and its refuse-unless-forced contract."""
 
-import os
-import subprocess
-import sys
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from helpers.in_process import completed_in_process
 
 
 def convert(*flags):
-    return subprocess.run([sys.executable, os.path.join(ROOT, "convert_checkpoint.py"), *flags],
-                          capture_output=True, text=True, timeout=600)
+    return completed_in_process("convert_checkpoint.py", *flags)
 
 
 def refused_then_forced(flags, error_line):

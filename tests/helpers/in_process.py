@@ -10,19 +10,28 @@ import contextlib
 import importlib.util
 import io
 import os
+import subprocess
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def run_script(script, *argv):
     """(exit status, stderr text) of `python SCRIPT ARGV...` run in this process."""
+    completed = completed_in_process(script, *argv)
+    return completed.returncode, completed.stderr
+
+
+def completed_in_process(script, *argv):
+    """`subprocess.run([python, SCRIPT, *ARGV], capture_output=True, text=True)`'s result, the
+    script run in this process (no interpreter and TensorFlow start-up: for tests of what a
+    script computes, not of how its process starts and ends)."""
     from absl import flags
 
     from bert_realformer.runner import flag_error_line, run_main
     FLAGS = flags.FLAGS
     path = os.path.join(ROOT, script)
     defined_before = set(FLAGS)
-    stderr = io.StringIO()
+    stdout, stderr = io.StringIO(), io.StringIO()
     try:
         source = os.path.join(ROOT, "bert_realformer", "cli", script)  # (the wrapper's module, loaded afresh)
         spec = importlib.util.spec_from_file_location(f"_in_process_{script[:-3]}", source)
@@ -31,8 +40,8 @@ def run_script(script, *argv):
         try:
             FLAGS([path, *argv])
         except flags.Error as error:  # (as the scripts' own parsing ends)
-            return 2, flag_error_line(error) + "\n"
-        with contextlib.redirect_stderr(stderr):
+            return subprocess.CompletedProcess([script, *argv], 2, "", flag_error_line(error) + "\n")
+        with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(stdout):
             try:
                 status = run_main(module.main, [path])
             except SystemExit as exit_:
@@ -41,4 +50,4 @@ def run_script(script, *argv):
         for name in set(FLAGS) - defined_before:
             delattr(FLAGS, name)
         FLAGS.unparse_flags()
-    return status, stderr.getvalue()
+    return subprocess.CompletedProcess([script, *argv], status, stdout.getvalue(), stderr.getvalue())
