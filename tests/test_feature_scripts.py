@@ -3,15 +3,14 @@ weights, the text mode of analyze_attention.py."""
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
+from helpers.in_process import completed_in_process
 
 from bert_realformer import checkpoints
 from bert_realformer.checkpoints.training_states import write_training_state
 
-pytestmark = pytest.mark.slow  # the scripts end to end, in subprocesses
+pytestmark = pytest.mark.slow  # the scripts end to end
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 POSTLN = os.path.join(ROOT, "tests", "data", "bert_postln_tiny")
@@ -19,8 +18,7 @@ TEXT = "The cat sat on the mat ||| Dogs played in snow.\nHi\nA dog.\n"
 
 
 def _run(script, *flags):
-    return subprocess.run([sys.executable, os.path.join(ROOT, script), *flags], capture_output=True, text=True,
-                          timeout=300)
+    return completed_in_process(script, *flags)  # (what the script computes: no process start-up needed)
 
 
 def _extract(tmp_path, checkpoint, name):

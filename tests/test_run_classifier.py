@@ -9,9 +9,10 @@ import sys
 
 import numpy as np
 import pytest
+from helpers.in_process import completed_in_process
 from helpers.serving import serve
 
-pytestmark = pytest.mark.slow  # the scripts end to end, in subprocesses
+pytestmark = pytest.mark.slow  # the scripts end to end (in subprocesses where a test is about a process)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VOCAB_ZH = os.path.join(ROOT, "tests", "data", "tokenization", "vocab_zh.txt")
@@ -23,6 +24,11 @@ ACCURACY_THRESHOLD = 0.65  # chance is 0.5 (the classes are balanced); observed:
 def run_classifier(*flags):
     return subprocess.run([sys.executable, os.path.join(ROOT, "run_classifier.py"), *flags],
                           capture_output=True, text=True, timeout=900)
+
+
+def run_classifier_here(*flags):
+    """The script in this process: for what it computes and its error lines, not its process."""
+    return completed_in_process("run_classifier.py", *flags)
 
 
 def test_fine_tunes_on_real_sentiment_and_exports(tmp_path, sentiment_dir):
@@ -53,19 +59,19 @@ def test_fine_tunes_on_real_sentiment_and_exports(tmp_path, sentiment_dir):
 
 
 def test_bad_task_and_missing_files_are_one_line(tmp_path):
-    result = run_classifier("--task_name=nope", f"--data_dir={tmp_path}", f"--vocab_file={VOCAB_ZH}",
+    result = run_classifier_here("--task_name=nope", f"--data_dir={tmp_path}", f"--vocab_file={VOCAB_ZH}",
                             f"--bert_config_file={VOCAB_ZH}", f"--output_dir={tmp_path}/o", "--do_train")
     assert result.returncode == 2
     assert "unknown task; known tasks:" in result.stderr.strip().splitlines()[-1]
     config = tmp_path / "c.json"
     config.write_text(json.dumps(TINY_ZH))
-    result = run_classifier("--task_name=cola", f"--data_dir={tmp_path}", f"--vocab_file={VOCAB_ZH}",
+    result = run_classifier_here("--task_name=cola", f"--data_dir={tmp_path}", f"--vocab_file={VOCAB_ZH}",
                             f"--bert_config_file={config}", f"--output_dir={tmp_path}/o", "--do_train")
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1] == f"error: {tmp_path}/train.tsv: no such file"
     (tmp_path / "train.tsv").write_text("gj04\t1\t\t你好\n", encoding="utf-8")
     config.write_text(json.dumps(dict(TINY_ZH, vocab_size=128)))
-    result = run_classifier("--task_name=cola", f"--data_dir={tmp_path}", f"--vocab_file={VOCAB_ZH}",
+    result = run_classifier_here("--task_name=cola", f"--data_dir={tmp_path}", f"--vocab_file={VOCAB_ZH}",
                             f"--bert_config_file={config}", f"--output_dir={tmp_path}/o", "--do_train")
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1] == (
@@ -104,7 +110,7 @@ def test_task_metrics_and_init_from_a_pretrained_checkpoint(tmp_path, task):
     for split, text in lines.items():
         (data / f"{split}.tsv").write_text(text, encoding="utf-8")
     out = tmp_path / "out"
-    result = run_classifier(f"--task_name={task}", f"--data_dir={data}",
+    result = run_classifier_here(f"--task_name={task}", f"--data_dir={data}",
                             f"--vocab_file={DATA}/bert_postln_tiny/vocab.txt",
                             f"--bert_config_file={DATA}/bert_postln_tiny/bert_config.json",
                             f"--init_checkpoint={DATA}/bert_postln_tiny/bert_model.ckpt",

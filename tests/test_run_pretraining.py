@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 import pytest
+from helpers.in_process import completed_in_process
 from helpers.pretraining_runs import (
     DATA,
     RECORDS,
@@ -209,7 +210,7 @@ def test_resuming_with_another_layer_norm_type_or_from_a_damaged_state_is_refuse
 def test_bad_input_is_one_line_before_training(tmp_path, flags, message):
     cmd = [c for c in command(tmp_path, "--do_train", "--num_train_steps=5")
            if not any(c.startswith(f.split("=")[0] + "=") for f in flags)] + flags
-    result = run(cmd)
+    result = completed_in_process("run_pretraining.py", *cmd[2:])  # (refused before any work)
     assert result.returncode == 2, result.stderr[-2000:]
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("error: ") and message in last

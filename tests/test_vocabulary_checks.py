@@ -4,11 +4,10 @@ create_pretraining_data.py end in one line, exit 2, and write nothing."""
 
 import json
 import logging
-import subprocess
-import sys
 
 import pytest
-from test_run_classifier import ROOT, TINY_ZH
+from helpers.in_process import completed_in_process
+from test_run_classifier import TINY_ZH
 
 from bert_realformer.commandline.vocabulary import check_vocabulary, duplicates
 from bert_realformer.errors import InputError
@@ -52,7 +51,7 @@ def test_a_vocabulary_without_a_special_token_is_refused(tmp_path, token):
 
 
 def _script(name, *flags):
-    return subprocess.run([sys.executable, f"{ROOT}/{name}", *flags], capture_output=True, text=True, timeout=300)
+    return completed_in_process(name, *flags)  # (refused before any work: no process start-up needed)
 
 
 def test_the_scripts_refuse_a_vocabulary_without_unk_before_any_work(tmp_path):
