@@ -176,8 +176,9 @@ def test_pld_skips_layers_and_keeps_all_at_eval():
 
 
 def _three_compiled_steps(accumulation_steps, random_draws, jit_compile):
-    """(last loss, weights) after a tf.function of 3 attempts on one fixed batch, on the
-    pretraining loss with RealFormer and fp16 loss scaling; `random_draws`: dropout and PLD."""
+    """(last loss, initial weights, weights) after a tf.function of 3 attempts on one fixed
+    batch, on the pretraining loss with RealFormer and fp16 loss scaling; `random_draws`:
+    dropout and PLD."""
     from bert_realformer.pretraining.task import pretraining_task
     keras.utils.set_random_seed(7)
     dropout = 0.1 if random_draws else 0.0
@@ -192,6 +193,7 @@ def _three_compiled_steps(accumulation_steps, random_draws, jit_compile):
         model.build()
         loop = TrainLoop(strategy, model, create_optimizer(1e-3, 100, 1), task.loss_fn, task.totals_fn,
                          task.metric_names, accumulation_steps=accumulation_steps, loss_scaling=True)
+    initial = [w.numpy() for w in model.trainable_weights]
     rng = np.random.RandomState(0)
     mask = (np.arange(32)[None, :] < rng.randint(4, 33, size=(8, 1))).astype("int32")
     batch = {"input_ids": tf.constant(rng.randint(1, 50, size=(8, 32)).astype("int32") * mask),
@@ -209,24 +211,28 @@ def _three_compiled_steps(accumulation_steps, random_draws, jit_compile):
 
     loss = float(steps()["loss"])
     assert int(loop.optimizer.iterations.numpy()) == 3 and np.isfinite(loss)
-    return loss, [w.numpy() for w in model.trainable_weights]
+    return loss, initial, [w.numpy() for w in model.trainable_weights]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("accumulation_steps", [1, 2])
-def test_the_whole_step_loop_compiles_with_xla_as_a_tpu_needs(float32_policy, accumulation_steps):
+def test_the_whole_step_loop_compiles_with_xla_as_a_tpu_needs(float32_policy):
     """A TPU compiles the step function whole: loops of steps with dropout, PLD, RealFormer,
     accumulated micro-batches and fp16 loss scaling must hold no host-only or string op and only
-    static shapes, i.e. compile with `jit_compile=True` (here on the CPU)."""
-    _three_compiled_steps(accumulation_steps, random_draws=True, jit_compile=True)
+    static shapes, i.e. compile with `jit_compile=True` (here on the CPU), and train: three
+    steps taken, the loss finite, every weight moved."""
+    _, initial, trained = _three_compiled_steps(2, random_draws=True, jit_compile=True)
+    moved = [not np.array_equal(a, b) for a, b in zip(initial, trained)]
+    assert moved[0] and sum(moved) > len(moved) / 2  # the word embeddings, and most weights
+    # (a layer PLD skipped in all three steps keeps its LayerNorm and biases: no decay on them)
 
 
 @pytest.mark.slow
 def test_the_compiled_step_loop_computes_the_uncompiled_steps(float32_policy):
     """Without random draws (XLA's stateless generator differs from the kernels' one, so dropout
-    masks differ between the two), the compiled loop gives the uncompiled loop's steps."""
-    compiled_loss, compiled = _three_compiled_steps(2, random_draws=False, jit_compile=True)
-    plain_loss, plain = _three_compiled_steps(2, random_draws=False, jit_compile=False)
+    masks differ between the two), the compiled loop gives the uncompiled loop's steps; one
+    micro-batch a step (the loop without accumulation; the test above compiles it with two)."""
+    compiled_loss, _, compiled = _three_compiled_steps(1, random_draws=False, jit_compile=True)
+    plain_loss, _, plain = _three_compiled_steps(1, random_draws=False, jit_compile=False)
     assert abs(compiled_loss - plain_loss) < 1e-4 * plain_loss  # fused in another order
     for a, b in zip(compiled, plain):
         np.testing.assert_allclose(a, b, atol=1e-4)
