@@ -8,7 +8,6 @@ import sys
 
 import numpy as np
 import pytest
-from helpers.in_process import completed_in_process
 from helpers.pretraining_runs import (
     DATA,
     RECORDS,
@@ -20,6 +19,7 @@ from helpers.pretraining_runs import (
     free_ports,
     killed_after_a_save,
     run,
+    run_here,
     step_losses,
     uninterrupted_run,
 )
@@ -33,7 +33,7 @@ pytestmark = pytest.mark.slow  # the scripts end to end, in subprocesses
 
 
 def test_train_eval_and_tf1_export(tmp_path):
-    result = run(command(tmp_path, "--do_train", "--do_eval", "--num_train_steps=12",
+    result = run_here(command(tmp_path, "--do_train", "--do_eval", "--num_train_steps=12",
                          "--save_checkpoints_steps=6", "--iterations_per_loop=6",
                          "--max_eval_steps=4", "--gradient_accumulation_steps=2"))
     assert result.returncode == 0, result.stderr[-3000:]
@@ -60,13 +60,13 @@ def test_continue_from_tf1_checkpoint_with_new_heads_listed(tmp_path):
     checkpoints.load_tf1_checkpoint(src.bert, os.path.join(DATA, "bert_postln_tiny"))
     prefix = checkpoints.save_tf1_checkpoint(src.bert, str(tmp_path / "init" / "bert_model.ckpt"))
     records = str(tmp_path / "small_vocab.tfrecord")
-    made = run([sys.executable, os.path.join(ROOT, "create_pretraining_data.py"),
+    made = run_here([sys.executable, os.path.join(ROOT, "create_pretraining_data.py"),
                 f"--input_file={DATA}/pretraining_data/input.txt", f"--output_file={records}",
                 f"--vocab_file={DATA}/bert_postln_tiny/vocab.txt", "--max_seq_length=64",
                 "--max_predictions_per_seq=10", "--dupe_factor=1"])
     assert made.returncode == 0, made.stderr
     config = json.load(open(os.path.join(DATA, "bert_postln_tiny", "bert_config.json")))
-    result = run(command(tmp_path, "--do_train", "--num_train_steps=3", f"--init_checkpoint={prefix}",
+    result = run_here(command(tmp_path, "--do_train", "--num_train_steps=3", f"--init_checkpoint={prefix}",
                          config=config, input_file=records))
     assert result.returncode == 0, result.stderr[-3000:]
     assert "freshly initialised" in result.stderr and "cls/predictions/output_bias" in result.stderr
@@ -181,9 +181,9 @@ def test_resuming_with_another_layer_norm_type_or_from_a_damaged_state_is_refuse
     """A training state of a Post-LN run cannot silently resume as Pre-LN (its LayerNorms
     would stay random): one line naming what is missing and unexpected. A state whose data
     file is gone: one line naming it."""
-    first = run(command(tmp_path, "--do_train", "--num_train_steps=2"))
+    first = run_here(command(tmp_path, "--do_train", "--num_train_steps=2"))
     assert first.returncode == 0, first.stderr[-3000:]
-    result = run(command(tmp_path, "--do_train", "--num_train_steps=4", "--layer_norm_type=pre"))
+    result = run_here(command(tmp_path, "--do_train", "--num_train_steps=4", "--layer_norm_type=pre"))
     assert result.returncode == 2, result.stderr[-3000:]
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("error: ") and "does not match the model" in last
@@ -192,7 +192,7 @@ def test_resuming_with_another_layer_norm_type_or_from_a_damaged_state_is_refuse
 
     state = tmp_path / "out" / "training_state"
     next(state.glob("ckpt-2.data-*")).unlink()
-    damaged = run(command(tmp_path, "--do_train", "--num_train_steps=4"))
+    damaged = run_here(command(tmp_path, "--do_train", "--num_train_steps=4"))
     assert damaged.returncode == 2, damaged.stderr[-3000:]
     last = damaged.stderr.strip().splitlines()[-1]
     assert last.startswith(f"error: {state}/ckpt-2: incomplete (no data shards); {state} holds no complete training")
@@ -210,7 +210,7 @@ def test_resuming_with_another_layer_norm_type_or_from_a_damaged_state_is_refuse
 def test_bad_input_is_one_line_before_training(tmp_path, flags, message):
     cmd = [c for c in command(tmp_path, "--do_train", "--num_train_steps=5")
            if not any(c.startswith(f.split("=")[0] + "=") for f in flags)] + flags
-    result = completed_in_process("run_pretraining.py", *cmd[2:])  # (refused before any work)
+    result = run_here(cmd)  # (refused before any work)
     assert result.returncode == 2, result.stderr[-2000:]
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("error: ") and message in last

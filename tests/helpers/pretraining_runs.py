@@ -29,6 +29,13 @@ def run(cmd, timeout=600):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 
 
+def run_here(cmd):
+    """`run(cmd)` with the script run in this process: for what a run computes or refuses, not
+    for how its process starts, is killed or resumes."""
+    from helpers.in_process import completed_in_process
+    return completed_in_process(os.path.basename(cmd[1]), *cmd[2:])
+
+
 def eval_results(directory):
     return dict(line.split(" = ") for line in (directory / "eval_results.txt").read_text().splitlines())
 
