@@ -8,6 +8,7 @@ import sys
 
 import pytest
 from conftest import allennlp_fixture, oracle_results
+from helpers.in_process import completed_in_process
 
 from bert_realformer.checkpoints.config_files import read_config
 from bert_realformer.errors import InputError
@@ -185,10 +186,10 @@ def test_run_squad_trains_and_writes_the_three_files(tmp_path):
     # already at its last step), rebuilt when a flag that shapes the windows changes.
     train_only = [c for c in common if c not in ("--do_predict", "--do_eval")] + [
         "--do_train", f"--train_file={path}", "--num_train_epochs=3"]
-    same = subprocess.run(train_only, capture_output=True, text=True, timeout=600)
+    same = completed_in_process("run_squad.py", *train_only[2:])  # (what a re-run reads: no new process needed)
     assert same.returncode == 0 and f"re-used {out}/train.tf_record" in same.stderr, same.stderr[-3000:]
-    other = subprocess.run([c for c in train_only if c != "--doc_stride=32"] + ["--doc_stride=16"],
-                           capture_output=True, text=True, timeout=600)
+    other = completed_in_process("run_squad.py", *[c for c in train_only[2:] if c != "--doc_stride=32"],
+                                 "--doc_stride=16")
     assert other.returncode == 0 and f"wrote {out}/train.tf_record" in other.stderr, other.stderr[-3000:]
 
 
@@ -200,11 +201,10 @@ def test_extract_features_outputs_the_models_own_layers(tmp_path):
     from bert_realformer import checkpoints
     postln = os.path.join(DATA, "bert_postln_tiny")
     (tmp_path / "in.txt").write_text("The cat sat on the mat ||| Dogs played in snow.\nHi\n", encoding="utf-8")
-    result = subprocess.run([sys.executable, os.path.join(ROOT, "extract_features.py"),
-                             f"--input_file={tmp_path}/in.txt", f"--output_file={tmp_path}/out.jsonl",
-                             f"--vocab_file={postln}/vocab.txt", f"--bert_config_file={postln}/bert_config.json",
-                             f"--init_checkpoint={postln}/bert_model.ckpt", "--layers=-1,-2", "--max_seq_length=16",
-                             "--batch_size=1"], capture_output=True, text=True, timeout=300)
+    flags = [f"--input_file={tmp_path}/in.txt", f"--vocab_file={postln}/vocab.txt",
+             f"--bert_config_file={postln}/bert_config.json", f"--init_checkpoint={postln}/bert_model.ckpt",
+             "--layers=-1,-2", "--max_seq_length=16", "--batch_size=1"]
+    result = completed_in_process("extract_features.py", *flags, f"--output_file={tmp_path}/out.jsonl")
     assert result.returncode == 0, result.stderr[-2000:]
     lines = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
     assert [line["linex_index"] for line in lines] == [0, 1]
@@ -226,8 +226,8 @@ def test_extract_features_outputs_the_models_own_layers(tmp_path):
                                        atol=1e-5)
     assert [f["token"] for f in lines[1]["features"]] == ["[CLS]", "hi", "[SEP]"]
     # Every batch padded to --max_seq_length (the original's path): the same values.
-    fixed = subprocess.run(result.args + ["--nodynamic_padding", f"--output_file={tmp_path}/fixed.jsonl"],
-                           capture_output=True, text=True, timeout=300)
+    fixed = completed_in_process("extract_features.py", *flags, "--nodynamic_padding",
+                                 f"--output_file={tmp_path}/fixed.jsonl")
     assert fixed.returncode == 0, fixed.stderr[-2000:]
     for ours, theirs in zip(lines, [json.loads(line) for line in (tmp_path / "fixed.jsonl").read_text().splitlines()],
                             strict=True):
