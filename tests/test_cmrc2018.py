@@ -8,6 +8,7 @@ import sys
 
 import pytest
 from conftest import allennlp_fixture, oracle_results
+from helpers.in_process import completed_in_process
 
 from bert_realformer.tasks import squad
 from bert_realformer.tasks.squad import cmrc2018_metrics as cmrc2018_evaluate
@@ -92,12 +93,11 @@ def test_run_squad_on_cmrc2018_from_scratch(tmp_path):
                                   "num_attention_heads": 2, "intermediate_size": 128,
                                   "max_position_embeddings": 256, "type_vocab_size": 2}))
     out = tmp_path / "out"
-    result = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "run_squad.py"), f"--vocab_file={VOCAB_ZH}", f"--bert_config_file={config}",
+    result = completed_in_process("run_squad.py", f"--vocab_file={VOCAB_ZH}", f"--bert_config_file={config}",
          f"--output_dir={out}", "--do_train", f"--train_file={TRIAL}", "--do_predict", f"--predict_file={DEV}",
          "--do_eval", "--eval_metric=cmrc2018", "--max_seq_length=256", "--doc_stride=128",
          "--max_query_length=32", "--train_batch_size=8", "--learning_rate=5e-4", "--num_train_epochs=4",
-         "--max_answer_length=20", "--eval_every_steps=24"], capture_output=True, text=True, timeout=900)
+         "--max_answer_length=20", "--eval_every_steps=24")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "training on 97 questions (0 skipped)" in result.stderr
     values = dict(line.split(" = ", 1) for line in (out / "eval_results.txt").read_text().splitlines())

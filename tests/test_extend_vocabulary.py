@@ -5,13 +5,11 @@ tokenizers, a fine-tuning run and both conversions."""
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 from helpers.conversions import convert
-from helpers.in_process import run_script
+from helpers.in_process import completed_in_process, run_script
 
 import modeling
 from bert_realformer import checkpoints
@@ -173,12 +171,11 @@ def test_the_extended_checkpoint_fine_tunes_and_converts(extended, tmp_path):
     for split in ("train", "dev", "test"):
         (data / f"{split}.tsv").write_text("text\tlabel\n" + "".join(f"{t}\t{label}\n" for t, label in rows),
                                            encoding="utf-8")
-    result = subprocess.run([sys.executable, os.path.join(ROOT, "run_classifier.py"), "--task_name=generic",
+    result = completed_in_process("run_classifier.py", "--task_name=generic",
                              f"--data_dir={data}", f"--vocab_file={out}/vocab.txt",
                              f"--bert_config_file={out}/bert_config.json", f"--init_checkpoint={out}/bert_model.ckpt",
                              f"--output_dir={tmp_path}/run", "--do_train", "--do_eval", "--max_seq_length=16",
-                             "--train_batch_size=4", "--num_train_epochs=1"],
-                            capture_output=True, text=True, timeout=600)
+                             "--train_batch_size=4", "--num_train_epochs=1")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "freshly initialised (not in it): output_weights, output_bias" in result.stderr
     n = len(OLD) + 4

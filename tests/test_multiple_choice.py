@@ -4,12 +4,11 @@ run_multiple_choice.py end to end on allennlp's QuaRel sample."""
 import json
 import os
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 from conftest import allennlp_fixture
+from helpers.in_process import completed_in_process
 
 import modeling
 from bert_realformer.errors import InputError
@@ -95,11 +94,10 @@ def test_run_multiple_choice_on_quarel(tmp_path):
                                   "num_attention_heads": 2, "intermediate_size": 64,
                                   "max_position_embeddings": 128, "type_vocab_size": 2}))
     out = tmp_path / "out"
-    result = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "run_multiple_choice.py"), "--task_name=generic",
+    result = completed_in_process("run_multiple_choice.py", "--task_name=generic",
          f"--data_dir={data}", f"--vocab_file={VOCAB_EN}", f"--bert_config_file={config}", f"--output_dir={out}",
          "--do_train", "--do_eval", "--do_predict", "--max_seq_length=96", "--train_batch_size=3",
-         "--learning_rate=1e-3", "--num_train_epochs=30"], capture_output=True, text=True, timeout=600)
+         "--learning_rate=1e-3", "--num_train_epochs=30")
     assert result.returncode == 0, result.stderr[-3000:]
     values = dict(line.split(" = ", 1) for line in (out / "eval_results.txt").read_text().splitlines())
     probabilities = np.loadtxt(out / "test_results.tsv", delimiter="\t")
