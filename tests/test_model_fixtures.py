@@ -65,6 +65,10 @@ def check_realformer_fixture(config_name, io_name):
 
 
 def test_postln_reproduces_original_bert():
+    """From the original's checkpoint, its outputs (io.npz, made by google-research/bert): the
+    62 weights loaded and none left over, the embeddings, every layer, the sequence and pooled
+    outputs, the MLM and NSP log-probabilities and each loss (`check_postln_fixture` asserts
+    each one; the JAX backend test runs the same checks)."""
     check_postln_fixture()
 
 
