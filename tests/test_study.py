@@ -217,13 +217,11 @@ def test_the_word_class_task_has_many_human_labelled_classes(real_data):
 
 
 def test_run_study_refuses_bad_flags_in_one_line(tmp_path):
-    import subprocess
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    from helpers.in_process import completed_in_process
     config = tmp_path / "c.json"
     config.write_text("{}")
-    result = subprocess.run([sys.executable, os.path.join(root, "run_study.py"), f"--output_dir={tmp_path}/o",
-                             f"--bert_config_file={config}", f"--vocab_file={config}", "--input_file=x",
-                             "--eval_input_file=y", "--seeds=1,two"], capture_output=True, text=True)
+    result = completed_in_process("run_study.py", f"--output_dir={tmp_path}/o", f"--bert_config_file={config}",
+                                  f"--vocab_file={config}", "--input_file=x", "--eval_input_file=y", "--seeds=1,two")
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1] == "error: --seeds=1,two: expected integers, e.g. --seeds=1,2,3"
 
