@@ -14,7 +14,7 @@ import modeling
 from bert_realformer import checkpoints
 from bert_realformer.checkpoints.config_files import read_config
 
-pytestmark = pytest.mark.slow  # the scripts end to end, in subprocesses
+pytestmark = pytest.mark.slow  # the scripts end to end (in subprocesses where a test is about a process)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "tests", "data")

@@ -11,7 +11,7 @@ from helpers.in_process import completed_in_process
 from helpers.serving import serve
 from test_run_classifier import ACCURACY_THRESHOLD, TINY_ZH, VOCAB_ZH, run_classifier
 
-pytestmark = pytest.mark.slow  # the scripts end to end, in subprocesses
+pytestmark = pytest.mark.slow  # the scripts end to end (in subprocesses where a test is about a process)
 
 
 def long_review_data(tmp_path, sizes, position="end"):

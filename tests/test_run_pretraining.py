@@ -28,7 +28,7 @@ import modeling
 from bert_realformer import checkpoints
 from bert_realformer.checkpoints.config_files import read_config
 
-pytestmark = pytest.mark.slow  # the scripts end to end, in subprocesses
+pytestmark = pytest.mark.slow  # the scripts end to end (in subprocesses where a test is about a process)
 
 
 
