@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import types
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from absl import flags
 
@@ -88,10 +88,11 @@ def numeric_flags(flag_values: flags.FlagValues = flags.FLAGS) -> list[str]:
     return sorted(names)
 
 
-def register(flag_values: flags.FlagValues = flags.FLAGS) -> None:
-    """A validator for each numeric flag defined, from `RANGES`. A numeric flag the table lacks
-    is a `KeyError` naming it (a programming error, caught by the tests)."""
-    for name in numeric_flags(flag_values):
+def register(flag_values: flags.FlagValues = flags.FLAGS, skip: Collection[str] = ()) -> None:
+    """A validator for each numeric flag defined (but those in `skip`, validated already), from
+    `RANGES`. A numeric flag the table lacks is a `KeyError` naming it (a programming error,
+    caught by the tests)."""
+    for name in sorted(set(numeric_flags(flag_values)) - set(skip)):
         allowed = RANGES[name]
         if allowed is not None:
             flags.register_validator(name, allowed.accepts, message=allowed.describe(), flag_values=flag_values)

@@ -38,10 +38,7 @@ def completed_in_process(script, *argv):
         spec = importlib.util.spec_from_file_location(f"_in_process_{script[:-3]}", source)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-        for name in set(flag_ranges.numeric_flags()) - defined_before:  # (as the script's entry does)
-            if flag_ranges.RANGES[name] is not None:
-                allowed = flag_ranges.RANGES[name]
-                flags.register_validator(name, allowed.accepts, message=allowed.describe())
+        flag_ranges.register(skip=defined_before)  # (as the script's entry does, for its own flags)
         try:
             FLAGS([path, *argv])
         except flags.Error as error:  # (as the scripts' own parsing ends)
