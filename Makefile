@@ -44,13 +44,15 @@ test-fast: lint
 	REQUIRE_REAL_DATA=1 REQUIRE_NATIVE=1 REQUIRE_NO_SKIPS=1 $(PY) -m pytest $(PYTEST_ARGS) -m "not slow"
 
 # A fresh environment per version: the package installed with its test extra (the C module
-# built for that Python beside the others), then the fast tier.
+# built for that Python beside the others), then the fast tier; the environment is removed once
+# it passed (each holds about 3 GB), so the versions never take disk side by side.
 test-versions:
 	$(MAKE) fresh-fast-tier VERSION=3.12 INTERPRETER="$(PYTHON_3_12)"
 	$(MAKE) fresh-fast-tier VERSION=3.13 INTERPRETER="$(PYTHON_3_13)"
 
 # The project as a user installs it: a wheel built and installed (not editable) in a fresh
-# environment, then its commands run from a directory outside the checkout.
+# environment, then its commands run from a directory outside the checkout (the environment is
+# removed once it passed).
 test-wheel:
 	rm -rf .venv-wheel .wheel
 	$(PYTHON) -m venv .venv-wheel
@@ -58,6 +60,7 @@ test-wheel:
 	.venv-wheel/bin/python -m pip wheel --quiet --no-deps --wheel-dir .wheel .
 	.venv-wheel/bin/python -m pip install --quiet .wheel/*.whl
 	.venv-wheel/bin/python tests/installed_journey.py tests/data
+	rm -rf .venv-wheel .wheel
 
 fresh-fast-tier:
 	rm -rf .venv-$(VERSION)
@@ -67,6 +70,7 @@ fresh-fast-tier:
 	$(call install_test_data,.venv-$(VERSION))
 	REALDATA_DIR=$(CURDIR)/.venv-$(VERSION)/data REQUIRE_REAL_DATA=1 REQUIRE_NATIVE=1 REQUIRE_NO_SKIPS=1 \
 		.venv-$(VERSION)/bin/python -m pytest $(PYTEST_ARGS) -m "not slow" -p no:cacheprovider
+	rm -rf .venv-$(VERSION)
 
 # The study: Post-LN vs Pre-LN vs RealFormer on real Chinese data (People's Daily, review
 # sentiment, a 33-class part-of-speech task), pretrained with held-out evaluation, attention
