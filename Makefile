@@ -12,8 +12,9 @@ PYTHON_3_12 ?= env PYENV_VERSION=3.12.1 python3.12
 PYTHON_3_13 ?= env PYENV_VERSION=3.13.0 python3.13
 # Test processes side by side (pytest-xdist); a file's tests stay in one process, so a module's
 # shared fixture runs once; files go longest first (tests/file_times.json, conftest.py), so no long
-# file runs alone at the end. Most of a test's time is tracing and process start-up, single-threaded.
-TEST_WORKERS ?= 2
+# file runs alone at the end. Three on two cores: a test often waits (a script process it started,
+# a worker's heartbeat, a signal's effect), and most of a test's CPU time is single-threaded tracing.
+TEST_WORKERS ?= 3
 PYTEST_ARGS := -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 .PHONY: test test-fast test-versions test-wheel fresh-fast-tier lint demo study venv clean bench-peers

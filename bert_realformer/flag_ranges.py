@@ -76,14 +76,17 @@ RANGES: Mapping[str, Range | None] = types.MappingProxyType({
 })
 
 _NUMERIC = ("IntegerParser", "FloatParser")
+# Libraries that define absl flags of their own as they are imported (TensorFlow's tensor tracer
+# does, so a script entered after `import tensorflow` sees them).
+_OTHER_LIBRARIES = ("absl", "tensorflow", "keras", "jax")
 
 
 def numeric_flags(flag_values: flags.FlagValues = flags.FLAGS) -> list[str]:
-    """The names of the numeric flags defined in `flag_values` (absl's own left out)."""
+    """The names of the numeric flags defined in `flag_values` (other libraries' left out)."""
     names = []
     for name, flag in flag_values._flags().items():
-        module = flag_values.find_module_defining_flag(name) or ""
-        if name == flag.name and type(flag.parser).__name__ in _NUMERIC and not module.startswith("absl"):
+        module = (flag_values.find_module_defining_flag(name) or "").split(".")[0]
+        if name == flag.name and type(flag.parser).__name__ in _NUMERIC and module not in _OTHER_LIBRARIES:
             names.append(name)
     return sorted(names)
 

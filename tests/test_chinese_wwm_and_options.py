@@ -4,6 +4,7 @@ import json
 import os
 
 import pytest
+from helpers import script_processes
 from test_create_pretraining_data import FIXTURE, FIXTURE_FLAGS, INPUT, VOCAB_EN, VOCAB_ZH, create, read_records
 
 from bert_realformer.pretraining.documents import LineTokenizer
@@ -209,7 +210,6 @@ def test_a_pool_whose_work_is_done_lets_its_workers_exit_instead_of_killing_them
     """`finish_pool`: each worker ends by itself (status 0), not by `Pool.terminate`'s SIGTERM,
     which can wait forever on a lock a killed worker held. (In a fresh process: forking this one,
     which runs TensorFlow's threads, could itself deadlock.)"""
-    import subprocess
     import sys
     script = (
         "import sys\n"
@@ -220,7 +220,7 @@ def test_a_pool_whose_work_is_done_lets_its_workers_exit_instead_of_killing_them
         f"lines = [ids for ids in docs.tokenized_lines([{INPUT!r}], pool) if ids is not docs.BLANK]\n"
         "docs.finish_pool(pool)\n"
         "print(len(lines), [worker.exitcode for worker in workers])\n")
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    result = script_processes.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     expected_lines = sum(1 for line in open(INPUT, encoding="utf-8") if line.strip())
     assert result.stdout.split() == [str(expected_lines), "[0,", "0]"]

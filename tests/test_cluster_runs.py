@@ -13,6 +13,7 @@ import time
 
 import numpy as np
 import pytest
+from helpers import script_processes
 from helpers.pretraining_runs import TINY, assert_same_run, command, free_ports, run, uninterrupted_run
 
 from bert_realformer import checkpoints
@@ -60,7 +61,7 @@ def _trained_step(line):
 def test_sigterm_saves_a_training_state_and_the_restart_ends_as_the_uninterrupted_run(tmp_path):
     whole_dir, stopped_dir = uninterrupted_run(tmp_path, FLAGS, "stopped")
     cmd = command(stopped_dir, *FLAGS)
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = script_processes.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     watcher = StderrWatcher(proc)
     watcher.wait_for(lambda line: _trained_step(line) >= 3)
     proc.send_signal(signal.SIGTERM)
@@ -83,9 +84,9 @@ def test_sigterm_saves_a_training_state_and_the_restart_ends_as_the_uninterrupte
 
 def test_a_second_run_on_a_claimed_output_dir_stops_at_once_and_a_killed_runs_claim_is_taken_over(tmp_path):
     def start(steps):
-        proc = subprocess.Popen(command(tmp_path, "--do_train", f"--num_train_steps={steps}", "--iterations_per_loop=1",
-                                        "--save_checkpoints_steps=5"),
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        proc = script_processes.Popen(command(tmp_path, "--do_train", f"--num_train_steps={steps}",
+                                              "--iterations_per_loop=1", "--save_checkpoints_steps=5"),
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         return proc, StderrWatcher(proc)
 
     first, watcher = start(120)
@@ -133,7 +134,7 @@ def test_two_workers_save_at_the_same_step_when_one_gets_sigterm(tmp_path):
     def start(directory):
         ports = free_ports(2)
         cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
-        return [subprocess.Popen(command(directory, *flags, config=config), stdout=subprocess.DEVNULL,
+        return [script_processes.Popen(command(directory, *flags, config=config), stdout=subprocess.DEVNULL,
                                  stderr=subprocess.PIPE, text=True,
                                  env={**os.environ, "TF_CONFIG": json.dumps(
                                      {"cluster": cluster, "task": {"type": "worker", "index": i}})})
@@ -182,7 +183,7 @@ def test_two_workers_restarted_from_states_of_different_steps_both_stop_naming_t
         cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
         flags = ["--do_train", f"--num_train_steps={steps}", "--iterations_per_loop=1", "--save_checkpoints_steps=2",
                  "--keep_checkpoint_max=10", "--distribution_strategy=multi_worker"]
-        procs = [subprocess.Popen(command(tmp_path, *flags, config=config), stdout=subprocess.DEVNULL,
+        procs = [script_processes.Popen(command(tmp_path, *flags, config=config), stdout=subprocess.DEVNULL,
                                   stderr=subprocess.PIPE, text=True,
                                   env={**os.environ, "TF_CONFIG": json.dumps(
                                       {"cluster": cluster, "task": {"type": "worker", "index": i}})})
@@ -213,7 +214,7 @@ def test_a_worker_lost_mid_run_ends_the_other_in_one_line_naming_its_training_st
     cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
     flags = ["--do_train", "--num_train_steps=100000", "--iterations_per_loop=1", "--save_checkpoints_steps=2",
              "--distribution_strategy=multi_worker"]
-    procs = [subprocess.Popen(command(tmp_path, *flags, config=config), stdout=subprocess.DEVNULL,
+    procs = [script_processes.Popen(command(tmp_path, *flags, config=config), stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE, text=True,
                               env={**os.environ, "TF_CONFIG": json.dumps(
                                   {"cluster": cluster, "task": {"type": "worker", "index": i}})})

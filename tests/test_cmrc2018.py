@@ -3,11 +3,11 @@ metric by hand, oracle logits on the real CMRC 2018 sample, and run_squad.py end
 
 import json
 import os
-import subprocess
 import sys
 
 import pytest
 from conftest import allennlp_fixture, oracle_results
+from helpers import script_processes
 from helpers.in_process import completed_in_process
 
 from bert_realformer.tasks import squad
@@ -79,7 +79,7 @@ def test_oracle_logits_score_100_on_real_cmrc2018(tmp_path):
     # The command-line scorer prints the official script's JSON.
     predictions_file = tmp_path / "predictions.json"
     predictions_file.write_text(json.dumps(predictions, ensure_ascii=False), encoding="utf-8")
-    cli = subprocess.run([sys.executable, "-m", "bert_realformer.tasks.squad.metrics", "--metric=cmrc2018", DEV,
+    cli = script_processes.run([sys.executable, "-m", "bert_realformer.tasks.squad.metrics", "--metric=cmrc2018", DEV,
                           str(predictions_file)], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert cli.returncode == 0, cli.stderr
     assert json.loads(cli.stdout) == {"AVERAGE": "100.000", "F1": "100.000", "EM": "100.000", "TOTAL": 27,

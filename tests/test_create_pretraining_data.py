@@ -2,11 +2,11 @@
 
 import json
 import os
-import subprocess
 import sys
 
 import pytest
 import tensorflow as tf
+from helpers import script_processes
 
 from bert_realformer.pretraining.records import feature_spec
 from tokenization import FullTokenizer
@@ -28,7 +28,7 @@ def create(tmp_path, *flags, input_file=INPUT, vocab=VOCAB_EN,
     cmd = [sys.executable, os.path.join(ROOT, "create_pretraining_data.py"),
            f"--input_file={input_file}", f"--output_file={output_path}", f"--vocab_file={vocab}",
            *flags]
-    result = subprocess.run(cmd, capture_output=True, text=True, cwd=str(tmp_path), timeout=600)
+    result = script_processes.run(cmd, capture_output=True, text=True, cwd=str(tmp_path), timeout=600)
     return result, output_path
 
 
@@ -82,7 +82,7 @@ def test_instances_are_the_originals_in_the_same_order(tmp_path, name, wwm, work
 
 def test_output_round_robins_over_several_files(tmp_path):
     outputs = f"{tmp_path}/a.tfrecord,{tmp_path}/b.tfrecord"
-    cmd_result = subprocess.run(
+    cmd_result = script_processes.run(
         [sys.executable, os.path.join(ROOT, "create_pretraining_data.py"),
          f"--input_file={FIXTURE}/input.*", f"--output_file={outputs}", f"--vocab_file={VOCAB_EN}",
          *FIXTURE_FLAGS], capture_output=True, text=True, timeout=600)

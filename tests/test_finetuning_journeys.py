@@ -7,12 +7,12 @@ SavedModel converted from a windowed run's directory serves with the run's windo
 
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
 import pytest
 from conftest import allennlp_fixture
+from helpers import script_processes
 from helpers.pretraining_runs import killed_after_a_save
 from helpers.serving import serve
 from test_multiple_choice import VOCAB_EN, _quarel_as_generic
@@ -25,7 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _script(name, *flags, timeout=900):
-    return subprocess.run([sys.executable, os.path.join(ROOT, name), *flags], capture_output=True, text=True,
+    return script_processes.run([sys.executable, os.path.join(ROOT, name), *flags], capture_output=True, text=True,
                           timeout=timeout)
 
 
@@ -119,7 +119,7 @@ def test_multiple_choice_stops_early_on_its_best_and_resumes_to_the_same(tmp_pat
                 "--learning_rate=3e-3", "--num_train_epochs=60", "--eval_every_steps=2",
                 "--early_stopping_patience=4", "--save_checkpoints_steps=2", "--iterations_per_loop=1"]
 
-    whole = subprocess.run(command(tmp_path / "whole"), capture_output=True, text=True, timeout=600)
+    whole = script_processes.run(command(tmp_path / "whole"), capture_output=True, text=True, timeout=600)
     assert whole.returncode == 0, whole.stderr[-3000:]
     best = _best(tmp_path / "whole")
     values = _results(tmp_path / "whole")
@@ -129,7 +129,7 @@ def test_multiple_choice_stops_early_on_its_best_and_resumes_to_the_same(tmp_pat
     assert stopped_at == best["step"] + 4 * 2 < 60
     killed = tmp_path / "killed"
     assert killed_after_a_save(command(killed), killed / "training_state", at_least=best["step"] - 2) >= 2
-    resumed = subprocess.run(command(killed), capture_output=True, text=True, timeout=600)
+    resumed = script_processes.run(command(killed), capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert _best(killed)["step"] == best["step"]
     assert f"early stopping at step {stopped_at}:" in resumed.stderr

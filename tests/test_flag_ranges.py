@@ -4,10 +4,10 @@ the command line is parsed: each value just outside it, given to the script, end
 of its own (their flags share names)."""
 
 import json
-import subprocess
 import sys
 
 import pytest
+from helpers import script_processes
 
 from bert_realformer.flag_ranges import Range
 
@@ -46,7 +46,7 @@ print(json.dumps(results))
 
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_every_numeric_flag_out_of_range_is_one_line_and_exit_2(script):
-    proc = subprocess.run([sys.executable, "-c", WALK, script], capture_output=True, text=True, timeout=300)
+    proc = script_processes.run([sys.executable, "-c", WALK, script], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads(proc.stdout.strip().splitlines()[-1])
     assert bool(results) == (script != "extend_vocabulary"), results  # (it has no numeric flag)
@@ -67,3 +67,21 @@ def test_ranges_by_hand():
     assert share.accepts(0) and share.accepts(1) and not share.accepts(2)
     assert share.describe() == "must be in [0, 1]" and share.outside(False) == [-1.0, 1.5]
     assert Range(1).describe() == "must be at least 1" and Range(1).outside(True) == [0]
+
+
+def test_a_script_entered_after_tensorflow_ranges_its_own_flags_alone():
+    # TensorFlow defines numeric flags of its own as it is imported (the tensor tracer's); a script
+    # whose entry runs after that (a notebook, a process that imported TensorFlow first) still
+    # ranges its own flags and leaves TensorFlow's alone rather than missing them in the table.
+    from absl import flags
+
+    from bert_realformer import flag_ranges
+    flag_values = flags.FlagValues()
+    flags.DEFINE_float("delta_threshold", 0.5, "TensorFlow's.", flag_values=flag_values,
+                       module_name="tensorflow.python.tpu.tensor_tracer_flags")
+    flags.DEFINE_integer("max_seq_length", 128, "The script's.", flag_values=flag_values,
+                         module_name="bert_realformer.cli.run_classifier")
+    assert flag_ranges.numeric_flags(flag_values) == ["max_seq_length"]
+    flag_ranges.register(flag_values)
+    with pytest.raises(flags.IllegalFlagValueError, match="max_seq_length"):
+        flag_values(["script", "--max_seq_length=0", "--delta_threshold=-3"])

@@ -7,11 +7,11 @@ the same weights bit for bit (and a classifier's labels); the tokenizer files ma
 import json
 import os
 import shutil
-import subprocess
 import sys
 
 import numpy as np
 import pytest
+from helpers import script_processes
 from helpers.conversions import convert, refused_then_forced
 
 import modeling
@@ -90,7 +90,7 @@ def test_every_head_to_transformers_and_back(tmp_path):
     request = {"dirs": dirs, "inputs": {"input_ids": io["input_ids"].tolist(),
                                         "attention_mask": io["input_mask"].tolist(),
                                         "token_type_ids": io["token_type_ids"].tolist()}}
-    oracle = subprocess.run([sys.executable, ORACLE], input=json.dumps(request), capture_output=True, text=True,
+    oracle = script_processes.run([sys.executable, ORACLE], input=json.dumps(request), capture_output=True, text=True,
                             timeout=600)
     assert oracle.returncode == 0, oracle.stderr[-3000:]
     theirs = json.loads(oracle.stdout.strip().splitlines()[-1])
@@ -165,7 +165,7 @@ def test_auto_tokenizer_gives_our_ids(tmp_path, cased):
     code = ("import json, sys, transformers\n"
             f"t = transformers.AutoTokenizer.from_pretrained({str(tmp_path / 'hf')!r})\n"
             "print(json.dumps([t(x)['input_ids'] for x in json.loads(sys.stdin.read())]))\n")
-    theirs = subprocess.run([sys.executable, "-c", code], input=json.dumps(texts), capture_output=True, text=True,
+    theirs = script_processes.run([sys.executable, "-c", code], input=json.dumps(texts), capture_output=True, text=True,
                             timeout=300)
     assert theirs.returncode == 0, theirs.stderr[-2000:]
     tokenizer = FullTokenizer(str(vocab), do_lower_case=not cased)
@@ -186,7 +186,7 @@ def test_a_fine_tuned_classifier_run_leaves_for_transformers_with_its_labels(tmp
             for split, n in (("train", 24), ("test", 9))}
     for split, part in rows.items():
         (data / f"{split}.tsv").write_text("text\tlabel\n" + "".join(f"{t}\t{label}\n" for t, label in part))
-    trained = subprocess.run(
+    trained = script_processes.run(
         [sys.executable, os.path.join(ROOT, "run_classifier.py"), "--task_name=generic", f"--data_dir={data}",
          f"--vocab_file={POSTLN}/vocab.txt", f"--bert_config_file={POSTLN}/bert_config.json",
          f"--init_checkpoint={POSTLN}/bert_model.ckpt", "--max_seq_length=16", "--train_batch_size=8",
@@ -207,7 +207,7 @@ def test_a_fine_tuned_classifier_run_leaves_for_transformers_with_its_labels(tmp
             "with torch.no_grad():\n"
             "    p = torch.softmax(m(**x).logits, -1)\n"
             "print(json.dumps({'p': p.numpy().tolist(), 'id2label': m.config.id2label}))\n")
-    served = subprocess.run([sys.executable, "-c", code], input=json.dumps([t for t, _ in rows["test"]]),
+    served = script_processes.run([sys.executable, "-c", code], input=json.dumps([t for t, _ in rows["test"]]),
                             capture_output=True, text=True, timeout=300)
     assert served.returncode == 0, served.stderr[-3000:]
     theirs = json.loads(served.stdout.strip().splitlines()[-1])

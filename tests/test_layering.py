@@ -6,10 +6,10 @@ imports its own script module only."""
 import ast
 import os
 import pkgutil
-import subprocess
 import sys
 
 import pytest
+from helpers import script_processes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Bottom to top; a unit may import its own modules and those of lower layers only. Units in one
@@ -63,7 +63,7 @@ def test_importing_any_library_module_changes_no_environment_variable():
             "    importlib.import_module(name)\n"
             "print(json.dumps(sorted(set(os.environ.items()) ^ set(before.items()))))\n")
     env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL",)}
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env,
+    result = script_processes.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env,
                             timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().splitlines()[-1] == "[]"
@@ -185,7 +185,7 @@ def test_modeling_loads_no_file_io_and_no_tensorflow_on_the_jax_backend():
     code = ("import sys, modeling\n"
             "print(sorted(m for m in sys.modules if m.startswith(('bert_realformer', 'tensorflow'))))\n")
     env = {**os.environ, "KERAS_BACKEND": "jax"}
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env,
+    result = script_processes.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env,
                             timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().splitlines()[-1] == "['bert_realformer', 'bert_realformer.errors']"

@@ -5,11 +5,11 @@ device; the result converted to Hugging Face and KerasHub."""
 
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
 import pytest
+from helpers import script_processes
 from helpers.conversions import convert
 from helpers.pretraining_runs import (
     DATA,
@@ -128,7 +128,7 @@ def test_killed_mlm_only_run_on_dynamic_masks_resumes_exactly(tmp_path, unmasked
 
 
 def test_two_replicas_and_accumulation_equal_one_device(tmp_path, unmasked_records):
-    result = subprocess.run([sys.executable, os.path.join(HERE, "helpers", "dynamic_masking_replicas.py"),
+    result = script_processes.run([sys.executable, os.path.join(HERE, "helpers", "dynamic_masking_replicas.py"),
                              unmasked_records, str(tmp_path)], capture_output=True, text=True, timeout=900,
                             env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
     assert result.returncode == 0, result.stderr[-3000:]

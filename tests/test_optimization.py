@@ -5,6 +5,7 @@ import math
 import keras
 import numpy as np
 import tensorflow as tf
+from helpers import script_processes
 
 from bert_realformer.training.optimization import (
     AdamWeightDecay,
@@ -105,10 +106,9 @@ def test_on_two_replicas_the_gradient_is_not_reduced_again():
     second all-reduce would double them (epsilon 1: the update grows with the gradient)."""
     import json
     import os
-    import subprocess
     import sys
     helper = os.path.join(os.path.dirname(os.path.abspath(__file__)), "helpers", "optimizer_replicas.py")
-    result = subprocess.run([sys.executable, helper], capture_output=True, text=True, timeout=300,
+    result = script_processes.run([sys.executable, helper], capture_output=True, text=True, timeout=300,
                             env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
     assert result.returncode == 0, result.stderr[-3000:]
     values = json.loads(result.stdout.strip().splitlines()[-1])

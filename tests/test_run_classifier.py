@@ -4,11 +4,11 @@ predict, and the SavedModel loaded in a fresh process."""
 import json
 import os
 import random
-import subprocess
 import sys
 
 import numpy as np
 import pytest
+from helpers import script_processes
 from helpers.in_process import completed_in_process
 from helpers.serving import serve
 
@@ -22,7 +22,7 @@ ACCURACY_THRESHOLD = 0.65  # chance is 0.5 (the classes are balanced); observed:
 
 
 def run_classifier(*flags):
-    return subprocess.run([sys.executable, os.path.join(ROOT, "run_classifier.py"), *flags],
+    return script_processes.run([sys.executable, os.path.join(ROOT, "run_classifier.py"), *flags],
                           capture_output=True, text=True, timeout=900)
 
 

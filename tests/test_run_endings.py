@@ -11,6 +11,7 @@ import sys
 
 import numpy as np
 import pytest
+from helpers import script_processes
 from helpers.pretraining_runs import RECORDS, ROOT, command, latest_saved_step, run
 from helpers.serving import serve
 
@@ -94,7 +95,7 @@ def _read_only(directory, cmd):
     permission."""
     directory.mkdir()
     if os.geteuid() == 0 and shutil.which("unshare"):
-        if subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode == 0:
+        if script_processes.run(["unshare", "-m", "true"], capture_output=True).returncode == 0:
             return ["unshare", "-m", "sh", "-c", 'mount -t tmpfs -o ro none "$0" && exec "$@"', str(directory), *cmd]
     if os.geteuid() == 0:
         pytest.skip("a read-only directory for root needs unshare -m")
@@ -219,7 +220,7 @@ def _on_a_small_disk(directory, script, size):
     """`script` (sh) run where `directory` is a tmpfs of `size` KiB, in a private mount namespace."""
     directory.mkdir()
     if os.geteuid() != 0 or not shutil.which("unshare") or \
-            subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode:
+            script_processes.run(["unshare", "-m", "true"], capture_output=True).returncode:
         pytest.skip("a small disk needs root and unshare -m")
     return ["unshare", "-m", "sh", "-c", f'mount -t tmpfs -o size={size}k none "$0" && {script}', str(directory)]
 
@@ -280,7 +281,7 @@ def test_a_batch_too_large_for_memory_or_for_a_tensor_is_one_line(tmp_path):
         resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30))
 
     cmd = command(tmp_path, "--do_train", "--num_train_steps=2", "--train_batch_size=7000")
-    result = subprocess.run(cmd, capture_output=True, text=True, timeout=600, preexec_fn=six_gigabytes)
+    result = script_processes.run(cmd, capture_output=True, text=True, timeout=600, preexec_fn=six_gigabytes)
     assert result.returncode == 5, result.stderr[-3000:]
     line = last_line(result)
     assert line.startswith("error: out of memory (OOM when allocating tensor with shape[") and (
@@ -346,7 +347,7 @@ def test_sigterm_outside_training_is_one_line_143_with_no_temporary_left(tmp_pat
                f"--output_file={tmp_path}/out/train.tfrecord", f"--vocab_file={DATA}/tokenization/vocab_zh.txt",
                "--do_whole_word_mask", "--chinese_word_segmentation=jieba", "--progress", "--num_workers=1"]
         ready = "tokenizing:"
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = script_processes.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     seen = b""
     deadline = time.time() + 120
     while ready.encode() not in seen and time.time() < deadline and proc.poll() is None:

@@ -5,11 +5,11 @@ import collections
 import json
 import os
 import random
-import subprocess
 import sys
 
 import pytest
 from conftest import allennlp_fixture
+from helpers import script_processes
 from helpers.in_process import completed_in_process
 
 from bert_realformer.tasks.ner import metrics as ner_metrics
@@ -30,7 +30,7 @@ def run_ner_here(*flags):
 
 
 def run_ner(*flags):
-    return subprocess.run([sys.executable, os.path.join(ROOT, "run_ner.py"), *flags],
+    return script_processes.run([sys.executable, os.path.join(ROOT, "run_ner.py"), *flags],
                           capture_output=True, text=True, timeout=900)
 
 

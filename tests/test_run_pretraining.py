@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 import pytest
+from helpers import script_processes
 from helpers.pretraining_runs import (
     DATA,
     RECORDS,
@@ -247,7 +248,7 @@ def test_multi_worker_on_loopback_matches_one_device(tmp_path):
     cmd = command(multi_dir, *flags, "--distribution_strategy=multi_worker", config=config)
     ports = free_ports(2)
     cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
-    procs = [subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    procs = [script_processes.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                               env={**os.environ, "TF_CONFIG": json.dumps(
                                   {"cluster": cluster, "task": {"type": "worker", "index": i}})})
              for i in range(2)]

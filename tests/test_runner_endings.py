@@ -6,6 +6,7 @@ import os
 
 import pytest
 import tensorflow as tf
+from helpers import script_processes
 
 from bert_realformer import runner
 from bert_realformer.errors import KEPT_NOTE
@@ -73,7 +74,6 @@ def test_sigterm_met_where_python_ignores_exceptions_ends_in_one_line_without_a_
     """The signal handler's exception raised inside a `__del__` (as inside a GC callback of a
     library) is unraisable: no traceback is printed, no output finished after it replaces its
     final name (a file, a staged directory), and the script ends with its line and status 143."""
-    import subprocess
     import sys
     script = tmp_path / "script.py"
     script.write_text(
@@ -91,7 +91,7 @@ def test_sigterm_met_where_python_ignores_exceptions_ends_in_one_line_without_a_
            f"    storage.switch_in('{tmp_path}/staged', '{tmp_path}/final', last=())\n") +
         "    print('written', flush=True)\n"
         "runner.run(main)\n")
-    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+    result = script_processes.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
                             cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     assert result.returncode == 143, result.stderr
     assert "main went on" in result.stdout and "Traceback" not in result.stderr, result.stderr
@@ -105,7 +105,6 @@ def test_a_stop_after_the_work_is_done_lets_the_script_exit_as_it_finished(tmp_p
     """A SIGINT or SIGTERM met after `main` returned (in an exit handler, as TensorFlow's run at
     exit): the script ends with the status its work earned, with no traceback, its exit
     handlers run to their end."""
-    import subprocess
     import sys
     script = tmp_path / "script.py"
     script.write_text(
@@ -119,7 +118,7 @@ def test_a_stop_after_the_work_is_done_lets_the_script_exit_as_it_finished(tmp_p
         "    atexit.register(late_stop)\n"
         "    print('converted', file=sys.stderr)\n"
         "runner.run(main)\n")
-    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+    result = script_processes.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
                             cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     assert result.returncode == 0, result.stderr
     assert result.stderr.strip() == "converted"

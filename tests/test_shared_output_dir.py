@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import numpy as np
+from helpers import script_processes
 
 import modeling
 from bert_realformer import checkpoints
@@ -38,14 +39,14 @@ def test_two_evaluation_runs_on_one_directory_never_read_each_others_features(tm
               for name, v in modeling.tf1_variable_map(classifier).items()}
     checkpoints.write_tf1_checkpoint(values, str(model / "bert_model.ckpt"))
 
-    alone = {length: _results(subprocess.Popen(
+    alone = {length: _results(script_processes.Popen(
         [sys.executable, HELPER, str(tmp_path / f"alone-{length}"), f"{model}/bert_model.ckpt",
          f"{model}/vocab.txt", f"{model}/bert_config.json", str(length), "1"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))[0] for length in (8, 12)}
     assert alone[8] != alone[12]  # the two settings give different answers
 
     shared = tmp_path / "shared"
-    runs = {length: subprocess.Popen(
+    runs = {length: script_processes.Popen(
         [sys.executable, HELPER, str(shared), f"{model}/bert_model.ckpt", f"{model}/vocab.txt",
          f"{model}/bert_config.json", str(length), "20"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for length in (8, 12)}

@@ -3,11 +3,11 @@ v2.0 null answers, run_squad.py end to end, and bad input."""
 
 import json
 import os
-import subprocess
 import sys
 
 import pytest
 from conftest import allennlp_fixture, oracle_results
+from helpers import script_processes
 from helpers.in_process import completed_in_process
 
 from bert_realformer.checkpoints.config_files import read_config
@@ -60,7 +60,7 @@ def test_evaluate_command_line(tmp_path):
         {"id": "q", "answers": [{"text": "Paris"}]}]}]}]}))
     preds = tmp_path / "pred.json"
     preds.write_text(json.dumps({"q": "paris"}))
-    result = subprocess.run([sys.executable, "-m", "bert_realformer.tasks.squad.metrics", str(data), str(preds)],
+    result = script_processes.run([sys.executable, "-m", "bert_realformer.tasks.squad.metrics", str(data), str(preds)],
                             capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
@@ -159,7 +159,7 @@ def test_run_squad_trains_and_writes_the_three_files(tmp_path):
               f"--bert_config_file={config}", f"--output_dir={tmp_path}/out", "--do_predict",
               f"--predict_file={allennlp_squad()}", "--do_eval", "--version_2_with_negative",
               "--max_seq_length=64", "--doc_stride=32", "--max_query_length=24", "--train_batch_size=4"]
-    result = subprocess.run(common + ["--do_train", f"--train_file={path}", "--num_train_epochs=3"],
+    result = script_processes.run(common + ["--do_train", f"--train_file={path}", "--num_train_epochs=3"],
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     out = tmp_path / "out"
@@ -177,7 +177,7 @@ def test_run_squad_trains_and_writes_the_three_files(tmp_path):
              ("predictions.json", "nbest_predictions.json", "null_odds.json", "eval_results.txt")}
     for name in first:
         (out / name).unlink()
-    again = subprocess.run(common, capture_output=True, text=True, timeout=600)
+    again = script_processes.run(common, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
     assert {name: (out / name).read_text() for name in first} == first
     assert f"weights: training state {out}/training_state/ckpt-5 (step 5)" in again.stderr

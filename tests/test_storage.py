@@ -6,12 +6,12 @@ with all its inputs and outputs under `ram://`, compared with the same journey o
 import ast
 import json
 import os
-import subprocess
 import sys
 import uuid
 
 import pytest
 import tensorflow as tf
+from helpers import script_processes
 
 from bert_realformer import storage
 from bert_realformer.errors import InputError
@@ -162,7 +162,7 @@ def test_the_guard_finds_what_it_forbids(tmp_path):
 
 # ------------------------------------------------------------------ every script on ram://
 def _journey(root, report):
-    result = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "helpers", "storage_journey.py"),
+    result = script_processes.run([sys.executable, os.path.join(ROOT, "tests", "helpers", "storage_journey.py"),
                              root, str(report)], capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
     with open(report, encoding="utf-8") as f:

@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+from helpers import script_processes
 
 from bert_realformer.comparison import execution, plan, results, statistics
 from bert_realformer.errors import InputError
@@ -307,7 +308,7 @@ def test_a_stopped_study_logs_its_runs_last_words(tmp_path):
              "    raise KeyboardInterrupt\n"
              "signal.signal(signal.SIGTERM, stop)\n"
              f"execution.execute(plan.Run(*{dataclasses.astuple(run)!r}))\n")
-    proc = subprocess.Popen([sys.executable, "-c", study], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = script_processes.Popen([sys.executable, "-c", study], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     log = tmp_path / "runs" / "slow" / "log.txt"
     deadline = time.time() + 60
     while time.time() < deadline and not (log.exists() and "step 1/4" in log.read_text()):

@@ -12,6 +12,7 @@ import sys
 import time
 
 import pytest
+from helpers import script_processes
 from helpers.pretraining_runs import RECORDS, ROOT, TINY
 
 pytestmark = pytest.mark.slow
@@ -45,9 +46,9 @@ def _study(tmp_path, *flags, stop_at=None):
                f"--task=lines=run_classifier.py --task_name=generic --data_dir={tmp_path / 'lines'} "
                "--max_seq_length=32 --train_batch_size=8 --num_train_epochs=1", *flags]
     if stop_at is None:
-        return subprocess.run(command, capture_output=True, text=True, timeout=900)
+        return script_processes.run(command, capture_output=True, text=True, timeout=900)
     # SIGTERM once the study prints `stop_at` (a run it starts), a moment into that run
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = script_processes.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     printed = []
     for line in proc.stdout:
         printed.append(line)

@@ -4,6 +4,7 @@ import json
 import os
 
 import pytest
+from helpers import script_processes
 
 from tokenization import FullTokenizer, load_vocab, validate_case_matches_checkpoint
 
@@ -52,10 +53,9 @@ def test_case_check_against_known_checkpoints():
 
 
 def _cli(args, stdin):
-    import subprocess
     import sys
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    return subprocess.run([sys.executable, "-m", "tokenization", *args], input=stdin, cwd=root,
+    return script_processes.run([sys.executable, "-m", "tokenization", *args], input=stdin, cwd=root,
                           capture_output=True, text=True, timeout=300)
 
 

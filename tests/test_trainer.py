@@ -2,13 +2,13 @@
 
 import json
 import os
-import subprocess
 import sys
 
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from helpers import script_processes
 
 import modeling
 from bert_realformer.pretraining import pld
@@ -30,7 +30,7 @@ def _assert_same_run(a, b, name):
 
 @pytest.fixture(scope="module")
 def equivalence_runs():
-    result = subprocess.run([sys.executable, os.path.join(HERE, "helpers", "train_equivalence.py")],
+    result = script_processes.run([sys.executable, os.path.join(HERE, "helpers", "train_equivalence.py")],
                             capture_output=True, text=True, timeout=900,
                             env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
     assert result.returncode == 0, result.stderr[-3000:]

@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+from helpers import script_processes
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DATA = os.path.join(ROOT, "tests", "data")
 RECORDS = os.path.join(DATA, "pretraining_data", "plain.tfrecord")  # seq 64, 10 predictions
@@ -26,7 +28,7 @@ def command(tmp_path, *flags, config=None, input_file=RECORDS):
 
 
 def run(cmd, timeout=600):
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    return script_processes.run(cmd, capture_output=True, text=True, timeout=timeout)
 
 
 def run_here(cmd):
@@ -100,7 +102,7 @@ def killed_after_a_save(cmd, state_dir, at_least=10):
     import time
 
     import pytest
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = script_processes.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 300
     while time.time() < deadline and latest_saved_step(state_dir) < at_least:
         if proc.poll() is not None:

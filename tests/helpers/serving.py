@@ -3,8 +3,9 @@ as TF Serving or a user's program would load it."""
 
 import json
 import os
-import subprocess
 import sys
+
+from helpers import script_processes
 
 
 def serve(export_dir, texts, signature="serving_default"):
@@ -18,7 +19,7 @@ def serve(export_dir, texts, signature="serving_default"):
             "def plain(v): return [plain(x) for x in v] if isinstance(v, list) else "
             "v.decode() if isinstance(v, bytes) else v\n"
             "print(json.dumps({k: plain(v.numpy().tolist()) for k, v in out.items()}))\n")
-    loaded = subprocess.run([sys.executable, "-c", code], input=json.dumps(texts), capture_output=True,
+    loaded = script_processes.run([sys.executable, "-c", code], input=json.dumps(texts), capture_output=True,
                             text=True, timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
     assert loaded.returncode == 0, loaded.stderr[-3000:]
     return json.loads(loaded.stdout.strip().splitlines()[-1])
