@@ -21,7 +21,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "tests", "data")
 TINY = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 128,
         "max_position_embeddings": 128, "type_vocab_size": 2}
-F1_THRESHOLD = 0.25  # observed: 0.41 after 6 epochs of 3,000 sentences; the all-O baseline scores 0
+F1_THRESHOLD = 0.25  # observed: 0.38-0.40 after 3 epochs of 3,000 sentences (seeds 12345, 1, 2); all-O scores 0
 
 
 def run_ner_here(*flags):
@@ -64,7 +64,7 @@ def test_peoples_daily_ner_with_crf_from_scratch(tmp_path, real_data):
     common = ["--task_name=peoples_daily", f"--data_dir={data}", f"--vocab_file={DATA}/tokenization/vocab_zh.txt",
               f"--bert_config_file={config}", f"--output_dir={out}", "--max_seq_length=64", "--crf"]
     result = run_ner(*common, "--do_train", "--do_eval", "--do_predict", "--train_batch_size=32",
-                     "--learning_rate=5e-4", "--num_train_epochs=6", "--iterations_per_loop=200")
+                     "--learning_rate=2e-3", "--num_train_epochs=3", "--iterations_per_loop=200")
     assert result.returncode == 0, result.stderr[-3000:]
     values = dict(line.split(" = ", 1) for line in (out / "eval_results.txt").read_text().splitlines())
     for kind in ("PER", "LOC", "ORG"):

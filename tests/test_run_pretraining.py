@@ -83,7 +83,7 @@ def test_killed_and_resumed_run_equals_the_uninterrupted_run(tmp_path):
     and restarted with the same flags resumes from the last complete save (no finished step
     redone) and ends with the weights and eval results of the run that was never interrupted:
     same data from the same position, same dropout and PLD draws."""
-    flags = ["--do_train", "--do_eval", "--num_train_steps=200", "--save_checkpoints_steps=5",
+    flags = ["--do_train", "--do_eval", "--num_train_steps=100", "--save_checkpoints_steps=5",
              "--iterations_per_loop=5", "--keep_checkpoint_max=100", "--max_eval_steps=3", "--pld",
              "--pld_gamma=0.05"]
     whole_dir, killed_dir = uninterrupted_run(tmp_path, flags, "killed")
@@ -91,7 +91,7 @@ def test_killed_and_resumed_run_equals_the_uninterrupted_run(tmp_path):
     cmd = command(killed_dir, *flags)
     state = killed_dir / "out" / "training_state"
     last = killed_after_a_save(cmd, state)
-    assert 10 <= last < 200
+    assert 10 <= last < 100
     # A kill inside a save leaves the next state's files without the `checkpoint` file naming
     # them; make that case certain: a truncated index of the next save, and no data file.
     half_written = state / f"ckpt-{last + 5}.index"
@@ -103,8 +103,8 @@ def test_killed_and_resumed_run_equals_the_uninterrupted_run(tmp_path):
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"resuming from {state}/ckpt-{last} at step {last}" in resumed.stderr
     assert f"step {last}/" not in resumed.stderr  # finished steps are not redone
-    assert "step 200/200" in resumed.stderr
-    assert_same_run(whole_dir, killed_dir, 200)
+    assert "step 100/100" in resumed.stderr
+    assert_same_run(whole_dir, killed_dir, 100)
 
 
 def _history(directory):
