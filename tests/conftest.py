@@ -14,7 +14,7 @@ DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 
 def pytest_collection_modifyitems(session, config, items):
     """The test files longest first, by their measured seconds (tests/file_times.json, from
-    `pytest --durations=0`): `make test` runs files side by side in two processes, and a long
+    `pytest --durations=0`): `make test` runs files side by side in three processes, and a long
     file taken up last would run alone at the end. A file's own tests keep their order."""
     with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "file_times.json"), encoding="utf-8") as f:
         seconds = json.load(f)

@@ -70,7 +70,7 @@ def test_a_forked_script_is_a_process_of_its_own_that_a_signal_ends(show, how):
     proc = script_processes.Popen([sys.executable, show, "sleep"], stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().endswith("__main__ True\n") and proc.stdout.readline() == "sleeping\n"
     assert proc.poll() is None and proc.pid not in (os.getpid(), os.getppid())
-    assert proc._status_connection is not None  # (forked, not started plainly)
+    assert proc.started_plainly_for is None, proc.started_plainly_for
     proc.send_signal(how)
     assert proc.wait(timeout=30) == -how
 
@@ -90,7 +90,7 @@ def test_what_the_server_cannot_stand_for_starts_plainly(show):
     for command, env in (([sys.executable, show, "0"], {**os.environ, "KERAS_BACKEND": "jax"}),
                          ([sys.executable, "-c", "pass"], None)):
         proc = script_processes.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        assert proc.wait(timeout=120) == 0 and proc._status_connection is None
+        assert proc.wait(timeout=120) == 0 and proc.started_plainly_for is not None
 
 
 def test_a_script_that_starts_scripts_has_them_forked_too(tmp_path):
@@ -100,8 +100,8 @@ def test_a_script_that_starts_scripts_has_them_forked_too(tmp_path):
     inner.write_text("import os, sys\nprint(os.getppid())\nsys.exit(4)\n")
     outer = tmp_path / "outer.py"
     outer.write_text(f"""import os, subprocess, sys
-inner = subprocess.run([sys.executable, {str(inner)!r}], capture_output=True, text=True)
-print(inner.returncode, int(inner.stdout) == os.getppid() != os.getpid())
+inner = subprocess.Popen([sys.executable, {str(inner)!r}], stdout=subprocess.PIPE, text=True)
+print(inner.wait(), int(inner.stdout.read()) == os.getppid() != os.getpid(), inner.started_plainly_for)
 """)
     result = script_processes.run([sys.executable, str(outer)], capture_output=True, text=True, timeout=120)
-    assert (result.returncode, result.stdout, result.stderr) == (0, "4 True\n", "")
+    assert (result.returncode, result.stdout, result.stderr) == (0, "4 True None\n", "")

@@ -27,9 +27,13 @@ import sys
 import tempfile
 import threading
 
-# Variables read after start-up (by a script, or by TensorFlow as it runs): a command whose
-# environment differs from the server's in these alone can be forked.
-READ_AFTER_START = frozenset({"TF_CONFIG", "PYTEST_CURRENT_TEST"})
+# The variables that Python, TensorFlow, Keras, JAX and the numerical libraries read as they
+# start or are imported: a command whose environment differs from the server's in one of these
+# starts plainly. Any other variable (TF_CONFIG among them: it is read as a run starts) is the
+# command's own in the forked process.
+READ_AT_START = ("PYTHON", "LD_", "KERAS_", "TF_", "TF2_", "CUDA", "OMP_", "OPENBLAS_", "MKL_", "XLA_", "JAX_",
+                 "ONEDNN_", "DNNL_", "TPU_", "HDF5_", "NUMPY_")
+READ_AFTER_START = frozenset({"TF_CONFIG"})
 # What the scripts set, unless set already, before they import TensorFlow (`runner.run`): the
 # server imports TensorFlow under the same.
 SCRIPT_DEFAULTS = {"TF_CPP_MIN_LOG_LEVEL": "2"}
@@ -63,14 +67,17 @@ class _Server:
         server.process = None
         return server
 
-    def serves(self, env):
+    def differences(self, env):
+        """Why a command with environment `env` cannot be forked here: [] if it can, else the
+        start-up variables it differs in (or that the server has ended)."""
         if self.process is not None and self.process.poll() is not None:
-            return False
+            return ["(the server ended)"]
         env = {**SCRIPT_DEFAULTS, **env}
         # (what importing TensorFlow sets in the environment, a plain script's process gets too)
         same_as_imports = {name for name, value in self.set_by_imports.items() if env.get(name, value) == value}
-        return all(env.get(name) == self.environment.get(name) for name in set(env) | set(self.environment)
-                   if name not in READ_AFTER_START | same_as_imports)
+        return sorted(name for name in set(env) | set(self.environment)
+                      if name.startswith(READ_AT_START) and name not in READ_AFTER_START | same_as_imports
+                      and env.get(name) != self.environment.get(name))
 
     def start(self, argv, cwd, env, start_new_session, fds):
         """Forks the script's process; (its pid, the connection its wait status will come on)."""
@@ -117,22 +124,26 @@ class Popen(subprocess.Popen):
     module run as `python SCRIPT ...` / `python -m MODULE ...`."""
 
     _status_connection = None
+    started_plainly_for = "(not started yet)"  # why the process was not forked; None if it was
 
     def _execute_child(self, args, executable, preexec_fn, close_fds, pass_fds, cwd, env, startupinfo,
                        creationflags, shell, p2cread, p2cwrite, c2pread, c2pwrite, errread, errwrite,
                        restore_signals, gid, gids, uid, umask, start_new_session, *rest):
         env = dict(os.environ if env is None else env)
-        plain = (not _forkable(args, executable, preexec_fn, pass_fds, shell)
-                 or (gid, gids, uid, umask, *rest) != (None, None, None, -1, *[-1] * len(rest)))
-        server = None if plain else _shared_server()
-        if server is None or not server.serves(env):
+        if not _forkable(args, executable, preexec_fn, pass_fds, shell) or (
+                (gid, gids, uid, umask, *rest) != (None, None, None, -1, *[-1] * len(rest))):
+            self.started_plainly_for = "not a script command, or options only a plain process has"
+        else:
+            differences = _shared_server().differences(env)
+            self.started_plainly_for = f"the environment differs in {differences}" if differences else None
+        if self.started_plainly_for is not None:
             return super()._execute_child(args, executable, preexec_fn, close_fds, pass_fds, cwd, env, startupinfo,
                                           creationflags, shell, p2cread, p2cwrite, c2pread, c2pwrite, errread,
                                           errwrite, restore_signals, gid, gids, uid, umask, start_new_session,
                                           *rest)
         fds = [fd if fd != -1 else standard for fd, standard in zip((p2cread, c2pwrite, errwrite), (0, 1, 2))]
         try:
-            self.pid, self._status_connection = server.start(
+            self.pid, self._status_connection = _shared_server().start(
                 [os.fspath(arg) for arg in args], os.fspath(cwd) if cwd is not None else os.getcwd(),
                 env, bool(start_new_session), fds)
         finally:  # (the child has its copies; ours would keep its pipes open)
