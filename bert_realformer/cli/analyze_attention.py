@@ -75,7 +75,7 @@ def main(argv):
     checkpoint = resolve(FLAGS.init_checkpoint)
     print(describe(checkpoint, load_weights(model, checkpoint, strict=True)), file=sys.stderr)
     attention_probs = tf.function(lambda batch: model(batch, training=False, output_attention_probs=True)
-                                  ["attention_probs"])
+                                  ["attention_probs"], autograph=False)
     stats = AttentionStatistics(config.num_hidden_layers, config.num_attention_heads)
     for batch in batches():
         stats.add(attention_probs(batch), batch["input_mask"])

@@ -69,7 +69,7 @@ def main(argv):
 
     from bert_realformer.training.padding import LENGTH_MULTIPLE
 
-    @tf.function(reduce_retracing=True)
+    @tf.function(reduce_retracing=True, autograph=False)
     def layers_of(features):
         layers = model(features, training=False)["all_encoder_layers"]
         return [layers[i] for i in layer_indexes]

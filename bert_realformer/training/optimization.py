@@ -246,7 +246,7 @@ def _fuse(fn):
     if keras.backend.backend() != "tensorflow":
         return fn
     import tensorflow as tf
-    return tf.function(fn, jit_compile=True)
+    return tf.function(fn, jit_compile=True, autograph=False)
 
 
 _fused_adamw = _fuse(_adamw_math)

@@ -43,13 +43,14 @@ class Predictor:
 
     def _step(self, fn, spec, this_worker_only):
         strategy, model = self.strategy, self.model
+        # (without AutoGraph: the model has no tensor-dependent Python control flow to convert)
 
-        @tf.function(input_signature=[spec])
+        @tf.function(input_signature=[spec], autograph=False)
         def distributed_step(features):
             outputs = strategy.run(lambda f: fn(model, f), args=(features,))
             return {k: strategy.gather(v, axis=0) for k, v in outputs.items()}
 
-        @tf.function(input_signature=[spec])
+        @tf.function(input_signature=[spec], autograph=False)
         def this_worker_step(features):
             return fn(model, features)
 

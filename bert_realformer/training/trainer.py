@@ -119,7 +119,8 @@ class TrainLoop:
                                           aggregation=first_replica)
             self.input_position = tf.Variable(0, trainable=False, dtype=tf.int64,
                                                name="input_position", aggregation=first_replica)
-        self._compute = tf.function(self._gradients, jit_compile=True) if use_xla else self._gradients
+        self._compute = (tf.function(self._gradients, jit_compile=True, autograph=False) if use_xla
+                         else self._gradients)
         self._run_steps = None
 
     def state(self):
@@ -252,8 +253,12 @@ class TrainLoop:
             metrics = {name: tf.zeros((), tf.float32) for name in names}
             metrics["diverged"] = tf.constant(False)
             loss_sum = tf.zeros((), tf.float32)
+            # AutoGraph converts this loop alone: the step holds no tensor-dependent Python
+            # control flow, and converting the model and optimizer code too costs a third of
+            # the tracing time.
+            attempt = tf.autograph.experimental.do_not_convert(self._attempt)
             for _ in tf.range(attempts):
-                metrics = self._attempt(iterator)
+                metrics = attempt(iterator)
                 if metrics["diverged"]:
                     break
                 if "loss" in metrics:
