@@ -128,7 +128,7 @@ def test_savedmodel_export_loads_in_a_fresh_process(tmp_path):
                      "--max_seq_length=16")
     assert result.returncode == 0, result.stderr[-2000:]
     texts = ["The cat sat on the mat", "Hi"]
-    served = np.array(serve(tmp_path / "sm", texts, "encode")["pooled_output"])
+    served = np.array(serve(tmp_path / "sm", texts, "encode", fresh_interpreter=True)["pooled_output"])
     model = modeling.BertModel(read_config(os.path.join(POSTLN, "bert_config.json")))
     checkpoints.load_tf1_checkpoint(model, POSTLN)
     expected = model(_batch(os.path.join(POSTLN, "vocab.txt"), texts))["pooled_output"]

@@ -56,8 +56,8 @@ def test_with_dropout_replicas_draw_their_own_masks_and_match_accumulation(equiv
     """Dropout 0.2: each replica draws its own masks (on identical inputs they differ, and the
     same step draws them again identically); mirrored(2 x 4) equals one device accumulating
     2 x 4 and mirrored + accumulated equals one device accumulating 4 x 2, because the pieces
-    of a global batch get the same per-example masks either way; a fixed-seed run repeats
-    exactly; and one device on the whole batch draws other masks (so dropout is really on)."""
+    of a global batch get the same per-example masks either way; and the losses are not those
+    of the same run without dropout (so dropout is really on)."""
     runs = equivalence_runs["dropout"]
     first, second = equivalence_runs["replica_masks"]
     assert first == second
@@ -66,8 +66,7 @@ def test_with_dropout_replicas_draw_their_own_masks_and_match_accumulation(equiv
     assert 0.3 < np.mean(replica_0 == 0) < 0.7 and set(np.unique(replica_0)) == {0.0, 2.0}
     _assert_same_run(runs["one_device_2x4"], runs["mirrored"], "mirrored vs one device 2x4")
     _assert_same_run(runs["one_device_4x2"], runs["mirrored_accumulated"], "mirrored+accumulated vs 4x2")
-    assert runs["mirrored"] == runs["mirrored_again"]
-    assert not np.allclose(runs["one_device"][0], runs["mirrored"][0], atol=1e-4)
+    assert not np.allclose(equivalence_runs["mirrored"][0], runs["mirrored"][0], atol=1e-4)
 
 
 @pytest.mark.slow

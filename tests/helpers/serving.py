@@ -1,25 +1,25 @@
-"""A run's exported SavedModel served in a fresh process (where nothing of the run is loaded),
-as TF Serving or a user's program would load it."""
+"""A run's exported SavedModel served in another process than the run's, as TF Serving or a
+user's program would load it (`serve_savedmodel.py`)."""
 
 import json
 import os
+import subprocess
 import sys
 
 from helpers import script_processes
 
+SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "serve_savedmodel.py")
 
-def serve(export_dir, texts, signature="serving_default"):
+
+def serve(export_dir, texts, signature="serving_default", fresh_interpreter=False):
     """{output name: list} of `signature` called on raw `texts`, from the one version in
-    `export_dir` loaded in a new Python process (only TensorFlow and tensorflow_text imported);
-    strings decoded."""
+    `export_dir`, loaded in a new process: forked from the test process's script server (which
+    has imported the project, but holds nothing of the run), or with `fresh_interpreter` a
+    Python started afresh where only TensorFlow and tensorflow_text are imported (that the
+    SavedModel needs nothing of the project)."""
     (version,) = os.listdir(export_dir)
-    code = ("import json, sys, tensorflow as tf, tensorflow_text  # registers the tokenizer ops\n"
-            f"m = tf.saved_model.load({os.path.join(str(export_dir), version)!r})\n"
-            f"out = m.signatures[{signature!r}](text_a=tf.constant(json.loads(sys.stdin.read())))\n"
-            "def plain(v): return [plain(x) for x in v] if isinstance(v, list) else "
-            "v.decode() if isinstance(v, bytes) else v\n"
-            "print(json.dumps({k: plain(v.numpy().tolist()) for k, v in out.items()}))\n")
-    loaded = script_processes.run([sys.executable, "-c", code], input=json.dumps(texts), capture_output=True,
-                            text=True, timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    command = [sys.executable, SERVER, os.path.join(str(export_dir), version), signature]
+    start = subprocess.run if fresh_interpreter else script_processes.run
+    loaded = start(command, input=json.dumps(texts), capture_output=True, text=True, timeout=300)
     assert loaded.returncode == 0, loaded.stderr[-3000:]
     return json.loads(loaded.stdout.strip().splitlines()[-1])

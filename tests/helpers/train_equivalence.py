@@ -117,10 +117,8 @@ def main():
         "mirrored_accumulated": run(mirrored, 4, 2, data, initial),
         "replicas": mirrored.num_replicas_in_sync,
         "dropout": {
-            "one_device": run(one, 8, 1, data, initial, DROPOUT),
             "one_device_2x4": run(one, 4, 2, data, initial, DROPOUT),
             "mirrored": run(mirrored, 8, 1, data, initial, DROPOUT),
-            "mirrored_again": run(mirrored, 8, 1, data, initial, DROPOUT),
             "one_device_4x2": run(one, 2, 4, data, initial, DROPOUT),
             "mirrored_accumulated": run(mirrored, 4, 2, data, initial, DROPOUT),
         },
