@@ -63,7 +63,8 @@ RANGES: Mapping[str, Range | None] = types.MappingProxyType({
     # schedule
     "learning_rate": Range(0, low_open=True), "num_train_epochs": Range(0, low_open=True),
     "num_train_steps": POSITIVE, "num_warmup_steps": NON_NEGATIVE, "warmup_proportion": PROBABILITY,
-    "weight_decay": NON_NEGATIVE, "pld_theta": SHARE, "pld_gamma": NON_NEGATIVE,
+    "weight_decay": NON_NEGATIVE, "pld_theta": SHARE, "pld_gamma": NON_NEGATIVE, "layerwise_lr_decay": SHARE,
+    "reinit_top_layers": NON_NEGATIVE, "focal_gamma": NON_NEGATIVE, "label_smoothing": PROBABILITY,
     # loops, checkpoints, evaluation
     "save_checkpoints_steps": POSITIVE, "iterations_per_loop": POSITIVE, "eval_every_steps": NON_NEGATIVE,
     "early_stopping_patience": NON_NEGATIVE, "max_restarts": NON_NEGATIVE, "shuffle_buffer_size": NON_NEGATIVE,

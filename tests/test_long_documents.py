@@ -13,6 +13,7 @@ from test_classifier_data import VOCAB_EN
 from bert_realformer.tasks.classification import task as classifier_task
 from bert_realformer.tasks.classification import windows
 from bert_realformer.tasks.classification.features import cached_features, document_dataset
+from bert_realformer.tasks.classification.losses import ClassifierLoss
 from bert_realformer.tasks.classification.reading import InputExample
 from bert_realformer.tasks.feature_cache import record_count
 from tokenization import FullTokenizer
@@ -115,7 +116,7 @@ def test_the_document_loss_by_hand():
     model = _Linear([0.5, -0.25])
     window_logits = {0: [[0.5, -0.25], [2.0, -1.0], [1.0, -0.5]], 1: [[1.5, -0.75]]}
     for pooling, pool in (("max", np.max), ("mean", np.mean)):
-        loss, _ = classifier_task.document_loss_fn(False, pooling)(model, features, 0, {"examples": 2.0})
+        loss, _ = classifier_task.document_loss_fn(ClassifierLoss(), pooling)(model, features, 0, {"examples": 2.0})
         expected = 0.0
         for document, label in ((0, 1), (1, 0)):
             pooled = pool(np.array(window_logits[document]), axis=0)

@@ -66,6 +66,14 @@ flags.DEFINE_enum("truncation", "head", ["head", "tail", "head_tail"], "Without 
                   "first quarter of the room and the rest from the end).")
 flags.DEFINE_bool("group_by_length", False, "Training: batches of examples of similar lengths, each padded to its "
                   "longest (faster on CPU/GPU; changes the batches, and the shapes vary: not for TPUs).")
+flags.DEFINE_enum("loss", "cross_entropy", ["cross_entropy", "focal"], "The training loss: cross_entropy (the "
+                  "original's) or focal (-(1-p)^gamma log p: examples the model already gets right weigh less).")
+flags.DEFINE_float("focal_gamma", 2.0, "--loss=focal: gamma (0 is cross-entropy).")
+flags.DEFINE_float("label_smoothing", 0.0, "Training targets (1-e) for the label and e/C spread over the C classes "
+                   "(0: the label alone, as the original).")
+flags.DEFINE_string("class_weights", None, "Weigh each training example by its class: balanced (N / (C * the "
+                    "class's examples), so every class weighs as much in all), or a file of LABEL<TAB>WEIGHT lines, "
+                    "one per label. The loss is the weighted mean.")
 flags.DEFINE_string("export_dir", None, "Export a SavedModel taking raw text (text_a, text_b) to EXPORT_DIR/<version>.")
 
 
@@ -82,6 +90,11 @@ def _check_flags():
     if FLAGS.doc_stride and FLAGS.do_train and FLAGS.window_training == "pooled" and FLAGS.window_pooling == "first":
         raise InputError("--window_pooling=first reads the first window alone: to train on it, leave --doc_stride "
                          "out (head truncation); or train --window_pooling=max or auto")
+    if FLAGS["focal_gamma"].present and FLAGS.loss != "focal":
+        raise InputError(f"--focal_gamma={FLAGS.focal_gamma} is focal loss's: it needs --loss=focal")
+    if FLAGS.class_weights and FLAGS.class_weights != "balanced" and not storage.isfile(FLAGS.class_weights):
+        raise InputError(f"--class_weights={FLAGS.class_weights}: expected balanced or a file of LABEL<TAB>WEIGHT "
+                         "lines; there is no such file")
     if FLAGS.export_dir:  # before training: an export that fails would come after all of it
         storage.check_writable_dir(FLAGS.export_dir, "export_dir")
 
@@ -98,7 +111,8 @@ def main(argv):
                       "text_b_column": FLAGS.text_b_column, "label_column": FLAGS.label_column},
         doc_stride=FLAGS.doc_stride, window_pooling=FLAGS.window_pooling, window_training=FLAGS.window_training,
         max_windows_per_document=FLAGS.max_windows_per_document, truncation=FLAGS.truncation,
-        group_by_length=FLAGS.group_by_length)
+        group_by_length=FLAGS.group_by_length, loss=FLAGS.loss, focal_gamma=FLAGS.focal_gamma,
+        label_smoothing=FLAGS.label_smoothing, class_weights=FLAGS.class_weights)
     finetuning.run(registry.get("classification")(finetuning.task_options(), options), export_dir=FLAGS.export_dir)
 
 

@@ -18,6 +18,7 @@ from bert_realformer import storage
 from bert_realformer.commandline import finetuning, training_flags
 from bert_realformer.commandline.finetuning import check_monitoring_flags
 from bert_realformer.commandline.training_flags import (
+    define_layerwise_flags,
     define_monitoring_flags,
     define_order_and_padding_flags,
     define_shared_flags,
@@ -59,6 +60,7 @@ flags.DEFINE_enum("eval_metric", "squad", ["squad", "cmrc2018"],
 define_order_and_padding_flags()
 define_shared_flags(adam_bias_correction=True)
 define_monitoring_flags()
+define_layerwise_flags()
 flags.adopt_module_key_flags(training_flags)  # the shared flags in --help, not only --helpfull
 
 

@@ -75,6 +75,7 @@ def define_finetuning_flags(task_help, task_default=None, data_help=None, train_
     define_order_and_padding_flags()
     define_shared_flags(adam_bias_correction=True)
     define_monitoring_flags()
+    define_layerwise_flags()
     require_flags("data_dir", "bert_config_file", "vocab_file", "output_dir", *(() if task_default else ("task_name",)))
 
 
@@ -95,6 +96,16 @@ def define_monitoring_flags():
                       "steps after warm-up: warn (one line), or restart from the initial checkpoint with the next "
                       "--seed, at most --max_restarts times.")
     flags.DEFINE_integer("max_restarts", 3, "--on_stuck=restart: restarts at most.", lower_bound=0)
+
+
+def define_layerwise_flags():
+    flags.DEFINE_float("layerwise_lr_decay", 1.0, "Layer-wise learning rates: the head and pooler at "
+                       "--learning_rate, the top encoder layer at F times it, each layer below F times the one above, "
+                       "the embeddings lowest (layer i of L at F^(L-i), the embeddings at F^(L+1)). 1: one rate for "
+                       "all, as the original.")
+    flags.DEFINE_integer("reinit_top_layers", 0, "Re-initialise the top N encoder layers and the pooler with the "
+                         "config's initializer before training (the pretrained weights of the layers nearest the "
+                         "pretraining objective replaced); 0: none, as the original.")
 
 
 def define_order_and_padding_flags():
@@ -139,6 +150,9 @@ def finetuning_driver(make_model):
     except ValueError as error:
         raise InputError(str(error)) from None
     config = load_config(FLAGS.bert_config_file, FLAGS.max_seq_length)
+    if FLAGS.reinit_top_layers > config.num_hidden_layers:
+        raise InputError(f"--reinit_top_layers={FLAGS.reinit_top_layers}: {FLAGS.bert_config_file} has "
+                         f"{config.num_hidden_layers} layers")
     strategy = strategy_from_flags()
     check_batches_fit(config, FLAGS.max_seq_length, strategy.num_replicas_in_sync,
                       [name for name in ("train_batch_size", "eval_batch_size", "predict_batch_size")
@@ -222,7 +236,8 @@ def run_options(strategy, output_dir, init_checkpoint):
         save_checkpoints_steps=FLAGS.save_checkpoints_steps, iterations_per_loop=FLAGS.iterations_per_loop,
         keep_checkpoint_max=FLAGS.keep_checkpoint_max, is_chief=chief, write_dir=write_dir,
         claim_output_dir=chief and FLAGS.do_train, seed_globally=True,
-        **({"on_stuck": FLAGS.on_stuck, "max_restarts": FLAGS.max_restarts, "keep_recorded_seed": FLAGS.do_train}
+        **({"on_stuck": FLAGS.on_stuck, "max_restarts": FLAGS.max_restarts, "keep_recorded_seed": FLAGS.do_train,
+            "layerwise_lr_decay": FLAGS.layerwise_lr_decay, "reinit_top_layers": FLAGS.reinit_top_layers}
            if finetuning else {}))
 
 

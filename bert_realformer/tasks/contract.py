@@ -117,6 +117,12 @@ class FinetuningTask(abc.ABC):
         return None
 
     @property
+    def chance_loss(self) -> float | None:
+        """The training loss of a model that has learned nothing, where it is not ln K (a task
+        trained with another loss than cross-entropy); None: ln `num_classes`."""
+        return None
+
+    @property
     def label_names(self) -> Sequence[str] | None:
         """The names of the classes `Evaluation.classes` counts (for messages), or None."""
         return None

@@ -129,7 +129,7 @@ def _train(task, driver, tokenizer, examples, evaluate, plan, selection):
         report.say(training.summary)
         return monitored(training, classes_evaluate if evaluate else None, num_classes=task.num_classes,
                          label_names=task.label_names, every_steps=plan.eval_every_steps, selection=selection,
-                         shown=task.shown or task.metrics)
+                         shown=task.shown or task.metrics, chance_loss=task.chance_loss)
 
     step = driver.train_restarting(monitored_task)
     return driver.use_best(step) if plan.use_best_checkpoint else step

@@ -36,6 +36,8 @@ class RunOptions:
     on_stuck: str = "warn"                 # warn | restart (`train_restarting`: from the start, next seed)
     max_restarts: int = 3
     keep_recorded_seed: bool = False       # a resumed run takes the seed it started (or restarted) with
+    layerwise_lr_decay: float = 1.0        # each encoder layer's rate this times the one above (`layerwise`)
+    reinit_top_layers: int = 0             # top encoder layers (and the pooler) re-initialised before training
     # Seed Python, NumPy, TensorFlow and Keras with `seed` before each build, so that `seed` decides
     # the initial weights and dropout (a process-wide change: the scripts ask for it).
     seed_globally: bool = False

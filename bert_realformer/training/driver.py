@@ -31,7 +31,7 @@ import tensorflow as tf
 
 from bert_realformer import checkpoints, report, run_claim, storage, tfrecords
 from bert_realformer.checkpoints import state_recovery, training_states
-from bert_realformer.training import best_checkpoint, recorded_config, recorded_options, weights
+from bert_realformer.training import best_checkpoint, layerwise, recorded_config, recorded_options, weights
 from bert_realformer.training.best_checkpoint import BestCheckpoint
 from bert_realformer.training.definitions import RunOptions, TrainingTask
 from bert_realformer.training.distribution import check_workers_agree, dtype_policy
@@ -134,8 +134,9 @@ class Driver:
             self.model.build()
         self.predictor = Predictor(self.strategy, self.model)
 
-    def _say(self, text):
-        report.say(text, self.stream)
+    def _say(self, *lines):
+        for line in lines:
+            report.say(line, self.stream)
 
     @property
     def write_dir(self):
@@ -210,7 +211,8 @@ class Driver:
         options = self.options
         with self.strategy.scope():
             optimizer = create_optimizer(task.learning_rate, task.num_train_steps, task.num_warmup_steps,
-                                         options.optimizer, options.weight_decay, bias_correction)
+                                         options.optimizer, options.weight_decay, bias_correction,
+                                         layerwise.learning_rate_multipliers(self.model, options.layerwise_lr_decay))
             loop = TrainLoop(self.strategy, self.model, optimizer, task.loss_fn, task.totals_fn,
                              task.metric_names, accumulation_steps=options.gradient_accumulation_steps,
                              loss_scaling=options.mixed_precision == "fp16", use_xla=options.use_xla)
@@ -356,14 +358,12 @@ class Driver:
         self._say(f"eval at step {step}: {periodic_eval.line(result)}{' (best so far)' if improved else ''}")
 
     def _start_training(self, state, manager):
-        """Resumes from this run's training state, else loads the starting weights."""
-        self.weights, lines = weights.for_training(self.model, state, manager, self.options.output_dir,
-                                                   self.options.init_checkpoint)
-        self._say_all(lines)
-
-    def _say_all(self, lines):
-        for line in lines:
-            self._say(line)
+        """Resumes from this run's training state, else sets the starting weights (`weights.for_training`)."""
+        options = self.options
+        with self.strategy.scope():  # (a re-initialised weight is set on every replica)
+            self.weights, lines = weights.for_training(self.model, state, manager, options.output_dir,
+                                                       options.init_checkpoint, options.reinit_top_layers, options.seed)
+        self._say(*lines)
 
     # ------------------------------------------------------------------ eval / predict
     def restore_for_inference(self, prefer_best: bool = False) -> int:
@@ -373,7 +373,7 @@ class Driver:
         if prefer_best and best_checkpoint.read_record(self.options.output_dir) is not None:
             return self.use_best()
         self.weights, lines = weights.for_inference(self.model, self.options.output_dir, self.options.init_checkpoint)
-        self._say_all(lines)
+        self._say(*lines)
         return self.weights.step
 
     def use_best(self, last_step: int | None = None) -> int:
@@ -384,7 +384,7 @@ class Driver:
         if found is None:
             return last_step
         self.weights = found
-        self._say_all(lines)
+        self._say(*lines)
         return found.step
 
     def predict(self, dataset: tf.data.Dataset, fn: PredictFn) -> dict:

@@ -28,11 +28,12 @@ Evaluate = Callable[[int], tuple[dict, "np.ndarray | None"]]
 
 def monitored(task: TrainingTask, evaluate: Evaluate | None, *, num_classes: int | None,
               label_names: Sequence[str] | None = None, every_steps: int = 0, selection: Selection | None = None,
-              shown: tuple[str, ...] | None = None) -> TrainingTask:
-    """`task` with the stuck check (chance loss ln `num_classes`; None: no loss sign) and, when
+              shown: tuple[str, ...] | None = None, chance_loss: float | None = None) -> TrainingTask:
+    """`task` with the stuck check (chance loss ln `num_classes` unless `chance_loss` says
+    otherwise; `num_classes` None: no loss sign) and, when
     `every_steps`, an evaluation every `every_steps` steps and at the end (not before the first
     step), whose best by `selection` is kept. `shown`: the metrics the progress line shows."""
-    watch = StuckWatch(num_classes, task.num_warmup_steps, task.num_train_steps)
+    watch = StuckWatch(num_classes, task.num_warmup_steps, task.num_train_steps, chance_loss)
     periodic = None
     if every_steps:
         if evaluate is None:

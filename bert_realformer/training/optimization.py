@@ -72,9 +72,12 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
 
     def __init__(self, learning_rate=0.001, weight_decay_rate=0.0, beta_1=0.9, beta_2=0.999,
                  epsilon=1e-6, exclude_from_weight_decay=EXCLUDE_FROM_WEIGHT_DECAY, bias_correction=False,
-                 name="AdamWeightDecay", **kwargs):
+                 learning_rate_multipliers=None, name="AdamWeightDecay", **kwargs):
         super().__init__(learning_rate=learning_rate, name=name, **kwargs)
         self.bias_correction = bool(bias_correction)
+        # One factor per variable, in the order `build` gets them (layer-wise rates); None: all 1.
+        self.learning_rate_multipliers = None if learning_rate_multipliers is None else tuple(
+            float(m) for m in learning_rate_multipliers)
         self.weight_decay_rate = weight_decay_rate
         self.beta_1 = beta_1
         self.beta_2 = beta_2
@@ -87,6 +90,10 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         super().build(var_list)
         self._m, self._v = self.add_optimizer_variables(var_list, ["adam_m", "adam_v"])
         self._excluded = [_excluded(v, self.exclude_from_weight_decay_patterns) for v in var_list]
+        multipliers = self.learning_rate_multipliers
+        if multipliers is not None and len(multipliers) != len(var_list):
+            raise ValueError(f"{len(multipliers)} learning-rate multipliers for {len(var_list)} variables")
+        self._multipliers = multipliers or (1.0,) * len(var_list)
 
     def apply(self, gradients, variables, scale=None, has_gradient=None, apply_mask=None):
         """One update, in a replica context or outside any strategy.
@@ -146,6 +153,7 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         decay = 0.0 if self._excluded[index] else self.weight_decay_rate
         step = self.iterations + 1  # (the step this update makes: t in the bias correction)
         # As tensors (a cast reads a variable's value): the compiled function takes values.
+        learning_rate = learning_rate * self._multipliers[index]
         new_m, new_v, new_w = _fused_adamw(
             *(ops.cast(x, dtype) for x in (gradient, m, v, variable, learning_rate, scale, step)),
             mask, self.beta_1, self.beta_2, self.epsilon, decay, self.bias_correction)
@@ -162,7 +170,8 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         return {**super().get_config(), "weight_decay_rate": self.weight_decay_rate,
                 "beta_1": self.beta_1, "beta_2": self.beta_2, "epsilon": self.epsilon,
                 "exclude_from_weight_decay": self.exclude_from_weight_decay_patterns,
-                "bias_correction": self.bias_correction}
+                "bias_correction": self.bias_correction,
+                "learning_rate_multipliers": self.learning_rate_multipliers}
 
 
 class Lamb(AdamWeightDecay):
@@ -189,7 +198,7 @@ class Lamb(AdamWeightDecay):
             w_norm = ops.sqrt(ops.sum(ops.square(variable)))
             u_norm = ops.sqrt(ops.sum(ops.square(update)))
             ratio = ops.where((w_norm > 0) & (u_norm > 0), w_norm / ops.maximum(u_norm, 1e-30), 1.0)
-        new_w = variable - ops.cast(learning_rate, dtype) * ratio * update
+        new_w = variable - ops.cast(learning_rate * self._multipliers[index], dtype) * ratio * update
         self._assign_all((m, v, variable), (ops.where(mask, value, target) for target, value in
                                             ((m, new_m), (v, new_v), (variable, new_w))))
 
@@ -253,13 +262,16 @@ _fused_adamw = _fuse(_adamw_math)
 
 
 def create_optimizer(init_lr, num_train_steps, num_warmup_steps, optimizer="adamw",
-                     weight_decay=0.01, adam_bias_correction=False):
+                     weight_decay=0.01, adam_bias_correction=False, learning_rate_multipliers=None):
     """The original `create_optimizer` (schedule + AdamW with decay 0.01), or LAMB;
-    `adam_bias_correction` for AdamW (LAMB always corrects)."""
+    `adam_bias_correction` for AdamW (LAMB always corrects); `learning_rate_multipliers`: one
+    factor of the scheduled rate per variable (`layerwise.learning_rate_multipliers`)."""
     schedule = WarmupLinearDecay(init_lr, num_train_steps, num_warmup_steps)
     if optimizer == "adamw":
         return AdamWeightDecay(learning_rate=schedule, weight_decay_rate=weight_decay,
-                               bias_correction=adam_bias_correction)
+                               bias_correction=adam_bias_correction,
+                               learning_rate_multipliers=learning_rate_multipliers)
     if optimizer == "lamb":
-        return Lamb(learning_rate=schedule, weight_decay_rate=weight_decay)
+        return Lamb(learning_rate=schedule, weight_decay_rate=weight_decay,
+                    learning_rate_multipliers=learning_rate_multipliers)
     raise ValueError(f"unknown optimizer {optimizer!r}; expected adamw or lamb")

@@ -15,7 +15,7 @@ import tensorflow as tf
 from bert_realformer import checkpoints
 from bert_realformer.checkpoints import training_states
 from bert_realformer.checkpoints.training_states import Checkpoint
-from bert_realformer.training import best_checkpoint, recorded_config
+from bert_realformer.training import best_checkpoint, layerwise, recorded_config
 
 
 def holds_optimizer(prefix: str) -> bool:
@@ -24,9 +24,11 @@ def holds_optimizer(prefix: str) -> bool:
 
 
 def for_training(model: keras.Model, state: tf.train.Checkpoint, manager: tf.train.CheckpointManager,
-                 output_dir: str, init_checkpoint: str | None) -> tuple[Checkpoint | None, list[str]]:
+                 output_dir: str, init_checkpoint: str | None, reinit_top_layers: int = 0,
+                 seed: int = 0) -> tuple[Checkpoint | None, list[str]]:
     """Restores `state` from the run's latest training state, else loads the starting weights
-    into `model`."""
+    into `model` and re-initialises its top `reinit_top_layers` layers and the pooler from `seed`
+    (`layerwise.reinitialize_top_layers`)."""
     latest = manager.latest_checkpoint
     if latest and holds_optimizer(latest):
         training_states.check_training_state_matches(model, latest)
@@ -36,7 +38,12 @@ def for_training(model: keras.Model, state: tf.train.Checkpoint, manager: tf.tra
         return found, [f"weights: resuming from {latest} at step {found.step}"]
     found = training_states.choose_weights(output_dir, init_checkpoint, training=True)
     report = training_states.load_weights(model, found) if found else None
-    return found, described(model, found, report, output_dir)
+    lines = described(model, found, report, output_dir)
+    if reinit_top_layers:
+        layerwise.reinitialize_top_layers(model, reinit_top_layers, seed)
+        lines.append(f"re-initialised the top {reinit_top_layers} of {model.config.num_hidden_layers} encoder "
+                     "layers and the pooler")
+    return found, lines
 
 
 def for_inference(model: keras.Model, output_dir: str, init_checkpoint: str | None) -> tuple[Checkpoint, list[str]]:

@@ -24,7 +24,7 @@ import numpy as np
 import tensorflow as tf
 
 import modeling
-from bert_realformer import storage
+from bert_realformer import report, storage
 from bert_realformer.checkpoints.formats import LABELS_FILE, labels_text, read_labels
 from bert_realformer.errors import InputError
 from bert_realformer.tasks.classification import metrics
@@ -33,6 +33,11 @@ from bert_realformer.tasks.classification.features import (
     document_dataset,
     features_key,
     make_dataset,
+)
+from bert_realformer.tasks.classification.losses import (
+    ClassifierLoss,
+    balanced_class_weights,
+    read_class_weights,
 )
 from bert_realformer.tasks.classification.processors import get_processor
 from bert_realformer.tasks.classification.windows import (
@@ -57,17 +62,21 @@ if TYPE_CHECKING:  # annotations only
     from tokenization import FullTokenizer
 
 
-def classifier_loss_fn(regression):
-    """This replica's share of the batch's mean cross-entropy (squared error for regression)."""
+def _loss_sum(outputs, labels, loss):
+    """The summed loss of outputs [B, C] (float32) against labels [B]: `loss`'s weighted sum
+    (`losses.ClassifierLoss`), or with `loss` None (regression) the squared error of the score."""
+    if loss is None:
+        return tf.reduce_sum(tf.square(outputs[:, 0] - tf.cast(labels, tf.float32)))
+    return loss.weighted_sum(outputs, labels)
+
+
+def classifier_loss_fn(loss: ClassifierLoss | None):
+    """This replica's share of the step's loss: `loss` (`losses.ClassifierLoss`; the original's
+    is the mean cross-entropy), or with `loss` None (regression) the mean squared error."""
 
     def loss_fn(model, features, step, totals):
-        logits = model(features, training=True)
-        if regression:
-            per_example = tf.square(tf.squeeze(logits, -1) - tf.cast(features["label_ids"], tf.float32))
-        else:
-            log_probs = tf.nn.log_softmax(logits, axis=-1)
-            per_example = -tf.gather(log_probs, features["label_ids"], batch_dims=1)
-        return loss_share(tf.reduce_sum(per_example), totals["examples"])
+        logits = tf.cast(model(features, training=True), tf.float32)
+        return loss_share(_loss_sum(logits, features["label_ids"], loss), totals["examples"])
 
     return loss_fn
 
@@ -75,10 +84,10 @@ def classifier_loss_fn(regression):
 WINDOW_TRAININGS = ("pooled", "separate")
 
 
-def document_loss_fn(regression: bool, pooling: str):
+def document_loss_fn(loss: ClassifierLoss | None, pooling: str):
     """The loss of whole documents: a document's windows [W, S] run through the model, their
     outputs pooled (`pool_windows`) and the pooled prediction scored against the document's
-    label, as `classifier_loss_fn` scores one sequence; this replica's share of the batch's mean."""
+    label, as `classifier_loss_fn` scores one sequence; this replica's share of the step's loss."""
 
     def loss_fn(model, features, step, totals):
         shape = tf.shape(features["input_ids"])                                  # [B, W, S]
@@ -87,11 +96,7 @@ def document_loss_fn(regression: bool, pooling: str):
         logits = tf.reshape(model(windows, training=True), [shape[0], shape[1], -1])  # [B, W, C]
         logits = tf.cast(logits, tf.float32)
         pooled = pool_windows(logits, features["window_mask"], pooling)                  # [B, C]
-        if regression:
-            per_example = tf.square(pooled[:, 0] - tf.cast(features["label_ids"], tf.float32))
-        else:
-            per_example = -tf.gather(tf.nn.log_softmax(pooled, axis=-1), features["label_ids"], batch_dims=1)
-        return loss_share(tf.reduce_sum(per_example), totals["examples"])
+        return loss_share(_loss_sum(pooled, features["label_ids"], loss), totals["examples"])
 
     return loss_fn
 
@@ -100,15 +105,17 @@ def training_task(examples: list[InputExample], tokenizer: FullTokenizer, max_se
                   schedule: Schedule, *, label_list: list[str] | None, features_path: str,
                   doc_stride: int | None = None, group_by_length: bool = False, truncation: str = "head",
                   window_training: str = "separate", window_pooling: str = "mean",
-                  max_windows_per_document: int = 8) -> TrainingTask:
+                  max_windows_per_document: int = 8, loss: ClassifierLoss | None = None) -> TrainingTask:
     """The `TrainingTask` over the examples' features, cached in `features_path` (re-used when
     the same), each epoch in a new order (`Schedule.batches`). Without `doc_stride`, one record
     per example, cut as `truncation` says. With it: `window_training="separate"` trains every
     window alone (an epoch is every window once); `"pooled"` trains whole documents (an epoch
     is every document once; a batch of B documents runs up to B * `max_windows_per_document`
     windows), their windows pooled by `window_pooling` before the loss (`document_loss_fn`).
-    `label_list` None: regression."""
+    `label_list` None: regression; `loss`: a classifier's loss (default: the original's)."""
     regression = label_list is None
+    loss = None if regression else loss or ClassifierLoss()
+    totals_fn = example_totals if regression else loss.totals
     pooled = bool(doc_stride) and window_training == "pooled"
     window_pooling = training_pooling(window_pooling)
     reused = cached_features(examples, label_list, max_seq_length, tokenizer, features_path, doc_stride,
@@ -117,7 +124,7 @@ def training_task(examples: list[InputExample], tokenizer: FullTokenizer, max_se
     done = f"{'re-used' if reused else 'wrote'} {features_path}"
     if pooled:
         return schedule.training_task(
-            count, document_loss_fn(regression, window_pooling), example_totals,
+            count, document_loss_fn(loss, window_pooling), totals_fn,
             lambda start: document_dataset(features_path, schedule.batch_size, max_seq_length,
                                            max_windows_per_document, regression, schedule.seed, start, count,
                                            schedule.shuffle_buffer_size),
@@ -125,7 +132,7 @@ def training_task(examples: list[InputExample], tokenizer: FullTokenizer, max_se
             features_path=features_path)
     windows = f", {count} windows" if doc_stride else ""
     return schedule.training_task(
-        count, classifier_loss_fn(regression), example_totals,
+        count, classifier_loss_fn(loss), totals_fn,
         lambda start: make_dataset(features_path, schedule.batch_size, max_seq_length, True, regression,
                                    schedule.seed, start_batch=start, num_examples=count,
                                    shuffle_buffer_size=schedule.shuffle_buffer_size, group_by_length=group_by_length),
@@ -249,8 +256,9 @@ SHOWN = ("eval_accuracy", "eval_loss", "macro_f1", "matthews_corrcoef", "f1", "p
 @dataclasses.dataclass(frozen=True)
 class ClassificationOptions:
     """The data (`reading.get_processor`'s task, directory and options; `label_file`: the labels,
-    one per line) and how long texts are read: cut (`truncation`) or, with `doc_stride`, in
-    windows trained as `window_training` and combined by `window_pooling` (`windows`)."""
+    one per line), how long texts are read: cut (`truncation`) or, with `doc_stride`, in
+    windows trained as `window_training` and combined by `window_pooling` (`windows`), and the
+    training loss (`losses`: cross-entropy or focal, label smoothing, class weights)."""
     task_name: str
     data_dir: str
     data_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
@@ -261,6 +269,10 @@ class ClassificationOptions:
     max_windows_per_document: int = 8
     truncation: str = "head"
     group_by_length: bool = False
+    loss: str = "cross_entropy"              # or "focal" (`losses.ClassifierLoss`)
+    focal_gamma: float = 2.0
+    label_smoothing: float = 0.0
+    class_weights: str | None = None         # "balanced", or a file of LABEL<TAB>WEIGHT lines
 
 
 @register("classification")
@@ -305,8 +317,34 @@ class ClassificationTask(FinetuningTask):
     def label_names(self):
         return self.label_list
 
+    @property
+    def chance_loss(self):
+        if self.regression:
+            return None
+        c = self.classification
+        return ClassifierLoss(c.loss, c.focal_gamma).chance_loss(self.num_classes)
+
     def build_model(self, config):
         return modeling.BertClassifier(config, num_labels=self.num_classes)
+
+    def training_loss(self, examples) -> ClassifierLoss | None:
+        """The loss the options ask for (None for regression, which has one: squared error);
+        "balanced" class weights from the labels of the training `examples`."""
+        c = self.classification
+        if self.regression:
+            if c.loss != "cross_entropy" or c.label_smoothing or c.class_weights:
+                raise InputError(f"{c.task_name} is a regression (one score): focal loss, label smoothing and "
+                                 "class weights are for classes")
+            return None
+        weights = None
+        if c.class_weights == "balanced":
+            index = {label: i for i, label in enumerate(self.label_list)}
+            weights = balanced_class_weights([index[e.label] for e in examples], len(self.label_list))
+        elif c.class_weights:
+            weights = read_class_weights(c.class_weights, self.label_list)
+        if weights is not None:
+            report.say("class weights: " + ", ".join(f"{label} {w:.4g}" for label, w in zip(self.label_list, weights)))
+        return ClassifierLoss(c.loss, c.focal_gamma, c.label_smoothing, weights)
 
     def training_task(self, examples, tokenizer, schedule):
         c = self.classification
@@ -314,7 +352,8 @@ class ClassificationTask(FinetuningTask):
             examples, tokenizer, self.options.max_seq_length, schedule, label_list=self.label_list,
             features_path=os.path.join(self.options.output_dir, "train.tf_record"), doc_stride=c.doc_stride,
             group_by_length=c.group_by_length, truncation=c.truncation, window_training=c.window_training,
-            window_pooling=c.window_pooling, max_windows_per_document=c.max_windows_per_document)
+            window_pooling=c.window_pooling, max_windows_per_document=c.max_windows_per_document,
+            loss=self.training_loss(examples))
 
     def predict(self, driver, tokenizer, examples, split) -> WindowOutputs:
         c, options = self.classification, self.options
