@@ -103,11 +103,11 @@ def test_balanced_class_weights_are_sklearns():
 def test_a_class_weights_file_by_label_and_its_mistakes_named_by_line(tmp_path):
     labels = ["neg", "pos", "mixed"]
     path = tmp_path / "weights.tsv"
-    path.write_text("pos\t2.5\n\nmixed\t0\nneg\t1\n", encoding="utf-8")
-    assert read_class_weights(str(path), labels) == (1.0, 2.5, 0.0)
-    for text, said in (("pos\t2.5\nneg 1\n", f"{path}:2: expected LABEL<TAB>WEIGHT with a weight >= 0, got 'neg 1'"),
-                       ("pos\t-1\n", f"{path}:1: expected LABEL<TAB>WEIGHT with a weight >= 0, got 'pos\\t-1'"),
-                       ("pos\tnan\n", f"{path}:1: expected LABEL<TAB>WEIGHT with a weight >= 0, got 'pos\\tnan'"),
+    path.write_text("pos\t2.5\n\nmixed\t0.5\nneg\t1\n", encoding="utf-8")
+    assert read_class_weights(str(path), labels) == (1.0, 2.5, 0.5)
+    for text, said in (("pos\t2.5\nneg 1\n", f"{path}:2: expected LABEL<TAB>WEIGHT with a weight > 0, got 'neg 1'"),
+                       ("pos\t0\n", f"{path}:1: expected LABEL<TAB>WEIGHT with a weight > 0, got 'pos\\t0'"),
+                       ("pos\tnan\n", f"{path}:1: expected LABEL<TAB>WEIGHT with a weight > 0, got 'pos\\tnan'"),
                        ("neutral\t1\n", f"{path}:1: 'neutral' is not a label of this task (neg, pos, mixed)"),
                        ("pos\t1\npos\t2\n", f"{path}:2: 'pos' is given a weight twice"),
                        ("pos\t1\n", f"{path}: no weight for the labels neg, mixed")):

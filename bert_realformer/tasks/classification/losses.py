@@ -95,8 +95,8 @@ def balanced_class_weights(labels: Sequence[int], num_classes: int) -> tuple[flo
 def read_class_weights(path: str, label_list: Sequence[str]) -> tuple[float, ...]:
     """The weights of a file of lines `LABEL<TAB>WEIGHT`, one for each label of `label_list`
     (in any order; blank lines skipped), in `label_list`'s order. An `InputError` names the
-    file and line of a malformed, negative, repeated or unknown label's line, or the labels
-    missing."""
+    file and line of a malformed line, a weight not above 0, a repeated or unknown label, or
+    the labels missing."""
     weights: dict[str, float] = {}
     for number, line in read_lines(path):
         if not line.strip():
@@ -107,8 +107,8 @@ def read_class_weights(path: str, label_list: Sequence[str]) -> tuple[float, ...
             weight = float(value)
         except ValueError:
             weight = -1.0
-        if not label or not math.isfinite(weight) or weight < 0:
-            raise InputError(f"{path}:{number}: expected LABEL<TAB>WEIGHT with a weight >= 0, got {line!r}")
+        if not label or not math.isfinite(weight) or weight <= 0:  # (a batch of weight 0 would divide by 0)
+            raise InputError(f"{path}:{number}: expected LABEL<TAB>WEIGHT with a weight > 0, got {line!r}")
         if label not in label_list:
             raise InputError(f"{path}:{number}: {label!r} is not a label of this task "
                              f"({', '.join(label_list[:10])}{' ...' if len(label_list) > 10 else ''})")
