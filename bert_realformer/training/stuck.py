@@ -55,8 +55,10 @@ class StuckWatch:
 
     def __init__(self, num_classes: int | None, num_warmup_steps: int, num_train_steps: int,
                  chance_loss: float | None = None):
+        self._chance_text = None if chance_loss is None else f"{chance_loss:.4f}"
         if chance_loss is None and num_classes and num_classes >= 2:
             chance_loss = math.log(num_classes)
+            self._chance_text = f"ln {num_classes} = {chance_loss:.4f}"
         self.chance_loss = chance_loss
         self.num_warmup_steps = num_warmup_steps
         self.num_train_steps = num_train_steps
@@ -99,12 +101,9 @@ class StuckWatch:
         if len(self._stuck_windows) >= self.stuck_windows:
             first, last = self._stuck_windows[0][0], self._stuck_windows[-1][1]
             mean = float(np.mean([m for _, _, m in self._stuck_windows]))
-            classes = round(math.exp(self.chance_loss))
-            chance = (f"ln {classes} = {self.chance_loss:.4f}" if math.isclose(math.log(classes), self.chance_loss)
-                      else f"{self.chance_loss:.4f}")
             self._verdict = Verdict(
-                f"the training loss has stayed within {TOLERANCE:.0%} of {chance}, the loss of a model that has "
-                f"learned nothing, over steps {first}-{last} (mean {mean:.4f})", step, from_loss=True)
+                f"the training loss has stayed within {TOLERANCE:.0%} of {self._chance_text}, the loss of a model "
+                f"that has learned nothing, over steps {first}-{last} (mean {mean:.4f})", step, from_loss=True)
 
     def observe_predictions(self, step: int, predicted: np.ndarray, label_names=None) -> None:
         """The classes an evaluation at `step` predicted [N] (ids; `label_names` names them)."""
