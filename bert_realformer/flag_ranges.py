@@ -18,22 +18,23 @@ from absl import flags
 
 @dataclasses.dataclass(frozen=True)
 class Range:
-    """Values from `low` to `high` (None: unbounded); `low_open`: `low` itself excluded."""
+    """Values from `low` to `high` (None: unbounded); `low_open`, `high_open`: that end itself excluded."""
     low: float | None = None
     high: float | None = None
     low_open: bool = False
+    high_open: bool = False
 
     def accepts(self, value) -> bool:
         if value is None:  # (a flag without a default, not given)
             return True
         if self.low is not None and (value <= self.low if self.low_open else value < self.low):
             return False
-        return self.high is None or value <= self.high
+        return self.high is None or (value < self.high if self.high_open else value <= self.high)
 
     def describe(self) -> str:
         if self.high is None:
             return f"must be greater than {self.low:g}" if self.low_open else f"must be at least {self.low:g}"
-        return f"must be in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}]"
+        return f"must be in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}{')' if self.high_open else ']'}"
 
     def outside(self, integer: bool) -> list:
         """Values just outside the range (what the tests try)."""
@@ -41,7 +42,7 @@ class Range:
         if self.low is not None:
             values.append(self.low if self.low_open else self.low - 1)
         if self.high is not None:
-            values.append(self.high + (1 if integer else 0.5))
+            values.append(self.high if self.high_open else self.high + (1 if integer else 0.5))
         return [int(v) if integer else float(v) for v in values]
 
 
@@ -65,6 +66,8 @@ RANGES: Mapping[str, Range | None] = types.MappingProxyType({
     "num_train_steps": POSITIVE, "num_warmup_steps": NON_NEGATIVE, "warmup_proportion": PROBABILITY,
     "weight_decay": NON_NEGATIVE, "pld_theta": SHARE, "pld_gamma": NON_NEGATIVE, "layerwise_lr_decay": SHARE,
     "reinit_top_layers": NON_NEGATIVE, "focal_gamma": NON_NEGATIVE, "label_smoothing": PROBABILITY,
+    "ema_decay": Range(0, 1, high_open=True), "rdrop_alpha": NON_NEGATIVE,
+    "adversarial_epsilon": Range(0, low_open=True), "adversarial_steps": POSITIVE,
     # loops, checkpoints, evaluation
     "save_checkpoints_steps": POSITIVE, "iterations_per_loop": POSITIVE, "eval_every_steps": NON_NEGATIVE,
     "early_stopping_patience": NON_NEGATIVE, "max_restarts": NON_NEGATIVE, "shuffle_buffer_size": NON_NEGATIVE,

@@ -3,7 +3,7 @@
 from modeling import crf
 from modeling.activations import gelu, gelu_exact, get_activation
 from modeling.attention import AttentionLayer, attention_layer
-from modeling.bert import BertEmbeddings, BertModel
+from modeling.bert import WORD_EMBEDDING_DELTA, BertEmbeddings, BertModel
 from modeling.config import BertConfig, ConfigError
 from modeling.encoder import TransformerBlock, TransformerEncoder
 from modeling.heads import (
@@ -36,13 +36,13 @@ from modeling.models import (
     pretraining_losses,
     tf1_variable_map,
 )
-from modeling.randomness import Dropout, random_stream
+from modeling.randomness import Dropout, random_stream, second_pass
 
 __all__ = [
     "crf",
     "gelu", "gelu_exact", "get_activation",
     "AttentionLayer", "attention_layer",
-    "BertEmbeddings", "BertModel",
+    "BertEmbeddings", "BertModel", "WORD_EMBEDDING_DELTA",
     "tf1_variable_map",
     "BertConfig", "ConfigError",
     "TransformerBlock", "TransformerEncoder",
@@ -53,5 +53,5 @@ __all__ = [
     "reshape_to_matrix",
     "BertClassifier", "BertMultipleChoice", "BertPretrainer", "BertSpanLabeler", "BertTokenClassifier",
     "encoder_inputs", "pretraining_losses",
-    "Dropout", "random_stream",
+    "Dropout", "random_stream", "second_pass",
 ]

@@ -9,7 +9,9 @@
 `out` holds what the original getters returned: `sequence_output` [B, S, H], `pooled_output`
 [B, H], `all_encoder_layers` (list of L tensors [B, S, H]), `embedding_output` [B, S, H], and,
 with `output_attention_probs=True`, `attention_probs` (list of L float32 [B, N, S, S]).
-The embedding table is `model.get_embedding_table()` ([V, H]).
+The embedding table is `model.get_embedding_table()` ([V, H]). An input
+`word_embedding_delta` [B, S, H] is added to the looked-up word vectors (adversarial training
+perturbs them there; zeros change nothing).
 """
 
 import keras
@@ -20,12 +22,15 @@ from modeling.encoder import TransformerEncoder
 from modeling.layers import LayerNorm, assert_rank, create_initializer, dense, dense_names, layer_norm_names
 from modeling.randomness import Dropout
 
+WORD_EMBEDDING_DELTA = "word_embedding_delta"  # the input added to the word vectors [B, S, H]
+
 
 class BertEmbeddings(keras.layers.Layer):
     """Word + token-type + position embeddings, then LayerNorm and dropout.
 
-    `call(input_ids [B, S], token_type_ids [B, S])` -> [B, S, H]. The sum is taken in float32
-    (no autocasting of the tables); the LayerNorm casts to the compute dtype.
+    `call(input_ids [B, S], token_type_ids [B, S], word_delta=None [B, S, H])` -> [B, S, H]:
+    `word_delta` is added to the word vectors. The sum is taken in float32 (no autocasting of the
+    tables); the LayerNorm casts to the compute dtype.
     """
 
     def __init__(self, config: BertConfig, **kwargs):
@@ -46,7 +51,7 @@ class BertEmbeddings(keras.layers.Layer):
             initializer=init)
         self.layer_norm.build((None, None, c.hidden_size))
 
-    def call(self, input_ids, token_type_ids, training=None):
+    def call(self, input_ids, token_type_ids, training=None, word_delta=None):
         seq_length = input_ids.shape[1]
         if seq_length is not None and seq_length > self.config.max_position_embeddings:
             raise ValueError(f"sequence length {seq_length} exceeds max_position_embeddings "
@@ -54,6 +59,8 @@ class BertEmbeddings(keras.layers.Layer):
         if seq_length is None:
             seq_length = ops.shape(input_ids)[1]
         x = ops.take(self.word_embeddings, input_ids, axis=0)
+        if word_delta is not None:
+            x = x + ops.cast(word_delta, x.dtype)
         x = x + ops.take(self.token_type_embeddings, token_type_ids, axis=0)
         x = x + ops.convert_to_tensor(self.position_embeddings)[None, :seq_length]
         return self.dropout(self.layer_norm(x), training=training)
@@ -113,7 +120,8 @@ class BertModel(keras.Model):
              layer_keep_probs=None) -> dict:
         """`inputs`: a dict with `input_ids` [B, S] and optional `input_mask`, `token_type_ids`
         (default all ones / all zeros, as in the original; `segment_ids`, the TFRecord name, is
-        accepted for `token_type_ids`), or just the `input_ids` tensor.
+        accepted for `token_type_ids`) and `word_embedding_delta` [B, S, H] (added to the word
+        vectors), or just the `input_ids` tensor.
         `layer_keep_probs`: Progressive Layer Dropping keep probabilities [L] (training only)."""
         if not isinstance(inputs, dict):
             inputs = {"input_ids": inputs}
@@ -132,7 +140,8 @@ class BertModel(keras.Model):
         if token_type_ids is None:
             token_type_ids = ops.zeros_like(input_ids)
 
-        embedding_output = self.embeddings(input_ids, token_type_ids, training=training)
+        embedding_output = self.embeddings(input_ids, token_type_ids, training=training,
+                                           word_delta=inputs.get(WORD_EMBEDDING_DELTA))
         layers, probs = self.encoder(embedding_output, attention_mask=input_mask,
                                      training=training, return_probs=output_attention_probs,
                                      layer_keep_probs=layer_keep_probs)

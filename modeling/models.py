@@ -8,7 +8,7 @@ import collections
 
 import keras
 
-from modeling.bert import BertModel
+from modeling.bert import WORD_EMBEDDING_DELTA, BertModel
 from modeling.config import BertConfig
 from modeling.heads import (
     ChoiceHead,
@@ -210,7 +210,7 @@ class BertMultipleChoice(BertWithHeads):
 
     def call(self, features, training=False):
         shape = keras.ops.shape(features["input_ids"])
-        flat = {k: keras.ops.reshape(v, (-1, shape[2])) for k, v in encoder_inputs(features).items()}
+        flat = {k: keras.ops.reshape(v, (-1, shape[2], *v.shape[3:])) for k, v in encoder_inputs(features).items()}
         pooled = self.bert(flat, training=training)["pooled_output"]
         scores = self.head(pooled, num_choices=shape[1], training=training)
         real = keras.ops.cast(features["choice_mask"], "float32")
@@ -221,6 +221,8 @@ def encoder_inputs(features: dict) -> dict:
     """The `BertModel` inputs from a feature dict that may name segment ids `segment_ids`
     (the TFRecord name) or `token_type_ids`."""
     inputs = {"input_ids": features["input_ids"]}
+    if WORD_EMBEDDING_DELTA in features:
+        inputs[WORD_EMBEDDING_DELTA] = features[WORD_EMBEDDING_DELTA]
     if "input_mask" in features:
         inputs["input_mask"] = features["input_mask"]
     types = features.get("token_type_ids", features.get("segment_ids"))

@@ -39,6 +39,24 @@ def random_stream(step, stream):
         _CURRENT.reset(token)
 
 
+@contextlib.contextmanager
+def second_pass():
+    """Inside `random_stream(step, stream)`: the draws of a second forward pass of the same
+    micro-batch (R-Drop's) come from a stream of their own, -1 - stream (regular streams are
+    >= 0), so the two passes drop different units and a resumed run draws both again. Outside a
+    stream nothing changes (the layers' own counters move on between passes)."""
+    current = _CURRENT.get()
+    if current is None:
+        yield
+        return
+    step, stream = current
+    token = _CURRENT.set((step, -1 - stream))
+    try:
+        yield
+    finally:
+        _CURRENT.reset(token)
+
+
 class StreamSeedGenerator(keras.random.SeedGenerator):
     """A `keras.random.SeedGenerator` whose seeds, inside `random_stream`, are
     `[initial seed + stream * p, step]` (its counter untouched); outside, Keras' own."""

@@ -216,7 +216,7 @@ def test_reinitialised_top_layers_start_as_fresh_layers_and_the_rest_is_kept():
 def test_a_regression_refuses_the_classifier_losses(tmp_path):
     from bert_realformer.tasks.classification.task import ClassificationOptions, ClassificationTask
     from bert_realformer.tasks.contract import TaskOptions
-    for options in ({"loss": "focal"}, {"label_smoothing": 0.1}, {"class_weights": "balanced"}):
+    for options in ({"loss": "focal"}, {"label_smoothing": 0.1}, {"class_weights": "balanced"}, {"rdrop_alpha": 1.0}):
         task = ClassificationTask(TaskOptions(str(tmp_path), 16), ClassificationOptions("sts-b", ".", **options))
         task.label_list = None  # (as `read` leaves it for a regression)
         with pytest.raises(InputError, match="sts-b is a regression"):

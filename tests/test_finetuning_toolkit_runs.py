@@ -3,6 +3,7 @@ pretrained checkpoint: the layer-wise rates and the re-initialised top layer see
 after one step; every option at once killed with SIGKILL and resumed equal to the uninterrupted
 run; the users' mistakes as one line."""
 
+import json
 import os
 import sys
 
@@ -76,26 +77,40 @@ def test_one_step_moves_each_layer_at_its_rate_and_the_top_layer_starts_afresh(t
 
 def test_every_option_at_once_resumes_exactly_after_sigkill(tmp_path):
     """Focal loss with label smoothing and balanced class weights on imbalanced labels (3:1),
-    layer-wise rates and a re-initialised top layer: killed after a save and run again, the
-    same final weights and dev results as the run left alone."""
+    layer-wise rates, a re-initialised top layer, PGD, R-Drop and weight averages: killed after
+    a save and run again, the same final weights and dev results as the run left alone. The
+    exported weights are the averages the training state holds, not the weights it trained; the
+    evaluations during training (every 6 steps) judged the averages, which the best checkpoint
+    holds."""
     data = _data(tmp_path, (["good"] * 3 + ["bad"]) * 9)
 
     def command(out):
         return [sys.executable, os.path.join(ROOT, "run_classifier.py"), *_flags(
-            data, out, "--do_train", "--do_eval", "--train_batch_size=4", "--num_train_epochs=6",
+            data, out, "--do_train", "--do_eval", "--train_batch_size=4", "--num_train_epochs=3",
             "--learning_rate=1e-3", "--save_checkpoints_steps=6", "--iterations_per_loop=3", "--loss=focal",
             "--focal_gamma=1.5", "--label_smoothing=0.1", "--class_weights=balanced", "--layerwise_lr_decay=0.8",
-            "--reinit_top_layers=1")]
+            "--reinit_top_layers=1", "--adversarial=pgd", "--adversarial_steps=2", "--rdrop_alpha=1",
+            "--ema_decay=0.9", "--eval_every_steps=6", "--keep_best_by=loss")]
 
     whole = script_processes.run(command(tmp_path / "whole"), capture_output=True, text=True, timeout=600)
     assert whole.returncode == 0, whole.stderr[-3000:]
     assert "class weights: good 0.6667, bad 2" in whole.stderr
+    assert "adversarial training: PGD on the word embeddings (epsilon 1, 2 steps)" in whole.stderr
+    assert "weights: their moving averages (decay 0.9) from here on" in whole.stderr
+    best_step = int(json.loads((tmp_path / "whole" / "best" / "best.json").read_text())["step"])
+    for step, prefix in ((27, "model.ckpt-27"), (best_step, f"best/model.ckpt-{best_step}")):
+        state = tf.train.load_checkpoint(str(tmp_path / "whole" / "training_state" / f"ckpt-{step}"))
+        for name, value in _weights(tmp_path / "whole" / prefix).items():
+            key = name.replace("/", ".S") + "/.ATTRIBUTES/VARIABLE_VALUE"
+            np.testing.assert_array_equal(value, state.get_tensor("averages/" + key), err_msg=name)
+            if not name.endswith("key/bias"):  # (no gradient: softmax over the keys ignores what they add)
+                assert not np.allclose(value, state.get_tensor("variables/" + key)), name
     killed = tmp_path / "killed"
     assert killed_after_a_save(command(killed), killed / "training_state", at_least=12) >= 12
     resumed = script_processes.run(command(killed), capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "re-initialised" not in resumed.stderr  # (the resumed state holds the re-initialised layer)
-    expected, got = _weights(tmp_path / "whole" / "model.ckpt-54"), _weights(killed / "model.ckpt-54")
+    expected, got = _weights(tmp_path / "whole" / "model.ckpt-27"), _weights(killed / "model.ckpt-27")
     for name, value in expected.items():
         np.testing.assert_allclose(got[name], value, atol=1e-6, err_msg=name)
     assert (killed / "eval_results.txt").read_text() == (tmp_path / "whole" / "eval_results.txt").read_text()

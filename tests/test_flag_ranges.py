@@ -67,6 +67,9 @@ def test_ranges_by_hand():
     assert share.accepts(0) and share.accepts(1) and not share.accepts(2)
     assert share.describe() == "must be in [0, 1]" and share.outside(False) == [-1.0, 1.5]
     assert Range(1).describe() == "must be at least 1" and Range(1).outside(True) == [0]
+    decay = Range(0, 1, high_open=True)
+    assert decay.accepts(0.0) and decay.accepts(0.999) and not decay.accepts(1.0) and not decay.accepts(-0.1)
+    assert decay.describe() == "must be in [0, 1)" and decay.outside(False) == [-1.0, 1.0]
 
 
 def test_a_script_entered_after_tensorflow_ranges_its_own_flags_alone():

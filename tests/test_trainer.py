@@ -70,6 +70,21 @@ def test_with_dropout_replicas_draw_their_own_masks_and_match_accumulation(equiv
 
 
 @pytest.mark.slow
+def test_fgm_rdrop_and_weight_averages_on_two_replicas_equal_one_device(equivalence_runs):
+    """A classifier trained with FGM (epsilon 1), R-Drop (alpha 1) and weight averages (decay
+    0.5), dropout 0.2: mirrored over 2 replicas (2 x 4) equals one device accumulating 2 x 4 in
+    losses, weights and averages; both replicas hold the same averages, which are not the weights."""
+    runs = equivalence_runs["regularized"]
+    _assert_same_run(runs["one_device_2x4"][:3], runs["mirrored"][:3], "regularized: mirrored vs one device 2x4")
+    one_device, (mirrored, weights) = runs["one_device_2x4"][3], runs["mirrored"][3:]
+    assert len(mirrored) == len(weights) > 30
+    for (expected,), (first, second) in zip(one_device, mirrored):
+        np.testing.assert_allclose(first, expected, atol=1e-5)
+        np.testing.assert_array_equal(first, second)
+    assert not np.allclose(mirrored[0][0], weights[0], atol=1e-4)  # (the word embeddings)
+
+
+@pytest.mark.slow
 def test_predict_under_mirrored_equals_one_device_in_order(equivalence_runs):
     one, mirrored = (np.array(equivalence_runs[k]) for k in ("predict_one_device", "predict_mirrored"))
     assert one.shape == (5, 2)

@@ -174,15 +174,22 @@ def fold_layer_names(names, shown=6):
     return f"{len(names)} weights: {', '.join(folded[:shown])}{more}"
 
 
+AVERAGES = "averages/"  # the keys of a training state's weight averages (`training.averaging`)
+
+
 def read_training_state(path):
     """{TF1 name: array} of the model weights in our training state (a run or training-state
-    directory, or a `ckpt-N` prefix)."""
+    directory, or a `ckpt-N` prefix). A run that kept moving averages of its weights
+    (`training.averaging`) is read as its averages: what it evaluated and exported."""
     state_dir = os.path.join(path, TRAINING_STATE)
     prefix = resolve_checkpoint_path(state_dir if storage.isdir(state_dir) else path)
-    stored = read_checkpoint_tensors(prefix, keep=lambda key: _weight_name(key) is not None)
-    values = {_weight_name(key): value for key, value in stored.items()}
+    stored = read_checkpoint_tensors(prefix, keep=lambda key: _weight_name(key) is not None
+                                     or _weight_name(key, AVERAGES) is not None)
+    values = {_weight_name(key): value for key, value in stored.items() if _weight_name(key) is not None}
     if not values:
         raise CheckpointError(f"{prefix}: not a training state written by our scripts")
+    values.update({_weight_name(key, AVERAGES): value for key, value in stored.items()
+                   if _weight_name(key, AVERAGES) is not None})
     return values
 
 
@@ -241,9 +248,10 @@ def check_training_state_matches(model, prefix):
             options=("layer_norm_type",))
 
 
-def _weight_name(key):
-    """The TF1 name of a model weight's key in a training state, None for other keys."""
-    prefix, suffix = "variables/", "/.ATTRIBUTES/VARIABLE_VALUE"
+def _weight_name(key, prefix="variables/"):
+    """The TF1 name of a model weight's key in a training state (of its moving average with
+    `prefix=AVERAGES`), None for other keys."""
+    suffix = "/.ATTRIBUTES/VARIABLE_VALUE"
     if not (key.startswith(prefix) and key.endswith(suffix)):
         return None
     return _unescape(key[len(prefix):-len(suffix)])

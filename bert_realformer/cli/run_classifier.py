@@ -74,6 +74,9 @@ flags.DEFINE_float("label_smoothing", 0.0, "Training targets (1-e) for the label
 flags.DEFINE_string("class_weights", None, "Weigh each training example by its class: balanced (N / (C * the "
                     "class's examples), so every class weighs as much in all), or a file of LABEL<TAB>WEIGHT lines, "
                     "one per label. The loss is the weighted mean.")
+flags.DEFINE_float("rdrop_alpha", 0.0, "R-Drop: each training example runs twice with different dropout and the "
+                   "loss adds alpha times the symmetric KL divergence of the two predictions (the loss is 1/2 (CE1 "
+                   "+ CE2) + alpha/4 (KL(p1||p2) + KL(p2||p1))). 0: one pass, as the original.")
 flags.DEFINE_string("export_dir", None, "Export a SavedModel taking raw text (text_a, text_b) to EXPORT_DIR/<version>.")
 
 
@@ -112,7 +115,7 @@ def main(argv):
         doc_stride=FLAGS.doc_stride, window_pooling=FLAGS.window_pooling, window_training=FLAGS.window_training,
         max_windows_per_document=FLAGS.max_windows_per_document, truncation=FLAGS.truncation,
         group_by_length=FLAGS.group_by_length, loss=FLAGS.loss, focal_gamma=FLAGS.focal_gamma,
-        label_smoothing=FLAGS.label_smoothing, class_weights=FLAGS.class_weights)
+        label_smoothing=FLAGS.label_smoothing, class_weights=FLAGS.class_weights, rdrop_alpha=FLAGS.rdrop_alpha)
     finetuning.run(registry.get("classification")(finetuning.task_options(), options), export_dir=FLAGS.export_dir)
 
 

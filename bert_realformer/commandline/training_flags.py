@@ -106,6 +106,17 @@ def define_layerwise_flags():
     flags.DEFINE_integer("reinit_top_layers", 0, "Re-initialise the top N encoder layers and the pooler with the "
                          "config's initializer before training (the pretrained weights of the layers nearest the "
                          "pretraining objective replaced); 0: none, as the original.")
+    flags.DEFINE_float("ema_decay", 0.0, "Keep exponential moving averages of the weights (each step: average = D * "
+                       "average + (1 - D) * weight) and use them for evaluation during training, the best checkpoint, "
+                       "model.ckpt-N, --do_eval, --do_predict and the export; training steps the weights themselves. "
+                       "0: none, as the original.")
+    flags.DEFINE_enum("adversarial", None, ["fgm", "pgd"], "Adversarial training on the word embeddings: each step "
+                      "also trains on the loss with the word vectors perturbed against it: fgm (one step of norm "
+                      "--adversarial_epsilon per example, along the gradient) or pgd (--adversarial_steps steps of "
+                      "epsilon/steps, kept within epsilon). None: as the original.")
+    flags.DEFINE_float("adversarial_epsilon", 1.0, "--adversarial: the perturbation's L2 norm over one example's "
+                       "word vectors (PGD: its bound).")
+    flags.DEFINE_integer("adversarial_steps", 3, "--adversarial=pgd: the steps that build the perturbation.")
 
 
 def define_order_and_padding_flags():
@@ -237,8 +248,18 @@ def run_options(strategy, output_dir, init_checkpoint):
         keep_checkpoint_max=FLAGS.keep_checkpoint_max, is_chief=chief, write_dir=write_dir,
         claim_output_dir=chief and FLAGS.do_train, seed_globally=True,
         **({"on_stuck": FLAGS.on_stuck, "max_restarts": FLAGS.max_restarts, "keep_recorded_seed": FLAGS.do_train,
-            "layerwise_lr_decay": FLAGS.layerwise_lr_decay, "reinit_top_layers": FLAGS.reinit_top_layers}
+            "layerwise_lr_decay": FLAGS.layerwise_lr_decay, "reinit_top_layers": FLAGS.reinit_top_layers,
+            "ema_decay": FLAGS.ema_decay, "adversary": adversary_from_flags()}
            if finetuning else {}))
+
+
+def adversary_from_flags():
+    """The `Adversary` --adversarial asks for (None: none)."""
+    from bert_realformer.training.adversarial import Adversary
+    FLAGS = flags.FLAGS
+    if FLAGS.adversarial is None:
+        return None
+    return Adversary(FLAGS.adversarial, FLAGS.adversarial_epsilon, FLAGS.adversarial_steps)
 
 
 def is_chief(strategy):

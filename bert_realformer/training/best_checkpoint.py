@@ -188,3 +188,11 @@ class BestCheckpoint:
         directory = best_dir(self.output_dir)
         storage.write_atomic(os.path.join(directory, RECORD), json.dumps(record, indent=2, sort_keys=True) + "\n")
         write_checkpoint_state(directory, f"{_PREFIX}{self.best_step}")
+
+
+def early_stopping_line(step: int, best: BestCheckpoint | None) -> str:
+    """What a run stopping early at `step` says (`best`: the chief's record; None on the others)."""
+    if best is None:
+        return f"early stopping at step {step} (decided by the chief)"
+    return (f"early stopping at step {step}: {best.selection.metric} has not improved in {best.since_best} "
+            f"evaluations (best: {best.describe()})")

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 import tensorflow as tf
 
 from bert_realformer import tfrecords
+from bert_realformer.training.adversarial import Adversary
 from bert_realformer.training.best_checkpoint import Selection
 from bert_realformer.training.eval_history import PeriodicEval
 from bert_realformer.training.stuck import StuckWatch
@@ -38,6 +39,8 @@ class RunOptions:
     keep_recorded_seed: bool = False       # a resumed run takes the seed it started (or restarted) with
     layerwise_lr_decay: float = 1.0        # each encoder layer's rate this times the one above (`layerwise`)
     reinit_top_layers: int = 0             # top encoder layers (and the pooler) re-initialised before training
+    ema_decay: float = 0.0                 # > 0: keep moving averages of the weights (`averaging`) and use them
+    adversary: Adversary | None = None     # adversarial training on the word embeddings (`adversarial`)
     # Seed Python, NumPy, TensorFlow and Keras with `seed` before each build, so that `seed` decides
     # the initial weights and dropout (a process-wide change: the scripts ask for it).
     seed_globally: bool = False
@@ -68,3 +71,13 @@ class TrainingTask:
     keep_best: Selection | None = None  # with periodic_eval: OUTPUT_DIR/best/ and early stopping
     stuck: StuckWatch | None = None     # the check for a run that learns nothing
     summary: str = ""                   # what it trains on, for the user ("2,000 examples, 2,340 windows")
+
+    def next_boundary(self, step: int, save_checkpoints_steps: int) -> int:
+        """The step the loop of steps from `step` must end at (or before): the next save, the end
+        of training, the next evaluation, the stuck check's next window."""
+        boundary = min((step // save_checkpoints_steps + 1) * save_checkpoints_steps, self.num_train_steps)
+        if self.periodic_eval is not None:  # (every worker: loops stay the same size)
+            boundary = min(boundary, self.periodic_eval.next_due(step, self.num_train_steps))
+        if self.stuck is not None:
+            boundary = min(boundary, self.stuck.next_boundary(step))
+        return boundary

@@ -20,6 +20,7 @@ and PLD draws are a function of the step (`modeling.randomness`). A run killed a
 checkpoint and restarted with the same flags ends with the weights of the uninterrupted run.
 """
 
+import contextlib
 import dataclasses
 import os
 import sys
@@ -31,7 +32,8 @@ import tensorflow as tf
 
 from bert_realformer import checkpoints, report, run_claim, storage, tfrecords
 from bert_realformer.checkpoints import state_recovery, training_states
-from bert_realformer.training import best_checkpoint, layerwise, recorded_config, recorded_options, weights
+from bert_realformer.training import adversarial, best_checkpoint, layerwise, recorded_config, recorded_options, weights
+from bert_realformer.training.averaging import WeightAverages
 from bert_realformer.training.best_checkpoint import BestCheckpoint
 from bert_realformer.training.definitions import RunOptions, TrainingTask
 from bert_realformer.training.distribution import check_workers_agree, dtype_policy
@@ -99,6 +101,7 @@ class Driver:
         self.weights = None  # the Checkpoint the weights came from (None: fresh)
         self._restarts_left = 0
         self._restarting = False  # (a restart's train(): its record keeps the restarts)
+        self._averages = None  # (a training run's `WeightAverages`, when it keeps them)
 
     def close(self) -> None:
         """Releases the output directory's claim (a training run's); the flow that made the
@@ -153,6 +156,10 @@ class Driver:
             step = self._loop(task, run, signals)
         if run.best is not None and run.manager.latest_checkpoint:  # (the final state may precede the last eval)
             run.best.state_saved(training_states.step_of(run.manager.latest_checkpoint))
+        if self._averages is not None:
+            with self.strategy.scope():
+                self._averages.assign_to_model()
+            self._say(f"weights: their moving averages (decay {self._averages.decay:g}) from here on")
         if self.options.is_chief:
             prefix = checkpoints.save_tf1_checkpoint(self.model, os.path.join(self.write_dir, f"model.ckpt-{step}"))
             self._say(f"wrote {prefix}")
@@ -178,9 +185,9 @@ class Driver:
             latest = tf.train.latest_checkpoint(state_dir) if existed else None
             try:
                 resuming = latest is not None and weights.holds_optimizer(latest)
-                bias_correction = self._adam_bias_correction(resuming)
-                optimizer, loop, state, manager = self._training_objects(task, state_dir, bias_correction)
-                self._start_training(state, manager)
+                bias_correction, ema_decay = self._resumed_options(resuming)
+                optimizer, loop, state, manager = self._training_objects(task, state_dir, bias_correction, ema_decay)
+                self._start_training(state, manager, resuming)
                 break
             except checkpoints.DamagedCheckpoint as error:
                 if latest is None or error.prefix != latest:
@@ -188,6 +195,7 @@ class Driver:
                 self._say(f"warning: {state_recovery.set_aside_unreadable(state_dir, error)}")
         if not resuming:  # (once the starting weights are settled: a refused run records nothing)
             recorded_options.update(self.write_dir, adam_bias_correction=bias_correction, seed=options.seed,
+                                    ema_decay=ema_decay,
                                     **({} if self._restarting else {"restarts": []}))
         if options.is_chief:
             recorded_config.record(self.model.config, options.output_dir)
@@ -206,18 +214,23 @@ class Driver:
                     Progress(task.num_train_steps, examples_per_step, step, self.stream),
                     best, self._eval_history(task, step, best), bias_correction)
 
-    def _training_objects(self, task, state_dir, bias_correction):
+    def _training_objects(self, task, state_dir, bias_correction, ema_decay):
         """The optimizer, the step loop, the training state they make up and its manager."""
         options = self.options
         with self.strategy.scope():
             optimizer = create_optimizer(task.learning_rate, task.num_train_steps, task.num_warmup_steps,
                                          options.optimizer, options.weight_decay, bias_correction,
                                          layerwise.learning_rate_multipliers(self.model, options.layerwise_lr_decay))
-            loop = TrainLoop(self.strategy, self.model, optimizer, task.loss_fn, task.totals_fn,
+            self._averages = WeightAverages(self.model, ema_decay) if ema_decay else None
+            loss_fn = adversarial.wrapped(task.loss_fn, options.adversary)
+            self._say(*([options.adversary.describe()] if options.adversary else []))
+            loop = TrainLoop(self.strategy, self.model, optimizer, loss_fn, task.totals_fn,
                              task.metric_names, accumulation_steps=options.gradient_accumulation_steps,
-                             loss_scaling=options.mixed_precision == "fp16", use_xla=options.use_xla)
+                             loss_scaling=options.mixed_precision == "fp16", use_xla=options.use_xla,
+                             averages=self._averages)
+        averages = {} if self._averages is None else {"averages": self._averages.averages}
         state = tf.train.Checkpoint(variables=training_states.named_variables(self.model),
-                                    optimizer=optimizer, **loop.state())
+                                    optimizer=optimizer, **loop.state(), **averages)
         manager = tf.train.CheckpointManager(state, state_dir, max_to_keep=options.keep_checkpoint_max)
         return optimizer, loop, state, manager
 
@@ -229,7 +242,7 @@ class Driver:
         # (every worker learns whether a resumed run had already stopped early: only the chief evaluates)
         _, attempts, finish = agreement.agreed(None, sizes.next(), run.best is not None and run.best.exhausted())
         while step < task.num_train_steps and not finish:
-            attempts = min(attempts, self._next_boundary(task, step) - step)
+            attempts = min(attempts, task.next_boundary(step, options.save_checkpoints_steps) - step)
             started = time.time()
             with tfrecords.naming_damaged_file(task.input_files, task.input_option or task.input_name,
                                                f"; {what_is_kept(run.manager)}", task.input_advice,
@@ -275,28 +288,14 @@ class Driver:
             except StuckRun as stuck:
                 self._restart(stuck.verdict, restarts)
 
-    def _next_boundary(self, task, step):
-        """The step the next loop of steps must end at (or before): the next save, the end of
-        training, the next evaluation, the stuck check's next window."""
-        options = self.options
-        boundary = min((step // options.save_checkpoints_steps + 1) * options.save_checkpoints_steps,
-                       task.num_train_steps)
-        if task.periodic_eval is not None:  # (every worker: loops stay the same size)
-            boundary = min(boundary, task.periodic_eval.next_due(step, task.num_train_steps))
-        if task.stuck is not None:
-            boundary = min(boundary, task.stuck.next_boundary(step))
-        return boundary
-
-    def _adam_bias_correction(self, resuming):
-        """Whether AdamW corrects its moments: the flag for a new run; a resumed one goes on as
-        it started."""
+    def _resumed_options(self, resuming):
+        """(whether AdamW corrects its moments, the weight averages' decay): the options' for a
+        new run; a resumed one goes on as it started (`recorded_options.resumed`)."""
         if not resuming:
-            return self.options.adam_bias_correction
-        recorded, line = recorded_options.resumed_bias_correction(self.write_dir, self.options.adam_bias_correction,
-                                                                  self.options.optimizer)
-        if line:
-            self._say(line)
-        return recorded
+            return self.options.adam_bias_correction, self.options.ema_decay
+        values, lines = recorded_options.resumed(self.write_dir, self.options)
+        self._say(*lines)
+        return values
 
     def _save(self, manager, step, best):
         save_state(manager, step)
@@ -330,11 +329,7 @@ class Driver:
         the command again finds the run finished."""
         if manager.latest_checkpoint is None or training_states.step_of(manager.latest_checkpoint) != step:
             self._save(manager, step, best)
-        if best is not None:
-            self._say(f"early stopping at step {step}: {best.selection.metric} has not improved in "
-                      f"{best.since_best} evaluations (best: {best.describe()})")
-        else:
-            self._say(f"early stopping at step {step} (decided by the chief)")
+        self._say(best_checkpoint.early_stopping_line(step, best))
 
     def _eval_history(self, task, step, best=None):
         """The chief's eval history when the task evaluates periodically, trimmed to the step
@@ -352,17 +347,21 @@ class Driver:
 
     def _evaluate_into(self, history, periodic_eval, step, best=None):
         """One evaluation: the best checkpoint first (when it is the best), then the history."""
-        result = periodic_eval.evaluate(step)
-        improved = best is not None and best.consider(step, result, self.model)
+        with contextlib.nullcontext() if self._averages is None else self._averages.swapped_in():
+            result = periodic_eval.evaluate(step)
+            improved = best is not None and best.consider(step, result, self.model)
         history.add(step, result)
         self._say(f"eval at step {step}: {periodic_eval.line(result)}{' (best so far)' if improved else ''}")
 
-    def _start_training(self, state, manager):
-        """Resumes from this run's training state, else sets the starting weights (`weights.for_training`)."""
+    def _start_training(self, state, manager, resuming):
+        """Resumes from this run's training state, else sets the starting weights (`weights.for_training`),
+        where the weight averages start."""
         options = self.options
         with self.strategy.scope():  # (a re-initialised weight is set on every replica)
             self.weights, lines = weights.for_training(self.model, state, manager, options.output_dir,
                                                        options.init_checkpoint, options.reinit_top_layers, options.seed)
+            if self._averages is not None and not resuming:
+                self._averages.reset()
         self._say(*lines)
 
     # ------------------------------------------------------------------ eval / predict

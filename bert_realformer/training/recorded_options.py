@@ -1,12 +1,13 @@
 """The training options a run directory was started with: `WRITE_DIR/training_options.json`.
 
 A resumed run keeps what it started with, whatever its flags now say: the optimizer's Adam bias
-correction (a change mid-run would change every later update) and the seed (data order, dropout;
-after a restart of a stuck run, the seed it restarted with). The file also says how a fine-tuned
+correction (a change mid-run would change every later update), whether it keeps moving averages
+of its weights and their decay (the training state holds them or not), and the seed (data order,
+dropout; after a restart of a stuck run, the seed it restarted with). The file also says how a fine-tuned
 classifier reads its input (length, windows, truncation), so that a later conversion to a
 SavedModel serves the texts as the run read them; and it lists a run's restarts.
 
-    {"adam_bias_correction": true, "seed": 12346,
+    {"adam_bias_correction": true, "ema_decay": 0.0, "seed": 12346,
      "restarts": [{"seed": 12345, "step": 90, "reason": "..."}],
      "classifier_input": {"max_seq_length": 128, "doc_stride": 64, "window_pooling": "max", ...}}
 
@@ -68,3 +69,22 @@ def resumed_bias_correction(write_dir: str, wanted: bool, optimizer: str) -> tup
     return recorded, (f"resuming with Adam bias correction {'on' if recorded else 'off'}, as this run started "
                       f"({os.path.join(write_dir, FILE_NAME)}); --adam_bias_correction={str(wanted).lower()} "
                       "applies to new runs")
+
+
+def resumed_ema_decay(write_dir: str, wanted: float) -> tuple[float, str | None]:
+    """(the decay of the weight averages a run resuming in `write_dir` keeps, 0 for none; a line
+    when that is not `wanted`): what it started with (a record without it kept none)."""
+    recorded = float(read(write_dir).get("ema_decay", 0.0))
+    if recorded == wanted:
+        return recorded, None
+    kept = f"weight averages of decay {recorded:g}" if recorded else "no weight averages"
+    return recorded, (f"resuming with {kept}, as this run started ({os.path.join(write_dir, FILE_NAME)}); "
+                      f"an EMA decay of {wanted:g} applies to new runs")
+
+
+def resumed(write_dir: str, options) -> tuple[tuple[bool, float], list[str]]:
+    """((Adam bias correction, EMA decay) a run resuming in `write_dir` goes on with, the lines
+    saying where that differs from `options`, a `RunOptions`)."""
+    bias_correction, bias_line = resumed_bias_correction(write_dir, options.adam_bias_correction, options.optimizer)
+    ema_decay, ema_line = resumed_ema_decay(write_dir, options.ema_decay)
+    return (bias_correction, ema_decay), [line for line in (bias_line, ema_line) if line]

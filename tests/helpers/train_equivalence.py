@@ -6,7 +6,9 @@ MirroredStrategy needs must be configured before TensorFlow starts.
 Without dropout every set-up computes the same function. With dropout, a global batch cut into
 the same micro-batch shapes draws the same per-example masks whether the pieces go to replicas
 or to accumulated micro-batches, so mirrored(2 x 4) equals one device accumulating 2 x 4, and
-mirrored and accumulated (2 x 2 x 2) equals one device accumulating 4 x 2.
+mirrored and accumulated (2 x 2 x 2) equals one device accumulating 4 x 2. The same holds for a
+classifier trained with FGM, R-Drop and moving averages of its weights, each example perturbed
+and dropped out the same way wherever it runs.
 """
 
 import json
@@ -25,6 +27,10 @@ import keras  # noqa: E402
 
 import modeling  # noqa: E402
 from bert_realformer.pretraining.losses import pretraining_totals, replica_pretraining_loss  # noqa: E402
+from bert_realformer.tasks.classification.losses import ClassifierLoss  # noqa: E402
+from bert_realformer.tasks.classification.task import classifier_loss_fn  # noqa: E402
+from bert_realformer.training.adversarial import Adversary  # noqa: E402
+from bert_realformer.training.averaging import WeightAverages  # noqa: E402
 from bert_realformer.training.driver import Driver, RunOptions  # noqa: E402
 from bert_realformer.training.optimization import create_optimizer  # noqa: E402
 from bert_realformer.training.trainer import TrainLoop, global_batch_slices, replica_stream  # noqa: E402
@@ -47,7 +53,8 @@ def batches(n, batch, seed=0):
                     "masked_lm_positions": rng.randint(0, 6, size=(batch, 3)).astype("int32"),
                     "masked_lm_ids": rng.randint(1, 60, size=(batch, 3)).astype("int32"),
                     "masked_lm_weights": (rng.rand(batch, 3) < 0.7).astype("float32"),
-                    "next_sentence_labels": rng.randint(0, 2, size=(batch, 1)).astype("int32")})
+                    "next_sentence_labels": rng.randint(0, 2, size=(batch, 1)).astype("int32"),
+                    "label_ids": rng.randint(0, 3, size=batch).astype("int32")})
     return out
 
 
@@ -55,15 +62,22 @@ def loss_fn(model, features, step, totals):
     return replica_pretraining_loss(model(features, training=True), features, totals)
 
 
-def run(strategy, micro_batch, accumulation, global_batches, initial, config=CONFIG):
+def run(strategy, micro_batch, accumulation, global_batches, initial, config=CONFIG, classifier=False):
+    """`classifier`: a 3-class classifier trained with FGM and R-Drop (alpha 1), its weights
+    averaged (decay 0.5); the averages (of each replica) come after the steps."""
     keras.utils.set_random_seed(2)  # the dropout layers' initial seeds, as a run's --seed sets them
     with strategy.scope():
-        model = modeling.BertPretrainer(config)
+        model = modeling.BertClassifier(config, 3) if classifier else modeling.BertPretrainer(config)
         model.build()
         model.set_weights(initial)
         optimizer = create_optimizer(1e-2, 100, 0)
-        loop = TrainLoop(strategy, model, optimizer, loss_fn, pretraining_totals,
-                         accumulation_steps=accumulation)
+        averages = WeightAverages(model, 0.5) if classifier else None
+        if classifier:
+            loss, totals = Adversary("fgm", 1.0).wrap(classifier_loss_fn(ClassifierLoss(rdrop_alpha=1.0))), \
+                ClassifierLoss().totals
+        else:
+            loss, totals = loss_fn, pretraining_totals
+        loop = TrainLoop(strategy, model, optimizer, loss, totals, accumulation_steps=accumulation, averages=averages)
     # Each global batch of 8 is cut into `accumulation` micro-batches of `micro_batch`.
     pieces = [{k: v[i * micro_batch:(i + 1) * micro_batch] for k, v in b.items()}
               for b in global_batches for i in range(accumulation)]
@@ -72,7 +86,13 @@ def run(strategy, micro_batch, accumulation, global_batches, initial, config=CON
     iterator = iter(strategy.distribute_datasets_from_function(
         lambda context: global_batch_slices(micro, micro_batch, context)))
     losses = [float(loop.train_step(iterator)["loss"]) for _ in global_batches]
-    return losses, [w.numpy().tolist() for w in model.trainable_weights], int(optimizer.iterations.numpy())
+    result = losses, [w.numpy().tolist() for w in model.trainable_weights], int(optimizer.iterations.numpy())
+    if averages is None:
+        return result
+    weights = modeling.tf1_variable_map(model)
+    return (*result, [[a.numpy().tolist() for a in strategy.experimental_local_results(average)]
+                      for average in averages.averages.values()],
+            [weights[name].numpy().tolist() for name in averages.averages])
 
 
 def replica_masks(strategy):
@@ -107,6 +127,9 @@ def main():
     reference = modeling.BertPretrainer(CONFIG)
     reference.build()
     initial = reference.get_weights()
+    classifier = modeling.BertClassifier(DROPOUT, 3)
+    classifier.build()
+    classifier_initial = classifier.get_weights()
     data = batches(3, 8)
     one = tf.distribute.OneDeviceStrategy("/cpu:0")
     mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
@@ -121,6 +144,10 @@ def main():
             "mirrored": run(mirrored, 8, 1, data, initial, DROPOUT),
             "one_device_4x2": run(one, 2, 4, data, initial, DROPOUT),
             "mirrored_accumulated": run(mirrored, 4, 2, data, initial, DROPOUT),
+        },
+        "regularized": {
+            "one_device_2x4": run(one, 4, 2, data, classifier_initial, DROPOUT, classifier=True),
+            "mirrored": run(mirrored, 8, 1, data, classifier_initial, DROPOUT, classifier=True),
         },
         "replica_masks": replica_masks(mirrored),
         "predict_one_device": predictions(one, initial),

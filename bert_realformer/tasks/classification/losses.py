@@ -12,6 +12,11 @@ original). Weighting the mean rather than the sum keeps a model that has learned
 1/C everywhere) at the same loss whatever the weights: ln C for cross-entropy, (1 - 1/C)^gamma
 ln C for focal loss (`chance_loss`, what the stuck check compares with).
 
+R-Drop (Liang et al. 2021, "R-Drop: Regularized Dropout for Neural Networks") runs the model
+twice with different dropout masks and trains on each example's
+    l = 1/2 (l(p1) + l(p2)) + alpha/4 (KL(p1 || p2) + KL(p2 || p1))
+(the paper's loss halved, so that the loss stays on the scale of one pass), weighted as above.
+
 Class weights "balanced" are sklearn's: w_c = N / (C n_c), n_c the training examples of class c
 (a class with none gets 0: no example carries it).
 """
@@ -34,11 +39,13 @@ LOSSES = ("cross_entropy", "focal")
 @dataclasses.dataclass(frozen=True)
 class ClassifierLoss:
     """kind: "cross_entropy" or "focal"; focal_gamma: focal loss's gamma; label_smoothing: e in
-    [0, 1); class_weights: one weight per label (in the run's label order), or None (all 1)."""
+    [0, 1); class_weights: one weight per label (in the run's label order), or None (all 1);
+    rdrop_alpha: R-Drop's weight of the divergence between two dropout passes (0: one pass)."""
     kind: str = "cross_entropy"
     focal_gamma: float = 2.0
     label_smoothing: float = 0.0
     class_weights: tuple[float, ...] | None = None
+    rdrop_alpha: float = 0.0
 
     def __post_init__(self):
         if self.kind not in LOSSES:
@@ -47,7 +54,8 @@ class ClassifierLoss:
     @property
     def is_original(self) -> bool:
         """Whether this is the original's loss (the plain mean cross-entropy)."""
-        return self.kind == "cross_entropy" and not self.label_smoothing and self.class_weights is None
+        return (self.kind == "cross_entropy" and not self.label_smoothing and self.class_weights is None
+                and not self.rdrop_alpha)
 
     def per_example(self, logits, labels):
         """float32 logits [B, C] and int labels [B] -> each example's loss l [B] (unweighted)."""
@@ -69,6 +77,14 @@ class ClassifierLoss:
     def weighted_sum(self, logits, labels):
         """sum_i w_{y_i} l_i over these examples: the numerator of the step's loss."""
         return tf.reduce_sum(self.weights(labels) * self.per_example(logits, labels))
+
+    def rdrop_weighted_sum(self, logits, again, labels):
+        """R-Drop's sum_i w_{y_i} l_i of two passes' logits [B, C] (see the module docstring)."""
+        log_p, log_q = tf.nn.log_softmax(logits, axis=-1), tf.nn.log_softmax(again, axis=-1)
+        symmetric_kl = tf.reduce_sum((tf.exp(log_p) - tf.exp(log_q)) * (log_p - log_q), axis=-1)  # [B]
+        per_example = (0.5 * (self.per_example(logits, labels) + self.per_example(again, labels))
+                       + 0.25 * self.rdrop_alpha * symmetric_kl)
+        return tf.reduce_sum(self.weights(labels) * per_example)
 
     def totals(self, features: dict) -> dict:
         """The step-wide total the loss is divided by (a `TotalsFn`): the examples' summed class

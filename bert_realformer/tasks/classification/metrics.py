@@ -5,11 +5,12 @@ TP / (TP + FP), recall = TP / (TP + FN), F1 their harmonic mean, each 0 when und
 macro = unweighted mean over classes, weighted = mean weighted by each class's support.
 """
 
+import json
 import math
 
 import numpy as np
 
-# What a classification evaluation reports besides the task's main metric (`task.main_metric`).
+# What a classification evaluation reports besides the task's main metric (`main_metric`).
 REPORTED = ("eval_accuracy", "eval_loss", "macro_f1", "macro_precision", "macro_recall", "weighted_f1",
             "weighted_precision", "weighted_recall", "matthews_corrcoef", "f1", "pearson", "spearman")
 
@@ -97,3 +98,37 @@ def mean_nll(probabilities, labels) -> float:
     probabilities, labels = np.asarray(probabilities), np.asarray(labels)
     chosen = probabilities[np.arange(len(labels)), labels]
     return float(np.mean(-np.log(np.maximum(chosen, 1e-30))))
+
+
+def main_metric(task: str, regression: bool) -> str:
+    """The metric a task is judged by (GLUE's): Matthews correlation for CoLA, F1 for MRPC
+    and QQP, Pearson correlation for regression (STS-B), accuracy for every other task."""
+    if regression:
+        return "pearson"
+    return {"cola": "matthews_corrcoef", "mrpc": "f1", "qqp": "f1"}.get(task, "eval_accuracy")
+
+
+def evaluation_results(task, outputs, labels, label_list, global_step):
+    """The eval_results.txt entries (key -> value)."""
+    if label_list is None:
+        scores = outputs[:, 0]
+        return {"eval_loss": float(np.mean((scores - labels) ** 2)), "pearson": pearson(scores, labels),
+                "spearman": spearman(scores, labels), "global_step": global_step}
+    predictions = outputs.argmax(-1)
+    report = classification_metrics(labels, predictions, len(label_list))
+    result = {"eval_accuracy": report["accuracy"], "eval_loss": mean_nll(outputs, labels),
+              "global_step": global_step}
+    for key in ("macro_precision", "macro_recall", "macro_f1", "weighted_precision", "weighted_recall",
+                "weighted_f1"):
+        result[key] = report[key]
+    if task == "cola":
+        result["matthews_corrcoef"] = matthews_corrcoef(labels, predictions)
+    if task in ("mrpc", "qqp"):
+        result["f1"] = binary_f1(labels, predictions)
+    per_class = report["per_class"]
+    for i, label in enumerate(label_list):
+        for name in ("precision", "recall", "f1", "support"):
+            value = per_class[name][i]
+            result[f"class_{label}_{name}"] = int(value) if name == "support" else float(value)
+    result["confusion_matrix"] = json.dumps(report["confusion_matrix"].tolist())
+    return result

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import logging
 import os
 from collections.abc import Mapping, Sequence
@@ -39,6 +38,7 @@ from bert_realformer.tasks.classification.losses import (
     balanced_class_weights,
     read_class_weights,
 )
+from bert_realformer.tasks.classification.metrics import evaluation_results, main_metric
 from bert_realformer.tasks.classification.processors import get_processor
 from bert_realformer.tasks.classification.windows import (
     WindowOutputs,
@@ -62,12 +62,18 @@ if TYPE_CHECKING:  # annotations only
     from tokenization import FullTokenizer
 
 
-def _loss_sum(outputs, labels, loss):
-    """The summed loss of outputs [B, C] (float32) against labels [B]: `loss`'s weighted sum
-    (`losses.ClassifierLoss`), or with `loss` None (regression) the squared error of the score."""
+def _loss_sum(forward, labels, loss):
+    """The summed loss of `forward()`'s outputs [B, C] (float32) against labels [B]: `loss`'s
+    weighted sum (`losses.ClassifierLoss`; with R-Drop over a second pass drawing its own
+    dropout), or with `loss` None (regression) the squared error of the score."""
+    outputs = forward()
     if loss is None:
         return tf.reduce_sum(tf.square(outputs[:, 0] - tf.cast(labels, tf.float32)))
-    return loss.weighted_sum(outputs, labels)
+    if not loss.rdrop_alpha:
+        return loss.weighted_sum(outputs, labels)
+    with modeling.second_pass():
+        again = forward()
+    return loss.rdrop_weighted_sum(outputs, again, labels)
 
 
 def classifier_loss_fn(loss: ClassifierLoss | None):
@@ -75,7 +81,8 @@ def classifier_loss_fn(loss: ClassifierLoss | None):
     is the mean cross-entropy), or with `loss` None (regression) the mean squared error."""
 
     def loss_fn(model, features, step, totals):
-        logits = tf.cast(model(features, training=True), tf.float32)
+        def logits():
+            return tf.cast(model(features, training=True), tf.float32)
         return loss_share(_loss_sum(logits, features["label_ids"], loss), totals["examples"])
 
     return loss_fn
@@ -91,11 +98,13 @@ def document_loss_fn(loss: ClassifierLoss | None, pooling: str):
 
     def loss_fn(model, features, step, totals):
         shape = tf.shape(features["input_ids"])                                  # [B, W, S]
-        windows = {name: tf.reshape(features[name], [-1, shape[2]])
-                   for name in ("input_ids", "input_mask", "segment_ids")}
-        logits = tf.reshape(model(windows, training=True), [shape[0], shape[1], -1])  # [B, W, C]
-        logits = tf.cast(logits, tf.float32)
-        pooled = pool_windows(logits, features["window_mask"], pooling)                  # [B, C]
+        windows = {name: tf.reshape(features[name], tf.concat([[-1], tf.shape(features[name])[2:]], 0))
+                   for name in ("input_ids", "input_mask", "segment_ids", modeling.WORD_EMBEDDING_DELTA)
+                   if name in features}                                          # [B * W, S (, H)]
+
+        def pooled():
+            logits = tf.reshape(model(windows, training=True), [shape[0], shape[1], -1])  # [B, W, C]
+            return pool_windows(tf.cast(logits, tf.float32), features["window_mask"], pooling)  # [B, C]
         return loss_share(_loss_sum(pooled, features["label_ids"], loss), totals["examples"])
 
     return loss_fn
@@ -186,40 +195,6 @@ def _prediction_outputs(regression):
     return outputs
 
 
-def main_metric(task: str, regression: bool) -> str:
-    """The metric a task is judged by (GLUE's): Matthews correlation for CoLA, F1 for MRPC
-    and QQP, Pearson correlation for regression (STS-B), accuracy for every other task."""
-    if regression:
-        return "pearson"
-    return {"cola": "matthews_corrcoef", "mrpc": "f1", "qqp": "f1"}.get(task, "eval_accuracy")
-
-
-def evaluation_results(task, outputs, labels, label_list, global_step):
-    """The eval_results.txt entries (key -> value)."""
-    if label_list is None:
-        scores = outputs[:, 0]
-        return {"eval_loss": float(np.mean((scores - labels) ** 2)), "pearson": metrics.pearson(scores, labels),
-                "spearman": metrics.spearman(scores, labels), "global_step": global_step}
-    predictions = outputs.argmax(-1)
-    report = metrics.classification_metrics(labels, predictions, len(label_list))
-    result = {"eval_accuracy": report["accuracy"], "eval_loss": metrics.mean_nll(outputs, labels),
-              "global_step": global_step}
-    for key in ("macro_precision", "macro_recall", "macro_f1", "weighted_precision", "weighted_recall",
-                "weighted_f1"):
-        result[key] = report[key]
-    if task == "cola":
-        result["matthews_corrcoef"] = metrics.matthews_corrcoef(labels, predictions)
-    if task in ("mrpc", "qqp"):
-        result["f1"] = metrics.binary_f1(labels, predictions)
-    per_class = report["per_class"]
-    for i, label in enumerate(label_list):
-        for name in ("precision", "recall", "f1", "support"):
-            value = per_class[name][i]
-            result[f"class_{label}_{name}"] = int(value) if name == "support" else float(value)
-    result["confusion_matrix"] = json.dumps(report["confusion_matrix"].tolist())
-    return result
-
-
 LABEL_LIST = LABELS_FILE  # OUTPUT_DIR/label_list.txt: the column order of test_results.tsv
 
 
@@ -273,6 +248,7 @@ class ClassificationOptions:
     focal_gamma: float = 2.0
     label_smoothing: float = 0.0
     class_weights: str | None = None         # "balanced", or a file of LABEL<TAB>WEIGHT lines
+    rdrop_alpha: float = 0.0                 # R-Drop: two dropout passes, their divergence weighted by this
 
 
 @register("classification")
@@ -332,9 +308,9 @@ class ClassificationTask(FinetuningTask):
         "balanced" class weights from the labels of the training `examples`."""
         c = self.classification
         if self.regression:
-            if c.loss != "cross_entropy" or c.label_smoothing or c.class_weights:
-                raise InputError(f"{c.task_name} is a regression (one score): focal loss, label smoothing and "
-                                 "class weights are for classes")
+            if c.loss != "cross_entropy" or c.label_smoothing or c.class_weights or c.rdrop_alpha:
+                raise InputError(f"{c.task_name} is a regression (one score): focal loss, label smoothing, "
+                                 "class weights and R-Drop are for classes")
             return None
         weights = None
         if c.class_weights == "balanced":
@@ -344,7 +320,9 @@ class ClassificationTask(FinetuningTask):
             weights = read_class_weights(c.class_weights, self.label_list)
         if weights is not None:
             report.say("class weights: " + ", ".join(f"{label} {w:.4g}" for label, w in zip(self.label_list, weights)))
-        return ClassifierLoss(c.loss, c.focal_gamma, c.label_smoothing, weights)
+        if c.rdrop_alpha:
+            report.say(f"R-Drop: two dropout passes per example, their divergence weighted {c.rdrop_alpha:g}")
+        return ClassifierLoss(c.loss, c.focal_gamma, c.label_smoothing, weights, c.rdrop_alpha)
 
     def training_task(self, examples, tokenizer, schedule):
         c = self.classification

@@ -1,0 +1,103 @@
+"""Adversarial training on the word embeddings: FGM (Miyato et al. 2017, "Adversarial Training
+Methods for Semi-Supervised Text Classification") and PGD (Madry et al. 2018).
+
+A task's loss function is wrapped (`Adversary.wrap`): the step's loss becomes the loss on the
+input as given plus the loss with a perturbation r [B, ..., S, H] added to the word vectors
+(`modeling.WORD_EMBEDDING_DELTA`), r held constant (no gradient flows through it). With g the
+gradient of the clean loss with respect to the word vectors, each example's
+    FGM:  r = epsilon * g / ||g||
+    PGD:  r_0 = 0; r_k = clip(r_{k-1} + (epsilon / K) * g_k / ||g_k||) for k = 1..K, g_k the
+          gradient at r_{k-1}, clip scaling r back onto the ball ||r|| <= epsilon
+with ||.|| the L2 norm over one example's whole sequence. Normalising per example makes r a
+function of that example alone, so replicas and accumulated micro-batches (which scale the
+loss by the whole step's example count) perturb exactly as one device with the whole batch. The
+passes share the micro-batch's dropout masks (the same random stream): only r differs.
+The metrics (the loss the user sees, what the stuck check reads) are the clean pass's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import tensorflow as tf
+
+from modeling import WORD_EMBEDDING_DELTA
+
+KINDS = ("fgm", "pgd")
+# The clean loss is differentiated times this: a replica's share of the step's mean loss is
+# small (1/batch of an example's), and under fp16 its gradient at the word vectors would
+# underflow. Normalisation removes the factor again.
+_GRADIENT_SCALE = 2.0 ** 12
+
+
+def per_example_unit(g):
+    """g [B, ...] divided by each example's L2 norm over its other axes (0 where that is 0 or
+    not finite)."""
+    axes = list(range(1, len(g.shape)))
+    norm = tf.sqrt(tf.reduce_sum(tf.square(g), axis=axes, keepdims=True))
+    unit = tf.math.divide_no_nan(g, norm)
+    return tf.where(tf.math.is_finite(norm), unit, tf.zeros_like(unit))
+
+
+def onto_ball(r, epsilon):
+    """r [B, ...] with each example's L2 norm cut to at most `epsilon`."""
+    axes = list(range(1, len(r.shape)))
+    norm = tf.sqrt(tf.reduce_sum(tf.square(r), axis=axes, keepdims=True))
+    return r * tf.where(norm > epsilon, epsilon / tf.maximum(norm, epsilon), tf.ones_like(norm))
+
+
+@dataclasses.dataclass(frozen=True)
+class Adversary:
+    """kind: "fgm" or "pgd"; epsilon: the perturbation's norm (its bound for PGD); steps: PGD's K."""
+    kind: str = "fgm"
+    epsilon: float = 1.0
+    steps: int = 3
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown adversarial training {self.kind!r}; expected one of {', '.join(KINDS)}")
+
+    def describe(self) -> str:
+        steps = f", {self.steps} steps" if self.kind == "pgd" else ""
+        return f"adversarial training: {self.kind.upper()} on the word embeddings (epsilon {self.epsilon:g}{steps})"
+
+    def perturbation(self, loss_at, clean_delta, clean_loss, tape):
+        """r for the clean pass `clean_loss` (computed with `clean_delta`, zeros watched by
+        `tape`); `loss_at(delta)` is the loss with another perturbation (PGD's later steps)."""
+        scale = tf.constant(_GRADIENT_SCALE, clean_loss.dtype)
+        g = tape.gradient(clean_loss, clean_delta, output_gradients=scale)
+        if self.kind == "fgm":
+            return tf.stop_gradient(self.epsilon * per_example_unit(g))
+        step_size = self.epsilon / self.steps
+        r = onto_ball(step_size * per_example_unit(g), self.epsilon)
+        for _ in range(self.steps - 1):
+            with tf.GradientTape() as inner:
+                inner.watch(r)
+                loss = loss_at(r)
+            g = inner.gradient(loss, r, output_gradients=scale)
+            r = tf.stop_gradient(onto_ball(r + step_size * per_example_unit(g), self.epsilon))
+        return tf.stop_gradient(r)
+
+    def wrap(self, loss_fn):
+        """The `LossFn` training on `loss_fn`'s loss plus its loss at the adversarial perturbation."""
+
+        def adversarial_loss_fn(model, features, step, totals):
+            shape = tf.concat([tf.shape(features["input_ids"]), [model.config.hidden_size]], axis=0)
+
+            def loss_at(delta):
+                return loss_fn(model, {**features, WORD_EMBEDDING_DELTA: delta}, step, totals)
+
+            clean_delta = tf.zeros(shape, tf.float32)
+            with tf.GradientTape() as tape:
+                tape.watch(clean_delta)
+                clean_loss, metrics = loss_at(clean_delta)
+            r = self.perturbation(lambda delta: loss_at(delta)[0], clean_delta, clean_loss, tape)
+            adversarial_loss, _ = loss_at(r)
+            return clean_loss + adversarial_loss, metrics
+
+        return adversarial_loss_fn
+
+
+def wrapped(loss_fn, adversary: Adversary | None):
+    """`loss_fn`, trained adversarially when `adversary` is given."""
+    return loss_fn if adversary is None else adversary.wrap(loss_fn)
