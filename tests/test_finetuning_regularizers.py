@@ -233,3 +233,26 @@ def test_a_training_state_with_averages_is_read_as_its_averages(tmp_path):
     np.testing.assert_array_equal(read["bert/pooler/dense/kernel"], np.full((2, 2), 0.5))
     np.testing.assert_array_equal(read["output_bias"], np.zeros(2))
     assert sorted(read) == sorted(weights)
+
+
+def test_every_task_model_adds_the_perturbation_to_its_word_vectors():
+    """Zeros change no output and a perturbation changes them, for every fine-tuning model
+    (multiple choice's [B, C, S] inputs take a [B, C, S, H] perturbation)."""
+    config = _config()
+    features = _features(batch=2, length=8)
+    choices = {k: tf.stack([v, v[::-1]], axis=1) for k, v in features.items() if k != "label_ids"}
+    models = [
+        (modeling.BertClassifier(config, 3), features),
+        (modeling.BertTokenClassifier(config, 3), {**features, "word_positions": tf.constant([[1, 2], [0, 3]])}),
+        (modeling.BertSpanLabeler(config), features),
+        (modeling.BertMultipleChoice(config), {**choices, "choice_mask": tf.ones((2, 2), tf.int32)}),
+    ]
+    for model, inputs in models:
+        shape = [*inputs["input_ids"].shape, config.hidden_size]
+        plain = tf.nest.flatten(model(inputs, training=False))
+        zero = tf.nest.flatten(model({**inputs, modeling.WORD_EMBEDDING_DELTA: tf.zeros(shape)}, training=False))
+        delta = tf.random.stateless_normal(shape, seed=[1, 2])  # (not a constant: LayerNorm removes those)
+        moved = tf.nest.flatten(model({**inputs, modeling.WORD_EMBEDDING_DELTA: delta}, training=False))
+        for a, b, c in zip(plain, zero, moved):
+            np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=model.name)
+            assert not np.allclose(a.numpy(), c.numpy()), model.name
