@@ -66,6 +66,7 @@ RANGES: Mapping[str, Range | None] = types.MappingProxyType({
     "num_train_steps": POSITIVE, "num_warmup_steps": NON_NEGATIVE, "warmup_proportion": PROBABILITY,
     "weight_decay": NON_NEGATIVE, "pld_theta": SHARE, "pld_gamma": NON_NEGATIVE, "layerwise_lr_decay": SHARE,
     "reinit_top_layers": NON_NEGATIVE, "focal_gamma": NON_NEGATIVE, "label_smoothing": PROBABILITY,
+    "multi_label_threshold": PROBABILITY,
     "ema_decay": Range(0, 1, high_open=True), "rdrop_alpha": NON_NEGATIVE,
     "adversarial_epsilon": Range(0, low_open=True), "adversarial_steps": POSITIVE,
     # loops, checkpoints, evaluation

@@ -86,7 +86,7 @@ def test_every_option_at_once_resumes_exactly_after_sigkill(tmp_path):
 
     def command(out):
         return [sys.executable, os.path.join(ROOT, "run_classifier.py"), *_flags(
-            data, out, "--do_train", "--do_eval", "--train_batch_size=4", "--num_train_epochs=3",
+            data, out, "--do_train", "--do_eval", "--train_batch_size=4", "--num_train_epochs=2",
             "--learning_rate=1e-3", "--save_checkpoints_steps=6", "--iterations_per_loop=3", "--loss=focal",
             "--focal_gamma=1.5", "--label_smoothing=0.1", "--class_weights=balanced", "--layerwise_lr_decay=0.8",
             "--reinit_top_layers=1", "--adversarial=pgd", "--adversarial_steps=2", "--rdrop_alpha=1",
@@ -98,7 +98,7 @@ def test_every_option_at_once_resumes_exactly_after_sigkill(tmp_path):
     assert "adversarial training: PGD on the word embeddings (epsilon 1, 2 steps)" in whole.stderr
     assert "weights: their moving averages (decay 0.9) from here on" in whole.stderr
     best_step = int(json.loads((tmp_path / "whole" / "best" / "best.json").read_text())["step"])
-    for step, prefix in ((27, "model.ckpt-27"), (best_step, f"best/model.ckpt-{best_step}")):
+    for step, prefix in ((18, "model.ckpt-18"), (best_step, f"best/model.ckpt-{best_step}")):
         state = tf.train.load_checkpoint(str(tmp_path / "whole" / "training_state" / f"ckpt-{step}"))
         for name, value in _weights(tmp_path / "whole" / prefix).items():
             key = name.replace("/", ".S") + "/.ATTRIBUTES/VARIABLE_VALUE"
@@ -110,7 +110,7 @@ def test_every_option_at_once_resumes_exactly_after_sigkill(tmp_path):
     resumed = script_processes.run(command(killed), capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "re-initialised" not in resumed.stderr  # (the resumed state holds the re-initialised layer)
-    expected, got = _weights(tmp_path / "whole" / "model.ckpt-27"), _weights(killed / "model.ckpt-27")
+    expected, got = _weights(tmp_path / "whole" / "model.ckpt-18"), _weights(killed / "model.ckpt-18")
     for name, value in expected.items():
         np.testing.assert_allclose(got[name], value, atol=1e-6, err_msg=name)
     assert (killed / "eval_results.txt").read_text() == (tmp_path / "whole" / "eval_results.txt").read_text()

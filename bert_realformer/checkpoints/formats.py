@@ -15,13 +15,14 @@ from __future__ import annotations
 import abc
 import dataclasses
 import importlib
+import json
 import os
 import pkgutil
 from typing import TYPE_CHECKING, ClassVar
 
 from bert_realformer import storage
 from bert_realformer.errors import InputError
-from bert_realformer.text_files import read_lines
+from bert_realformer.text_files import read_lines, read_text
 
 if TYPE_CHECKING:  # annotations only
     import numpy as np
@@ -29,6 +30,7 @@ if TYPE_CHECKING:  # annotations only
     import modeling
 
 LABELS_FILE = "label_list.txt"  # a classifier run's label order, one per line
+RUN_OPTIONS_FILE = "training_options.json"  # what a run was started with (`training.recorded_options`)
 VOCAB_FILE = "vocab.txt"
 CONFIG_FILE = "bert_config.json"
 # A run's directories of weights whose config, vocabulary and labels the run keeps beside them:
@@ -40,11 +42,13 @@ RUN_WEIGHT_DIRECTORIES = ("training_state", "best")
 @dataclasses.dataclass
 class Weights:
     """What a conversion carries: the config, {TF1 name: array}, the vocabulary file (or None),
-    a classifier's labels in their order (or None) and notes on what was left out."""
+    a classifier's labels in their order (or None), whether it is a multi-label classifier (a
+    sigmoid per label) and notes on what was left out."""
     config: modeling.BertConfig
     values: dict[str, np.ndarray]
     vocab_file: str | None = None
     labels: list[str] | None = None
+    multi_label: bool = False
     notes: list[str] = dataclasses.field(default_factory=list)
 
 
@@ -150,6 +154,19 @@ def labels_beside(path: str) -> list[str] | None:
     """A classifier run's label order kept beside its weights (`LABELS_FILE`), or None."""
     labels_file = found_beside(path, LABELS_FILE)
     return read_labels(labels_file) if labels_file else None
+
+
+def multi_label_beside(path: str) -> bool:
+    """Whether the run that keeps the weights at `path` trained a multi-label classifier (its
+    `RUN_OPTIONS_FILE` says so)."""
+    options_file = found_beside(path, RUN_OPTIONS_FILE)
+    if options_file is None:
+        return False
+    try:
+        options = json.loads(read_text(options_file))
+    except ValueError:
+        return False  # (the run's own reading of the file names what is wrong with it)
+    return isinstance(options, dict) and bool((options.get("classifier_input") or {}).get("multi_label"))
 
 
 def write_vocab_and_labels(directory: str, weights: Weights) -> list[str]:

@@ -169,11 +169,12 @@ def config_from_hf(hf_config, source="config.json"):
     return BertConfig.from_dict({**values, "hidden_act": _HF_ACT_TO_OURS[act]}, source=source)
 
 
-def config_to_hf(config, architecture, force=False, labels=None, num_labels=None):
+def config_to_hf(config, architecture, force=False, labels=None, num_labels=None, multi_label=False):
     """BertConfig -> Hugging Face config.json object. Pre-LN and RealFormer cannot be expressed
     by Hugging Face's BertModel: an error unless `force` (then the variant is dropped). A
     classifier's `num_labels` outputs get `id2label`/`label2id` from `labels` (the run's
-    label_list.txt; LABEL_i without one) and `problem_type` (one output: regression)."""
+    label_list.txt; LABEL_i without one) and `problem_type` (one output: regression; with
+    `multi_label`, a sigmoid per label: multi_label_classification)."""
     if not config.variant.is_original and not force:
         raise ConfigError(f"a {config.layer_norm_type}-LN model with residual_attention="
                           f"{config.residual_attention!r} cannot be expressed by Hugging Face's BertModel "
@@ -189,10 +190,10 @@ def config_to_hf(config, architecture, force=False, labels=None, num_labels=None
             "max_position_embeddings": config.max_position_embeddings,
             "type_vocab_size": config.type_vocab_size, "initializer_range": config.initializer_range,
             "layer_norm_eps": 1e-12, "pad_token_id": 0, "position_embedding_type": "absolute",
-            **_label_fields(architecture, labels, num_labels)}
+            **_label_fields(architecture, labels, num_labels, multi_label)}
 
 
-def _label_fields(architecture, labels, num_labels):
+def _label_fields(architecture, labels, num_labels, multi_label=False):
     if architecture not in ("BertForSequenceClassification", "BertForTokenClassification") or not num_labels:
         return {}
     if labels is None or len(labels) != num_labels:
@@ -200,7 +201,8 @@ def _label_fields(architecture, labels, num_labels):
     fields = {"id2label": {str(i): label for i, label in enumerate(labels)},
               "label2id": {label: i for i, label in enumerate(labels)}}
     if architecture == "BertForSequenceClassification":
-        fields["problem_type"] = "regression" if num_labels == 1 else "single_label_classification"
+        fields["problem_type"] = ("regression" if num_labels == 1 else "multi_label_classification" if multi_label
+                                  else "single_label_classification")
     return fields
 
 
@@ -248,7 +250,8 @@ def read_hf_dir(path):
     return config, values, (vocab if storage.isfile(vocab) else None), unused, labels_from_hf(hf_config)
 
 
-def write_hf_dir(path, config, values, vocab_file=None, force=False, labels=None, do_lower_case=True):
+def write_hf_dir(path, config, values, vocab_file=None, force=False, labels=None, do_lower_case=True,
+                 multi_label=False):
     """Writes config.json, model.safetensors (and vocab.txt with the tokenizer's files) into
     `path`. Returns (the architecture, [TF1 names left out]). Weights with no Hugging Face place
     are an error unless `force`."""
@@ -256,7 +259,7 @@ def write_hf_dir(path, config, values, vocab_file=None, force=False, labels=None
     tensors, architecture, left_out = tf1_to_hf(values, config.num_hidden_layers)
     heads = TASK_HEADS.get(architecture)
     num_labels = values[heads[0][1]].shape[0] if heads else None
-    hf_config = config_to_hf(config, architecture, force, labels, num_labels)
+    hf_config = config_to_hf(config, architecture, force, labels, num_labels, multi_label)
     if left_out and not force:
         crf = [name for name in left_out if name in NO_HF_PLACE]
         why = " (Hugging Face's token classification has no CRF)" if crf else ""
@@ -298,7 +301,8 @@ class HuggingFaceFormat(WeightFormat):
 
     def write(self, directory, weights, options):
         architecture, left_out = write_hf_dir(directory, weights.config, weights.values, weights.vocab_file,
-                                              options.force, weights.labels, options.do_lower_case)
+                                              options.force, weights.labels, options.do_lower_case,
+                                              weights.multi_label)
         if left_out:
             weights.notes.append(f"not converted (no place in {architecture}): {', '.join(left_out)}")
         written = [f"config.json ({architecture})", "model.safetensors"]

@@ -26,6 +26,7 @@ from bert_realformer.checkpoints.formats import (
     Weights,
     found_beside,
     labels_beside,
+    multi_label_beside,
     name_list,
     register,
     write_vocab_and_labels,
@@ -232,7 +233,8 @@ def read_run_weights(path: str, options: ReadOptions, read_values: Callable[[str
     if missing:
         raise InputError(f"input: {len(missing)} weights of this config are missing: {name_list(missing)}",
                          options=("input",))
-    return Weights(config, values, options.vocab_file or found_beside(path, VOCAB_FILE), labels_beside(path))
+    return Weights(config, values, options.vocab_file or found_beside(path, VOCAB_FILE), labels_beside(path),
+                   multi_label_beside(path))
 
 
 def write_config_beside(directory: str, weights: Weights) -> list[str]:

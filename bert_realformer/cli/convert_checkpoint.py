@@ -76,7 +76,8 @@ def main(argv):
                 "max_seq_length", FLAGS.max_seq_length)
             path = export_model(conversion.model_for(weights), weights.vocab_file, FLAGS.do_lower_case, max_seq_length,
                                 staging, weights.labels, reading.get("doc_stride"),
-                                reading.get("window_pooling", "mean"), reading.get("truncation", "head"))
+                                reading.get("window_pooling", "mean"), reading.get("truncation", "head"),
+                                reading.get("thresholds") if reading.get("multi_label") else None)
             written = [os.path.relpath(path, staging)]
         else:
             written = conversion.write(FLAGS.to, staging, weights, FLAGS.do_lower_case, FLAGS.max_seq_length,

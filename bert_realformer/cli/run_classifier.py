@@ -13,7 +13,9 @@ OUTPUT_DIR/label_list.txt), `model.ckpt-STEP`, and with --export_dir a SavedMode
 text and gives the probabilities and the predicted label. --task_name=generic reads users' files
 (TSV and CSV with a header row naming the columns); its labels come from --label_file, else
 from the run's OUTPUT_DIR/label_list.txt, else from the training file (sorted, as integers
-when they all are).
+when they all are). With --multi_label each example has any number of the labels (a sigmoid per
+label): eval_results.txt gives micro/macro F1 and each label's precision, recall and F1 at the
+decision thresholds, test_results.tsv each label's probability.
 """
 
 from absl import flags
@@ -77,12 +79,24 @@ flags.DEFINE_string("class_weights", None, "Weigh each training example by its c
 flags.DEFINE_float("rdrop_alpha", 0.0, "R-Drop: each training example runs twice with different dropout and the "
                    "loss adds alpha times the symmetric KL divergence of the two predictions (the loss is 1/2 (CE1 "
                    "+ CE2) + alpha/4 (KL(p1||p2) + KL(p2||p1))). 0: one pass, as the original.")
+flags.DEFINE_bool("multi_label", False, "--task_name=generic: each example has any number of the labels: the label "
+                  "column holds them separated by --label_separator (an empty field: none; JSON lines: a list). A "
+                  "sigmoid per label, trained with binary cross-entropy; evaluated by micro-averaged F1.")
+flags.DEFINE_string("label_separator", ",", "--multi_label: what separates an example's labels in TSV and CSV files.")
+flags.DEFINE_float("multi_label_threshold", 0.5, "--multi_label: an example has a label when its probability "
+                   "reaches this.")
+flags.DEFINE_bool("tune_thresholds", False, "--multi_label: each label's threshold chosen on the dev set (the best "
+                  "F1 among 0.05, 0.10, ..., 0.95) at every evaluation, and used for prediction and the export; the "
+                  "dev metrics at thresholds chosen on the dev set are optimistic.")
 flags.DEFINE_string("export_dir", None, "Export a SavedModel taking raw text (text_a, text_b) to EXPORT_DIR/<version>.")
 
 
 def _check_flags():
     check_finetuning_flags(3, "[CLS] A [SEP]", other_modes=("export_dir",))
-    from bert_realformer.tasks.classification.metrics import REPORTED
+    if FLAGS.multi_label:
+        from bert_realformer.tasks.multi_label.metrics import REPORTED
+    else:
+        from bert_realformer.tasks.classification.metrics import REPORTED
     check_monitoring_flags(FLAGS.do_eval, "--do_eval (DATA_DIR's dev file)", REPORTED)
     if FLAGS.doc_stride and FLAGS.truncation != "head":
         raise InputError(f"--truncation={FLAGS.truncation} cuts a text to one window; --doc_stride reads all of "
@@ -98,13 +112,44 @@ def _check_flags():
     if FLAGS.class_weights and FLAGS.class_weights != "balanced" and not storage.isfile(FLAGS.class_weights):
         raise InputError(f"--class_weights={FLAGS.class_weights}: expected balanced or a file of LABEL<TAB>WEIGHT "
                          "lines; there is no such file")
+    _check_multi_label_flags()
     if FLAGS.export_dir:  # before training: an export that fails would come after all of it
         storage.check_writable_dir(FLAGS.export_dir, "export_dir")
+
+
+def _check_multi_label_flags():
+    if not FLAGS.multi_label:
+        for name in ("label_separator", "multi_label_threshold", "tune_thresholds"):
+            if FLAGS[name].present:
+                raise InputError(f"--{name} is for multi-label classification: it needs --multi_label")
+        return
+    if FLAGS.task_name.lower() != "generic":
+        raise InputError(f"--multi_label reads users' files (--task_name=generic), not --task_name={FLAGS.task_name}")
+    for name, unsupported in (("doc_stride", FLAGS.doc_stride), ("loss", FLAGS.loss != "cross_entropy"),
+                              ("label_smoothing", FLAGS.label_smoothing), ("class_weights", FLAGS.class_weights)):
+        if unsupported:
+            raise InputError(f"--{name} is not available with --multi_label (sigmoid binary cross-entropy, texts "
+                             "cut as --truncation says)")
+
+
+def _multi_label_task():
+    from bert_realformer.tasks import registry
+    from bert_realformer.tasks.multi_label.task import MultiLabelOptions
+    options = MultiLabelOptions(
+        data_dir=FLAGS.data_dir, label_file=FLAGS.label_file, label_separator=FLAGS.label_separator,
+        data_options={"data_format": FLAGS.data_format, "text_a_column": FLAGS.text_a_column,
+                      "text_b_column": FLAGS.text_b_column, "label_column": FLAGS.label_column},
+        threshold=FLAGS.multi_label_threshold, tune_thresholds=FLAGS.tune_thresholds, truncation=FLAGS.truncation,
+        group_by_length=FLAGS.group_by_length, rdrop_alpha=FLAGS.rdrop_alpha)
+    return registry.get("multi_label")(finetuning.task_options(), options)
 
 
 def main(argv):
     del argv
     _check_flags()
+    if FLAGS.multi_label:
+        finetuning.run(_multi_label_task(), export_dir=FLAGS.export_dir)
+        return
     from bert_realformer.tasks import registry
     from bert_realformer.tasks.classification.task import ClassificationOptions
     options = ClassificationOptions(

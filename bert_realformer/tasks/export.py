@@ -3,7 +3,9 @@
 The tensorflow-text tokenizer (`tokenization.fast`, the same ids as the reference) runs inside
 the graph; loading needs `import tensorflow_text` (it registers the ops). Signatures:
   classifier: `serving_default` / `classify`: text_a [B] string -> probabilities [B, C]
-    (a regression model, one output: scores [B, 1]); `classify_pair`: text_a, text_b -> the same;
+    (a regression model, one output: scores [B, 1]; a multi-label one: each label's sigmoid
+    probability [B, C] and `predicted` [B, C], 1 where it reaches the label's threshold);
+    `classify_pair`: text_a, text_b -> the same;
   encoder: `serving_default` / `encode` and `encode_pair` -> sequence_output, pooled_output.
 The directory layout is TF Serving's: EXPORT_DIR/<version>/saved_model.pb, version = seconds
 since the epoch. Written under a temporary name and renamed.
@@ -117,13 +119,15 @@ class ClassifierServing(TextServing):
     or {scores [B, 1]} for regression (`label_list` None). With `doc_stride`, long texts are
     cut into windows whose outputs are combined per text (`window_pooling`: max or mean; `first`
     reads the first window alone, which is head truncation; `auto` left unchosen is max); without
-    it, a text too long is cut as `truncation` says."""
+    it, a text too long is cut as `truncation` says. With `thresholds` (one per label) it is a
+    multi-label classifier: {probabilities [B, C] (sigmoids), predicted [B, C] (0/1)}."""
 
     def __init__(self, model, vocab_file, do_lower_case, max_seq_length, label_list, doc_stride=None,
-                 window_pooling="mean", truncation="head"):
+                 window_pooling="mean", truncation="head", thresholds=None):
         doc_stride, window_pooling, truncation = served_reading(doc_stride, window_pooling, truncation)
         super().__init__(model, vocab_file, do_lower_case, max_seq_length, truncation)
         self._regression = label_list is None
+        self._thresholds = None if thresholds is None else tf.constant(thresholds, tf.float32)
         self.labels = tf.constant(label_list or ["score"])
         self._doc_stride = doc_stride
         self._window_pooling = window_pooling
@@ -138,6 +142,10 @@ class ClassifierServing(TextServing):
     def _named(self, logits):
         if self._regression:
             return {"scores": logits}
+        if self._thresholds is not None:
+            probabilities = tf.sigmoid(logits)
+            return {"probabilities": probabilities,
+                    "predicted": tf.cast(probabilities >= self._thresholds[None, :], tf.int32)}
         probabilities = tf.nn.softmax(logits, axis=-1)
         return {"probabilities": probabilities, "label": tf.gather(self.labels, tf.argmax(probabilities, axis=-1))}
 
@@ -208,10 +216,12 @@ def _save(module, export_dir, names):
 
 def export_classifier(model: keras.Model, vocab_file: str, do_lower_case: bool, max_seq_length: int,
                       label_list: list[str] | None, export_dir: str, doc_stride: int | None = None,
-                      window_pooling: str = "mean", truncation: str = "head") -> str:
-    """Signatures `serving_default`/`classify` (text_a) and `classify_pair` (text_a, text_b)."""
+                      window_pooling: str = "mean", truncation: str = "head",
+                      thresholds: list[float] | None = None) -> str:
+    """Signatures `serving_default`/`classify` (text_a) and `classify_pair` (text_a, text_b);
+    `thresholds`: a multi-label classifier's, one per label."""
     module = ClassifierServing(model, vocab_file, do_lower_case, max_seq_length, label_list, doc_stride,
-                               window_pooling, truncation)
+                               window_pooling, truncation, thresholds)
     return _save(module, export_dir, ("classify", "classify_pair"))
 
 
@@ -224,11 +234,12 @@ def export_encoder(model: keras.Model, vocab_file: str, do_lower_case: bool, max
 
 def export_model(model: keras.Model, vocab_file: str, do_lower_case: bool, max_seq_length: int, export_dir: str,
                  label_list: list[str] | None = None, doc_stride: int | None = None, window_pooling: str = "mean",
-                 truncation: str = "head") -> str:
+                 truncation: str = "head", thresholds: list[float] | None = None) -> str:
     """What a checkpoint serves, by its model: a `BertClassifier` as `export_classifier` (its
     labels named by `label_list`, a fine-tuning run's order; '0'..'C-1' without one; a regression
-    model's score; long texts read as `doc_stride`, `window_pooling` and `truncation` say), any
-    other model as its encoder (`export_encoder`). Returns the version's path."""
+    model's score; long texts read as `doc_stride`, `window_pooling` and `truncation` say; a
+    multi-label classifier with its `thresholds`), any other model as its encoder
+    (`export_encoder`). Returns the version's path."""
     if not isinstance(model, modeling.BertClassifier):
         encoder = model if isinstance(model, modeling.BertModel) else model.bert
         return export_encoder(encoder, vocab_file, do_lower_case, max_seq_length, export_dir)
@@ -240,4 +251,4 @@ def export_model(model: keras.Model, vocab_file: str, do_lower_case: bool, max_s
         raise InputError(f"label_list.txt names {len(label_list)} labels but the classifier has "
                          f"{model.num_labels} outputs")
     return export_classifier(model, vocab_file, do_lower_case, max_seq_length, label_list, export_dir, doc_stride,
-                             window_pooling, truncation)
+                             window_pooling, truncation, thresholds)

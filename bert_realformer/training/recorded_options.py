@@ -18,10 +18,11 @@ import json
 import os
 
 from bert_realformer import storage
+from bert_realformer.checkpoints.formats import RUN_OPTIONS_FILE
 from bert_realformer.errors import InputError
 from bert_realformer.text_files import read_text
 
-FILE_NAME = "training_options.json"
+FILE_NAME = RUN_OPTIONS_FILE
 
 
 def read(directory: str) -> dict:

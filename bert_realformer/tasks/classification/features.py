@@ -4,7 +4,8 @@
 end of the longer text), zero padded; with `doc_stride`, a text A too long for one sequence
 becomes several overlapping windows instead (`sequences.pack_windows`), each a record of its
 example. Record features: `input_ids`, `input_mask`, `segment_ids` (int64 x max_seq_length),
-`label_ids` (int64, or float for regression), `is_real_example` (int64), `example_index` (int64:
+`label_ids` (int64; float for regression; [C] int64 0/1 for a multi-label example, whose label is
+a tuple of labels), `is_real_example` (int64), `example_index` (int64:
 the example a window belongs to), `window_index` (int64: the window's place in its example, 0 for
 the first). A cache file is re-used only when its key (a digest of the
 examples as read, the vocabulary's contents, casing, length, stride, labels: `_cache_key`)
@@ -43,7 +44,7 @@ def convert_windows(example, label_map, max_seq_length, tokenizer, doc_stride=No
         windows = pack_windows(ids_a, ids_b, max_seq_length, doc_stride, cls, sep)
     else:
         windows = [pack(ids_a, ids_b, max_seq_length, cls, sep, truncation)]
-    label = float(example.label) if label_map is None else label_map[example.label]
+    label = _label_value(example.label, label_map)
     features = []
     for input_ids, segment_ids in windows:
         n = len(input_ids)
@@ -53,12 +54,27 @@ def convert_windows(example, label_map, max_seq_length, tokenizer, doc_stride=No
     return features
 
 
-def feature_spec(max_seq_length, regression=False):
+def _label_value(label, label_map):
+    """A record's label: the score (regression, `label_map` None), the label's index, or for a
+    multi-label example (a tuple of labels) the multi-hot [C] list."""
+    if label_map is None:
+        return float(label)
+    if isinstance(label, tuple):
+        hot = [0] * len(label_map)
+        for name in label:
+            hot[label_map[name]] = 1
+        return hot
+    return label_map[label]
+
+
+def feature_spec(max_seq_length, regression=False, multi_hot=None):
+    """The records' features; `multi_hot`: C, the width of multi-label examples' labels."""
     import tensorflow as tf
+    label_shape = [multi_hot] if multi_hot else []
     return {"input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
             "input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64),
             "segment_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-            "label_ids": tf.io.FixedLenFeature([], tf.float32 if regression else tf.int64),
+            "label_ids": tf.io.FixedLenFeature(label_shape, tf.float32 if regression else tf.int64),
             "is_real_example": tf.io.FixedLenFeature([], tf.int64),
             "example_index": tf.io.FixedLenFeature([], tf.int64),
             "window_index": tf.io.FixedLenFeature([], tf.int64)}
@@ -108,7 +124,8 @@ def cached_features(examples: list[InputExample], label_list: list[str] | None, 
     def records():
         ordered = sorted(features(), key=lambda item: sum(item[1]["input_mask"])) if sort_by_length else features()
         for index, f in ordered:
-            label = float_feature([f["label_id"]]) if label_map is None else int64_feature([f["label_id"]])
+            value = f["label_id"] if isinstance(f["label_id"], list) else [f["label_id"]]
+            label = float_feature(value) if label_map is None else int64_feature(value)
             record = {name: int64_feature(f[name]) for name in _TOKEN_FEATURES}
             record.update({"label_ids": label, "is_real_example": int64_feature([1]),
                            "example_index": int64_feature([index])})
@@ -131,16 +148,17 @@ _TOKEN_FEATURES = ("input_ids", "input_mask", "segment_ids")
 def make_dataset(path: str, batch_size: int, max_seq_length: int, is_training: bool, regression: bool = False,
                  seed: int | None = None, start_batch: int = 0, num_examples: int | None = None,
                  shuffle_buffer_size: int = 0, group_by_length: bool = False,
-                 dynamic_padding: bool = True) -> tf.data.Dataset:
+                 dynamic_padding: bool = True, multi_hot: int | None = None) -> tf.data.Dataset:
     """Training: the `num_examples` records in a new permutation every epoch (or the original's
     100-record buffer, `shuffle_buffer_size`), repeated, remainder dropped, from batch
     `start_batch` on; fixed shapes unless `group_by_length` (batches of similar lengths, each
     cut to its longest). Eval/predict: in order, the last batch kept, each batch cut to its
-    longest sequence (`dynamic_padding`; False: every batch at `max_seq_length`)."""
+    longest sequence (`dynamic_padding`; False: every batch at `max_seq_length`). `multi_hot`:
+    the records hold multi-label examples' [C] labels."""
     import tensorflow as tf
 
     from bert_realformer.training.per_example import training_batches
-    spec = feature_spec(max_seq_length, regression)
+    spec = feature_spec(max_seq_length, regression, multi_hot)
 
     def cast(example):
         return {k: tf.cast(v, tf.int32) if v.dtype == tf.int64 else v for k, v in example.items()}

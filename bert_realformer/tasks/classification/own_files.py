@@ -70,8 +70,16 @@ class GenericProcessor(LabelsFromData):
             examples.append(InputExample(
                 f"{split}-{number}", str(required_field(row, text_a, path, number)),
                 str(required_field(row, text_b, path, number)) if text_b else None,
-                self._label(str(value), where, required=split != "test") if value is not None else None, where))
+                self._field_label(value, where, required=split != "test"), where))
         return examples
+
+    def _field_label(self, value, where, required=True):
+        """The example's label from its label field's value (None: a test example without one)."""
+        return None if value is None else self._label(str(value), where, required=required)
+
+    def _names_of(self, label) -> tuple[str, ...]:
+        """The label names an example's label holds (one)."""
+        return (label,)
 
     def set_labels_from(self, data_dir):
         """Reads `label_file`, or collects the labels of the training file."""
@@ -83,8 +91,8 @@ class GenericProcessor(LabelsFromData):
         else:
             path = self._path(data_dir, "train")
             label = self.columns[2]
-            self._labels = sort_labels({self._label(str(required_field(row, label, path, n)), f"{path}:{n}")
-                                        for n, row in self._rows(path)})
+            self._labels = sort_labels({name for n, row in self._rows(path) for name in self._names_of(
+                self._field_label(required_field(row, label, path, n), f"{path}:{n}"))})
             if not self._labels:
                 raise InputError(f"{path}: the train split has no examples")
         return self.get_labels()

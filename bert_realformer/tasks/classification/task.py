@@ -114,14 +114,16 @@ def training_task(examples: list[InputExample], tokenizer: FullTokenizer, max_se
                   schedule: Schedule, *, label_list: list[str] | None, features_path: str,
                   doc_stride: int | None = None, group_by_length: bool = False, truncation: str = "head",
                   window_training: str = "separate", window_pooling: str = "mean",
-                  max_windows_per_document: int = 8, loss: ClassifierLoss | None = None) -> TrainingTask:
+                  max_windows_per_document: int = 8, loss: ClassifierLoss | None = None,
+                  multi_label: bool = False) -> TrainingTask:
     """The `TrainingTask` over the examples' features, cached in `features_path` (re-used when
     the same), each epoch in a new order (`Schedule.batches`). Without `doc_stride`, one record
     per example, cut as `truncation` says. With it: `window_training="separate"` trains every
     window alone (an epoch is every window once); `"pooled"` trains whole documents (an epoch
     is every document once; a batch of B documents runs up to B * `max_windows_per_document`
     windows), their windows pooled by `window_pooling` before the loss (`document_loss_fn`).
-    `label_list` None: regression; `loss`: a classifier's loss (default: the original's)."""
+    `label_list` None: regression; `loss`: a classifier's loss (default: the original's);
+    `multi_label`: the examples' labels are tuples (`multi_label.task`), their loss `loss`."""
     regression = label_list is None
     loss = None if regression else loss or ClassifierLoss()
     totals_fn = example_totals if regression else loss.totals
@@ -144,14 +146,15 @@ def training_task(examples: list[InputExample], tokenizer: FullTokenizer, max_se
         count, classifier_loss_fn(loss), totals_fn,
         lambda start: make_dataset(features_path, schedule.batch_size, max_seq_length, True, regression,
                                    schedule.seed, start_batch=start, num_examples=count,
-                                   shuffle_buffer_size=schedule.shuffle_buffer_size, group_by_length=group_by_length),
+                                   shuffle_buffer_size=schedule.shuffle_buffer_size, group_by_length=group_by_length,
+                                   multi_hot=len(label_list) if multi_label else None),
         summary=f"{done} ({len(examples)} examples{windows})", features_path=features_path)
 
 
 def predict_windows(driver: Driver, examples: list[InputExample], label_list: list[str] | None,
                     tokenizer: FullTokenizer, features_path: str, batch_size: int, max_seq_length: int,
                     doc_stride: int | None = None, dynamic_padding: bool = True,
-                    truncation: str = "head") -> WindowOutputs:
+                    truncation: str = "head", multi_label: bool = False) -> WindowOutputs:
     """The logits of every window of `examples` (one per example without `doc_stride`, cut as
     `truncation` says) with the driver's model, features cached at `features_path` with a
     digest of what they hold before its extension (`feature_cache.keyed_path`). With
@@ -166,8 +169,10 @@ def predict_windows(driver: Driver, examples: list[InputExample], label_list: li
     cached_features(examples, label_list, max_seq_length, tokenizer, features_path, doc_stride,
                     sort_by_length=dynamic_padding, truncation=truncation, key=key)
     result = driver.predict(make_dataset(features_path, batch_size, max_seq_length, False, regression,
-                                         dynamic_padding=dynamic_padding), _prediction_outputs(regression))
-    labels = np.zeros(len(examples), result["labels"].dtype)
+                                         dynamic_padding=dynamic_padding,
+                                         multi_hot=len(label_list) if multi_label else None),
+                            _prediction_outputs(regression))
+    labels = np.zeros((len(examples), *result["labels"].shape[1:]), result["labels"].dtype)
     labels[result["example_index"]] = result["labels"]
     return WindowOutputs(result["outputs"], result["example_index"], result["window_index"], labels, regression)
 

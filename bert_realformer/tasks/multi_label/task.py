@@ -1,0 +1,136 @@
+"""Multi-label classification as a fine-tuning task: `BertClassifier`'s C logits read through a
+sigmoid each, trained with binary cross-entropy (`losses`), evaluated at decision thresholds
+(`metrics`: a fixed one, or each label's tuned on the dev set), `test_results.tsv` one row of
+the C label probabilities per test example, and a SavedModel that returns them with the labels
+they pass (`probabilities`, `predicted`).
+
+The thresholds a run used are recorded in OUTPUT_DIR/training_options.json (`classifier_input`),
+so a later prediction, export or conversion uses them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+import modeling
+from bert_realformer import report, storage
+from bert_realformer.tasks.classification.task import (
+    LABEL_LIST,
+    predict_windows,
+    settle_label_list,
+    training_task,
+)
+from bert_realformer.tasks.contract import Evaluation, FinetuningTask, TaskData, TaskOptions
+from bert_realformer.tasks.multi_label.losses import MultiLabelLoss
+from bert_realformer.tasks.multi_label.metrics import REPORTED, multi_label_results, sigmoid, tuned_thresholds
+from bert_realformer.tasks.multi_label.reading import MultiLabelProcessor
+from bert_realformer.tasks.outputs import write_test_results
+from bert_realformer.tasks.registry import register
+from bert_realformer.training import recorded_options
+
+
+@dataclasses.dataclass(frozen=True)
+class MultiLabelOptions:
+    """The generic files' directory and columns (`data_options`: `data_format`, `text_a_column`,
+    `text_b_column`, `label_column`), the labels (`label_file`, else the training file's) and
+    their `label_separator`; the decision `threshold`, or with `tune_thresholds` each label's
+    chosen on the dev set; how a text too long is cut, batches by length, R-Drop."""
+    data_dir: str
+    data_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    label_file: str | None = None
+    label_separator: str = ","
+    threshold: float = 0.5
+    tune_thresholds: bool = False
+    truncation: str = "head"
+    group_by_length: bool = False
+    rdrop_alpha: float = 0.0
+
+
+@register("multi_label")
+class MultiLabelTask(FinetuningTask):
+    """Each example has any number of the labels; judged by micro-averaged F1."""
+
+    metrics = REPORTED
+
+    def __init__(self, options: TaskOptions, multi_label: MultiLabelOptions):
+        super().__init__(options)
+        self.multi_label = multi_label
+        self.label_list: list[str] = []
+        self.evaluated_thresholds = None  # the last evaluation's thresholds
+        self.thresholds = None            # what prediction and export use (`settle`)
+
+    def read(self, splits: Sequence[str]) -> TaskData:
+        """The examples; the labels settled with OUTPUT_DIR/label_list.txt (`settle_label_list`)."""
+        m, output_dir = self.multi_label, self.options.output_dir
+        recorded = os.path.join(output_dir, LABEL_LIST)
+        label_file = m.label_file or (recorded if storage.isfile(recorded) else None)
+        options = {k: v for k, v in m.data_options.items() if v is not None}
+        processor = MultiLabelProcessor(m.label_separator, label_file=label_file, **options)
+        self.label_list = settle_label_list(processor.set_labels_from(m.data_dir), output_dir)
+        read = {"train": processor.get_train_examples, "dev": processor.get_dev_examples,
+                "test": processor.get_test_examples}
+        return TaskData(**{split: read[split](m.data_dir) for split in splits})
+
+    @property
+    def label_names(self):
+        return self.label_list
+
+    def build_model(self, config):
+        return modeling.BertClassifier(config, num_labels=len(self.label_list))
+
+    def training_task(self, examples, tokenizer, schedule):
+        m = self.multi_label
+        if m.rdrop_alpha:
+            report.say(f"R-Drop: two dropout passes per example, their divergence weighted {m.rdrop_alpha:g}")
+        return training_task(
+            examples, tokenizer, self.options.max_seq_length, schedule, label_list=self.label_list,
+            features_path=os.path.join(self.options.output_dir, "train.tf_record"), group_by_length=m.group_by_length,
+            truncation=m.truncation, loss=MultiLabelLoss(m.rdrop_alpha), multi_label=True)
+
+    def predict(self, driver, tokenizer, examples, split) -> tuple[np.ndarray, np.ndarray]:
+        """(logits [N, C], 0/1 labels [N, C]) of `examples`, in order."""
+        options = self.options
+        name = "eval.tf_record" if split == "dev" else "predict.tf_record"
+        windows = predict_windows(driver, examples, self.label_list, tokenizer, os.path.join(options.output_dir, name),
+                                  options.batch_size(split), options.max_seq_length, None, options.dynamic_padding,
+                                  self.multi_label.truncation, multi_label=True)
+        logits = np.zeros((len(examples), windows.logits.shape[1]), np.float32)
+        logits[windows.example_index] = windows.logits
+        return logits, windows.labels
+
+    def evaluate(self, examples, predictions, step, selection):
+        logits, labels = predictions
+        m = self.multi_label
+        thresholds = tuned_thresholds(logits, labels) if m.tune_thresholds else [m.threshold] * len(self.label_list)
+        self.evaluated_thresholds = thresholds
+        return Evaluation(multi_label_results(logits, labels, self.label_list, thresholds, step), None)
+
+    def settle(self, driver):
+        """The thresholds prediction and export use: the final evaluation's, else the ones recorded
+        with the run (tuned ones), else the asked one."""
+        recorded = recorded_options.read(driver.write_dir).get("classifier_input", {}).get("thresholds")
+        fixed = [self.multi_label.threshold] * len(self.label_list)
+        tuned = self.multi_label.tune_thresholds and recorded and len(recorded) == len(self.label_list)
+        self.thresholds = self.evaluated_thresholds or (recorded if tuned else fixed)
+
+    def recorded_options(self):
+        """How the model reads its input and decides, for a later conversion to a SavedModel."""
+        m = self.multi_label
+        return {"classifier_input": {"max_seq_length": self.options.max_seq_length, "truncation": m.truncation,
+                                     "multi_label": True, "thresholds": self.thresholds or self.evaluated_thresholds
+                                     or [m.threshold] * len(self.label_list)}}
+
+    def write_predictions(self, examples, predictions, split):
+        if split == "test":
+            write_test_results(sigmoid(predictions[0]), self.options.output_dir)
+
+    def export(self, driver, tokenizer, export_dir):
+        from bert_realformer.tasks.export import export_classifier
+        return export_classifier(driver.model, tokenizer.vocab_file, tokenizer.do_lower_case,
+                                 self.options.max_seq_length, self.label_list, export_dir,
+                                 truncation=self.multi_label.truncation, thresholds=self.thresholds)
