@@ -8,7 +8,7 @@ balanced: 2,400 training and 600 dev reviews) and on word_class (a word in its s
 with its part of speech: 33 classes, 4,950 training and 990 dev examples),
 --learning_rate=1e-3 --num_train_epochs=2 --train_batch_size=32 --max_seq_length=64.
 
-    python bench/finetune_toolkit.py [--seeds=1,2,3] [--options=focal,ema]
+    python bench/finetune_toolkit.py [--seeds=1,2,3] [--options=focal,ema] [--adversarial_epsilon=0.01]
 
 The combination is every option whose mean beat the defaults' on both tasks (at least the two
 with the largest summed gain). A run has failed when its dev accuracy is below the majority
@@ -44,13 +44,13 @@ OPTIONS = {
     "layer-wise lr decay 0.8": ["--layerwise_lr_decay=0.8"],
     "re-initialised top layer": ["--reinit_top_layers=1"],
     "EMA 0.99": ["--ema_decay=0.99"],
-    "FGM (epsilon 0.05)": ["--adversarial=fgm", "--adversarial_epsilon=0.05"],
-    "PGD (epsilon 0.05, 3 steps)": ["--adversarial=pgd", "--adversarial_epsilon=0.05"],
+    "FGM": ["--adversarial=fgm"],
+    "PGD (3 steps)": ["--adversarial=pgd"],
     "R-Drop (alpha 1)": ["--rdrop_alpha=1"],
 }
 SHORT = {"focal": "focal loss (gamma 2)", "smoothing": "label smoothing 0.1", "layerwise": "layer-wise lr decay 0.8",
-         "reinit": "re-initialised top layer", "ema": "EMA 0.99", "fgm": "FGM (epsilon 0.05)",
-         "pgd": "PGD (epsilon 0.05, 3 steps)", "rdrop": "R-Drop (alpha 1)"}
+         "reinit": "re-initialised top layer", "ema": "EMA 0.99", "fgm": "FGM",
+         "pgd": "PGD (3 steps)", "rdrop": "R-Drop (alpha 1)"}
 DEFAULTS = "defaults"
 
 
@@ -124,8 +124,12 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", default="1,2,3")
     parser.add_argument("--options", default=",".join(SHORT), help=f"which of {', '.join(SHORT)}")
+    parser.add_argument("--adversarial_epsilon", type=float, default=0.01, help="FGM's and PGD's epsilon")
+    parser.add_argument("--tag", default="", help="bench/results/finetune_toolkit[-TAG].json")
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
+    for name in ("FGM", "PGD (3 steps)"):
+        OPTIONS[name] = [*OPTIONS[name], f"--adversarial_epsilon={args.adversarial_epsilon}"]
     chosen = {SHORT[key]: OPTIONS[SHORT[key]] for key in args.options.split(",")}
     work = os.path.join(ROOT, "bench", ".work", "finetune_toolkit")
     shutil.rmtree(work, ignore_errors=True)
@@ -151,7 +155,8 @@ def main():
             others = ("-" if s["mean_of_others"] is None
                       else f"{s['mean_of_others']:.4f} +- {s['std_of_others'] or 0:.4f}")
             print(f"{task_name:<11s} {name:<60s} failed {s['failed']}/{s['runs']}; others {others}")
-    write_report(os.path.join(ROOT, "bench", "results", "finetune_toolkit.json"), "finetune_toolkit", sys.argv[1:],
+    name = f"finetune_toolkit{'-' + args.tag if args.tag else ''}.json"
+    write_report(os.path.join(ROOT, "bench", "results", name), "finetune_toolkit", sys.argv[1:],
                  model=MODEL, pretraining=PRETRAINING, finetuning=FINETUNING, options=OPTIONS, combination=combined,
                  runs=runs, summaries=summaries, seconds=round(time.time() - started))
 

@@ -114,7 +114,7 @@ def define_layerwise_flags():
                       "also trains on the loss with the word vectors perturbed against it: fgm (one step along the "
                       "gradient, of norm --adversarial_epsilon times the example's word vectors' norm) or pgd "
                       "(--adversarial_steps steps of epsilon/steps, kept within epsilon). None: as the original.")
-    flags.DEFINE_float("adversarial_epsilon", 0.05, "--adversarial: the perturbation's L2 norm over one example as a "
+    flags.DEFINE_float("adversarial_epsilon", 0.01, "--adversarial: the perturbation's L2 norm over one example as a "
                        "share of its word vectors' norm (PGD: its bound).")
     flags.DEFINE_integer("adversarial_steps", 3, "--adversarial=pgd: the steps that build the perturbation.")
 

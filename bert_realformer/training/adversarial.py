@@ -57,7 +57,7 @@ class Adversary:
     """kind: "fgm" or "pgd"; epsilon: the perturbation's norm (its bound for PGD) as a share of
     the example's word vectors' norm; steps: PGD's K."""
     kind: str = "fgm"
-    epsilon: float = 0.05
+    epsilon: float = 0.01
     steps: int = 3
 
     def __post_init__(self):
