@@ -4,6 +4,7 @@ import datetime
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -102,3 +103,14 @@ def peoples_daily_records(work_dir, seq_length, max_predictions=20, max_document
                     "--dupe_factor=1"], check=True, capture_output=True)
     return data
 
+
+def fresh_work_dir(name, model):
+    """bench/.work/NAME emptied and made again, with `model` written as its bert_config.json;
+    returns (the directory, the config's path)."""
+    work = os.path.join(ROOT, "bench", ".work", name)
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    config = os.path.join(work, "bert_config.json")
+    with open(config, "w") as f:
+        json.dump(model, f)
+    return work, config

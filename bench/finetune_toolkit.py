@@ -17,7 +17,6 @@ the others' accuracy; writes bench/results/finetune_toolkit.json.
 """
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -29,7 +28,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 sys.path.insert(0, ROOT)
 
-from common import VOCAB_ZH, peoples_daily_records, write_report  # noqa: E402
+from common import VOCAB_ZH, fresh_work_dir, peoples_daily_records, write_report  # noqa: E402
 from finetune_stability import FAILURE_MARGIN, summary  # noqa: E402
 
 MODEL = {"vocab_size": 21128, "hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 2,
@@ -131,12 +130,7 @@ def main():
     for name in ("FGM", "PGD (3 steps)"):
         OPTIONS[name] = [*OPTIONS[name], f"--adversarial_epsilon={args.adversarial_epsilon}"]
     chosen = {SHORT[key]: OPTIONS[SHORT[key]] for key in args.options.split(",")}
-    work = os.path.join(ROOT, "bench", ".work", "finetune_toolkit")
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
-    config = os.path.join(work, "bert_config.json")
-    with open(config, "w") as f:
-        json.dump(MODEL, f)
+    work, config = fresh_work_dir("finetune_toolkit", MODEL)
     tasks = write_tasks(work)
     started = time.time()
     checkpoint = pretrain(work, config)

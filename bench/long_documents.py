@@ -27,9 +27,7 @@ Writes bench/results/long_documents.json (every run's test and best dev accuracy
 """
 
 import argparse
-import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -42,7 +40,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 sys.path.insert(0, ROOT)
 
 from common import TINY_CHINESE_REALFORMER as MODEL  # noqa: E402
-from common import VOCAB_ZH, write_report  # noqa: E402
+from common import VOCAB_ZH, fresh_work_dir, write_report  # noqa: E402
 
 SIZES = {"train": 1600, "dev": 400, "test": 700}
 ARTICLE_CHARS = 150
@@ -106,12 +104,7 @@ def main():
     training_flags = [f for f in TRAINING if not f.startswith("--num_train_epochs")] + [
         f"--num_train_epochs={args.epochs:g}"]
     seeds = [int(s) for s in args.seeds.split(",")]
-    work = os.path.join(ROOT, "bench", ".work", "long_documents")
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
-    config = os.path.join(work, "bert_config.json")
-    with open(config, "w") as f:
-        json.dump(MODEL, f)
+    work, config = fresh_work_dir("long_documents", MODEL)
     runs = {}
     for position in args.positions.split(","):
         data = os.path.join(work, f"data-{position}")

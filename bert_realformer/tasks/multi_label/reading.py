@@ -9,7 +9,6 @@ import logging
 
 from bert_realformer.errors import InputError
 from bert_realformer.tasks.classification.own_files import GenericProcessor
-from bert_realformer.tasks.classification.reading import clean_label
 
 logger = logging.getLogger(__name__)
 
@@ -34,13 +33,8 @@ class MultiLabelProcessor(GenericProcessor):
         else:
             raise InputError(f"{where}: expected a list of labels (or a string of them separated by "
                              f"{self.label_separator!r}), got {value!r}")
-        names = [clean_label(str(part), where, required=False, said=self._stripped()) for part in parts]
+        names = [self._label(str(part), where, required=False) for part in parts]
         return tuple(dict.fromkeys(name for name in names if name))
-
-    def _stripped(self) -> set:
-        if not hasattr(self, "_stripped_files"):
-            self._stripped_files = set()
-        return self._stripped_files
 
     def _names_of(self, label):
         return label
