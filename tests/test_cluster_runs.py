@@ -154,6 +154,7 @@ def test_two_workers_save_at_the_same_step_when_one_gets_sigterm(tmp_path):
     assert [p.wait(timeout=300) for p in procs] == [143, 143]
     texts = [w.text() for w in watchers]
     endings = [t.strip().splitlines()[-1] for t in texts]
+    assert all(" at step " in e for e in endings), texts[0][-3000:] + texts[1][-3000:]
     steps = [int(e.split(" at step ")[1].split(":")[0]) for e in endings]
     assert steps[0] == steps[1] and 3 <= steps[0] < 30, endings
     out = stopped_dir / "out"

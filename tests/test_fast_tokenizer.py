@@ -1,5 +1,6 @@
 """The tensorflow-text fast path gives exactly the reference's ids."""
 
+import functools
 import os
 
 import pytest
@@ -36,22 +37,32 @@ CODE_POINTS = [*range(0x40000), *range(0xE0000, 0xF0000), *range(0x40000, 0xE000
                *range(0xF0000, 0x110000, 97)]
 
 
+TEXTS = ["a" + chr(c) + "b " + chr(c) + " Σ" + chr(c) for c in CODE_POINTS if not 0xD800 <= c <= 0xDFFF]
+
+
+@functools.cache
+def _reference_words(lower):
+    """Each of TEXTS split into words by the reference's character-by-character basic
+    tokenizer (the same for every vocabulary: computed once per casing)."""
+    basic = BasicTokenizer(do_lower_case=lower)
+    return [basic.tokenize(text) for text in TEXTS]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("vocab,lower", [(EN, True), (ZH, True), (EN, False)], ids=["uncased", "chinese", "cased"])
 def test_fast_matches_reference_on_every_assigned_code_point(vocab, lower):
     """Each code point inside a word and alone: control, whitespace, punctuation, marks,
     case mappings (final sigma, İ), CJK blocks (extensions B-H included) and code points
     unassigned in Python's Unicode."""
-    texts = ["a" + chr(c) + "b " + chr(c) + " Σ" + chr(c) for c in CODE_POINTS
-             if not 0xD800 <= c <= 0xDFFF]
     spec = FullTokenizer(vocab, do_lower_case=lower)
-    spec.basic_tokenizer = BasicTokenizer(do_lower_case=lower)  # the character-by-character one
-    expected = _reference_ids(spec, texts)
-    compiled = _reference_ids(FullTokenizer(vocab, do_lower_case=lower), texts)
-    fast = FastTokenizer(vocab, do_lower_case=lower).tokenize_to_lists(texts)
-    code_point = [hex(ord(t[1])) for t in texts]
-    assert [code_point[i] for i in range(len(texts)) if compiled[i] != expected[i]] == []
-    assert [code_point[i] for i in range(len(texts)) if fast[i] != expected[i]] == []
+    pieces = spec.wordpiece_tokenizer.tokenize
+    expected = [spec.convert_tokens_to_ids([p for word in words for p in pieces(word)])
+                for words in _reference_words(lower)]
+    compiled = _reference_ids(spec, TEXTS)
+    fast = FastTokenizer(vocab, do_lower_case=lower).tokenize_to_lists(TEXTS)
+    code_point = [hex(ord(t[1])) for t in TEXTS]
+    assert [code_point[i] for i in range(len(TEXTS)) if compiled[i] != expected[i]] == []
+    assert [code_point[i] for i in range(len(TEXTS)) if fast[i] != expected[i]] == []
 
 
 @pytest.mark.slow
@@ -73,3 +84,13 @@ def test_fast_path_runs_inside_tf_data():
     ids = next(iter(dataset)).to_list()
     reference = FullTokenizer(ZH, do_lower_case=True)
     assert ids == _reference_ids(reference, ["你好，世界！", "ＨＴＴＰ ok"])
+
+
+@pytest.mark.parametrize("lower", [True, False])
+def test_words_longer_than_200_characters_are_unknown_as_in_the_reference(lower):
+    """A word of more than 200 code points is one [UNK] (the reference's
+    max_input_chars_per_word), counted in characters, not bytes; shorter ones are word pieces."""
+    texts = [" ".join(["ab" * 100, "x" + "ab" * 100, "é" * 200, "é" * 201]), "the " + "q" * 250 + " end", "a b"]
+    reference = _reference_ids(FullTokenizer(EN, do_lower_case=lower), texts)
+    assert reference[0].count(FullTokenizer(EN, do_lower_case=lower).vocab["[UNK]"]) >= 2
+    assert FastTokenizer(EN, do_lower_case=lower).tokenize_to_lists(texts) == reference

@@ -75,8 +75,10 @@ class FastTokenizer:
     def tokenize(self, texts):
         import tensorflow as tf
         words = self.words(texts)
-        too_long = tf.strings.length(words, unit="UTF8_CHAR") > MAX_INPUT_CHARS_PER_WORD
-        words = tf.where(too_long, UNK_TOKEN, words)
+        # (on the flat words: a ragged `tf.where` traces a hundred shape assertions)
+        flat = words.flat_values
+        too_long = tf.strings.length(flat, unit="UTF8_CHAR") > MAX_INPUT_CHARS_PER_WORD
+        words = words.with_flat_values(tf.where(too_long, UNK_TOKEN, flat))
         pieces = self._wordpiece.tokenize(words)          # [N, (words), (pieces)]
         return pieces.merge_dims(1, 2)
 

@@ -41,15 +41,18 @@ def _keep(ids, lengths, truncation="head"):
     """`lengths[i]` ids of each row of a ragged [B, (n)] tensor, chosen as `sequences.kept`
     chooses them: the first (`head`), the last (`tail`), or the first k // 4 and the last
     k - k // 4 (`head_tail`)."""
-    positions = tf.ragged.range(ids.row_lengths())
-    lengths = tf.expand_dims(lengths, 1)
+    # (on the flat ids, each with its row's numbers: ragged broadcasting traces many assertions)
+    rows = ids.value_rowids()
+    positions = tf.ragged.range(ids.row_lengths()).flat_values
+    kept = tf.gather(lengths, rows)
     if truncation == "head":
-        keep = positions < lengths
+        keep = positions < kept
     else:
-        head = lengths // 4 if truncation == "head_tail" else tf.zeros_like(lengths)
-        tail_start = tf.expand_dims(ids.row_lengths(), 1) - (lengths - head)
+        head = kept // 4 if truncation == "head_tail" else tf.zeros_like(kept)
+        tail_start = tf.gather(ids.row_lengths(), rows) - (kept - head)
         keep = (positions < head) | (positions >= tail_start)
-    return tf.ragged.boolean_mask(ids, keep)
+    return tf.RaggedTensor.from_value_rowids(tf.boolean_mask(ids.flat_values, keep), tf.boolean_mask(rows, keep),
+                                             nrows=ids.nrows(), validate=False)
 
 
 def pack_inputs(ids_a, ids_b, max_seq_length, cls_id, sep_id, truncation="head"):
@@ -82,8 +85,18 @@ def pack_inputs(ids_a, ids_b, max_seq_length, cls_id, sep_id, truncation="head")
             "token_type_ids": tf.cast(types.to_tensor(0, shape=shape), tf.int32)}
 
 
+def _features_spec():
+    """Packed features [B, S] as `pack_inputs` makes them: what the model's own function takes."""
+    return {name: tf.TensorSpec([None, None], tf.int32, name=name)
+            for name in ("input_ids", "input_mask", "token_type_ids")}
+
+
 class TextServing(tf.Module):
-    """Raw text -> the fast tokenizer -> packed features -> `outputs(features)`."""
+    """Raw text -> the fast tokenizer -> packed features -> `outputs(features)`.
+
+    The model runs in one function of its own (`model_outputs`, traced once for packed features
+    of any batch and length), which every signature calls: the model is traced and stored once,
+    however many signatures the export has."""
 
     def __init__(self, model, vocab_file, do_lower_case, max_seq_length, truncation="head"):
         super().__init__()
@@ -98,6 +111,14 @@ class TextServing(tf.Module):
 
     def outputs(self, features):
         raise NotImplementedError
+
+    def forward(self, features):
+        """What the model gives for packed `features`: a tensor or a dict of tensors."""
+        raise NotImplementedError
+
+    @tf.function(input_signature=[_features_spec()], autograph=False)
+    def model_outputs(self, features):
+        return self.forward(features)
 
     def texts_outputs(self, ids_a, ids_b):
         """Token ids (ragged [B, (n)]; `ids_b` None for single texts) -> the outputs."""
@@ -135,9 +156,12 @@ class ClassifierServing(TextServing):
     def outputs(self, features):
         return self._named(self._logits(features))
 
-    def _logits(self, features):
+    def forward(self, features):
         """[B, C] logits (scores for regression) of packed features."""
         return tf.cast(self._model(features, training=False), tf.float32)
+
+    def _logits(self, features):
+        return self.model_outputs(features)
 
     def _named(self, logits):
         if self._regression:
@@ -189,11 +213,13 @@ def _windows_of(ids, room, stride):
 class EncoderServing(TextServing):
     """A `BertModel`: {sequence_output [B, S, H], pooled_output [B, H], input_mask [B, S]}."""
 
-    def outputs(self, features):
+    def forward(self, features):
         out = self._model(features, training=False)
         return {"sequence_output": tf.cast(out["sequence_output"], tf.float32),
-                "pooled_output": tf.cast(out["pooled_output"], tf.float32),
-                "input_mask": features["input_mask"]}
+                "pooled_output": tf.cast(out["pooled_output"], tf.float32)}
+
+    def outputs(self, features):
+        return {**self.model_outputs(features), "input_mask": features["input_mask"]}
 
 
 def _save(module, export_dir, names):
