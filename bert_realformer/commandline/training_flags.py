@@ -9,6 +9,8 @@ from bert_realformer.commandline.vocabulary import check_vocabulary
 from bert_realformer.errors import InputError
 from bert_realformer.runner import require_flags
 
+XLA_PREDICTION_DEFAULT = False
+
 
 def define_shared_flags(pld=False, adam_bias_correction=False):
     """`adam_bias_correction`: that flag's default (True for the fine-tuning scripts)."""
@@ -29,6 +31,9 @@ def define_shared_flags(pld=False, adam_bias_correction=False):
     flags.DEFINE_enum("mixed_precision", "none", ["none", "bf16", "fp16"], "Mixed precision; fp16 uses dynamic loss "
                       "scaling.")
     flags.DEFINE_bool("use_xla", False, "Compile the forward and backward pass with XLA.")
+    flags.DEFINE_bool("xla_prediction", XLA_PREDICTION_DEFAULT, "Evaluate and predict with the model compiled by XLA "
+                      "(one device; once per length bucket: sequences are padded to multiples of 16 up to 128, then "
+                      "of 1/8 of the next power of two); false: TensorFlow's graph, op by op.")
     flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"], "adamw (the original's) or lamb.")
     flags.DEFINE_bool("adam_bias_correction", adam_bias_correction, "AdamW: correct Adam's moment estimates for their "
                       "start at zero (Adam, torch.optim.AdamW); the original BERT optimizer does not (false), which "
@@ -241,7 +246,8 @@ def run_options(strategy, output_dir, init_checkpoint):
     finetuning = "on_stuck" in FLAGS  # (the fine-tuning scripts' monitoring flags)
     return RunOptions(
         output_dir=output_dir, init_checkpoint=init_checkpoint, seed=FLAGS.seed,
-        mixed_precision=FLAGS.mixed_precision, use_xla=FLAGS.use_xla, optimizer=FLAGS.optimizer,
+        mixed_precision=FLAGS.mixed_precision, use_xla=FLAGS.use_xla, xla_prediction=FLAGS.xla_prediction,
+        optimizer=FLAGS.optimizer,
         weight_decay=FLAGS.weight_decay, adam_bias_correction=FLAGS.adam_bias_correction,
         gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
         save_checkpoints_steps=FLAGS.save_checkpoints_steps, iterations_per_loop=FLAGS.iterations_per_loop,

@@ -24,6 +24,7 @@ class RunOptions:
     seed: int = 12345
     mixed_precision: str = "none"          # none | bf16 | fp16 (dynamic loss scaling)
     use_xla: bool = False
+    xla_prediction: bool = False           # prediction and evaluation compiled by XLA (one device)
     optimizer: str = "adamw"               # adamw (the original's) | lamb
     weight_decay: float = 0.01
     adam_bias_correction: bool = False     # AdamW with Adam's bias correction (fine-tuning's default)

@@ -14,6 +14,7 @@ matches; otherwise it is rebuilt.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from bert_realformer.tasks.feature_cache import cached_records, digest, file_digest
@@ -148,13 +149,14 @@ _TOKEN_FEATURES = ("input_ids", "input_mask", "segment_ids")
 def make_dataset(path: str, batch_size: int, max_seq_length: int, is_training: bool, regression: bool = False,
                  seed: int | None = None, start_batch: int = 0, num_examples: int | None = None,
                  shuffle_buffer_size: int = 0, group_by_length: bool = False,
-                 dynamic_padding: bool = True, multi_hot: int | None = None) -> tf.data.Dataset:
+                 dynamic_padding: bool = True, multi_hot: int | None = None,
+                 trim: Callable[[dict], dict] = trim_to_longest) -> tf.data.Dataset:
     """Training: the `num_examples` records in a new permutation every epoch (or the original's
     100-record buffer, `shuffle_buffer_size`), repeated, remainder dropped, from batch
     `start_batch` on; fixed shapes unless `group_by_length` (batches of similar lengths, each
     cut to its longest). Eval/predict: in order, the last batch kept, each batch cut to its
-    longest sequence (`dynamic_padding`; False: every batch at `max_seq_length`). `multi_hot`:
-    the records hold multi-label examples' [C] labels."""
+    longest sequence (`dynamic_padding`, by `trim`: the driver's `trim` for its prediction; False:
+    every batch at `max_seq_length`). `multi_hot`: the records hold multi-label examples' [C] labels."""
     import tensorflow as tf
 
     from bert_realformer.training.per_example import training_batches
@@ -175,7 +177,7 @@ def make_dataset(path: str, batch_size: int, max_seq_length: int, is_training: b
 
     def decode(records):
         example = cast(tf.io.parse_example(records, spec))
-        return trim_to_longest(example) if dynamic_padding and not is_training else example
+        return trim(example) if dynamic_padding and not is_training else example
     return d.map(decode, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
 

@@ -170,7 +170,7 @@ def predict_windows(driver: Driver, examples: list[InputExample], label_list: li
                     sort_by_length=dynamic_padding, truncation=truncation, key=key)
     result = driver.predict(make_dataset(features_path, batch_size, max_seq_length, False, regression,
                                          dynamic_padding=dynamic_padding,
-                                         multi_hot=len(label_list) if multi_label else None),
+                                         multi_hot=len(label_list) if multi_label else None, trim=driver.trim),
                             _prediction_outputs(regression))
     labels = np.zeros((len(examples), *result["labels"].shape[1:]), result["labels"].dtype)
     labels[result["example_index"]] = result["labels"]

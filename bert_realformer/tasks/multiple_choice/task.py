@@ -18,7 +18,6 @@ from bert_realformer.tasks.multiple_choice.reading import ChoiceExample, read_ex
 from bert_realformer.tasks.outputs import write_test_results
 from bert_realformer.tasks.registry import register
 from bert_realformer.training.driver import TrainingTask
-from bert_realformer.training.padding import trim_to_longest
 from bert_realformer.training.per_example import Schedule, example_totals, loss_share
 
 if TYPE_CHECKING:  # annotations only
@@ -51,7 +50,7 @@ def predict_probabilities(driver: Driver, examples: list[ChoiceExample], tokeniz
     arrays = choice_arrays(examples, tokenizer, max_seq_length)
     data = tf.data.Dataset.from_tensor_slices(arrays).batch(batch_size)
     if dynamic_padding:
-        data = data.map(trim_to_longest)
+        data = data.map(driver.trim)
     return driver.predict(data, choice_probabilities)["p"]
 
 

@@ -20,7 +20,6 @@ from bert_realformer.tasks.ner.features import sentence_tags, sentence_windows
 from bert_realformer.tasks.ner.metrics import REPORTED, entity_metrics
 from bert_realformer.tasks.registry import register
 from bert_realformer.training.driver import TrainingTask
-from bert_realformer.training.padding import trim_to_longest
 from bert_realformer.training.per_example import Schedule, example_totals, loss_share
 from modeling import crf
 
@@ -76,7 +75,7 @@ def predict_tags(driver: Driver, sentences: list[Sentence], tokenizer: FullToken
     arrays, windows = sentence_windows(sentences, tokenizer, max_seq_length)
     data = tf.data.Dataset.from_tensor_slices(arrays).batch(batch_size)
     if dynamic_padding:
-        data = data.map(trim_to_longest)
+        data = data.map(driver.trim)
     ids = driver.predict(data, tag_decoder(use_crf))["tags"]
     window_tags = [[labels[i] for i in row] for row in np.asarray(ids)]
     return sentence_tags(windows, window_tags, sentences)

@@ -29,7 +29,7 @@ from bert_realformer.tasks.squad.reading import read_squad_examples
 from bert_realformer.text_files import read_text
 from bert_realformer.tfrecords import encode_example, int64_feature
 from bert_realformer.training.driver import TrainingTask
-from bert_realformer.training.padding import pad_to, trim_to_longest
+from bert_realformer.training.padding import pad_to
 from bert_realformer.training.per_example import Schedule, example_totals, loss_share, training_batches
 
 PADDING_LOGIT = -10000.0  # start/end logits past a batch's longest window (dynamic padding)
@@ -144,7 +144,7 @@ def predict(driver: Driver, examples: list[SquadExample], tokenizer: FullTokeniz
                                             max_query_length, False)
     dataset = tf.data.Dataset.from_tensor_slices(feature_arrays(features, False)).batch(batch_size)
     if dynamic_padding:
-        dataset = dataset.map(trim_to_longest)
+        dataset = dataset.map(driver.trim)
     out = driver.predict(dataset, span_logits(max_seq_length))
     results = [RawResult(f.unique_id, np.asarray(s, np.float64).tolist(), np.asarray(e, np.float64).tolist())
                for f, s, e in zip(features, out["start"], out["end"])]
