@@ -316,3 +316,27 @@ def test_a_stopped_study_logs_its_runs_last_words(tmp_path):
     proc.send_signal(signal.SIGTERM)
     proc.wait(timeout=60)
     assert log.read_text().splitlines()[-1] == "stopped at step 1: the training state is kept"
+
+
+def test_the_study_says_which_run_of_how_many_and_the_time_left_by_kind():
+    """The time left: each run still to do costs the mean of its kind's finished runs; unknown
+    until every kind still to come has finished once; runs finished before are not counted."""
+    from bert_realformer.comparison.progress import StudyProgress
+    now = [0.0]
+    kinds = ["pretraining", "attention", "sentiment"] * 3
+    progress = StudyProgress(kinds, clock=lambda: now[0])
+    to_do = [True] * 9
+    assert progress.line(0, "pretrain post-LN seed 1", to_do) == (
+        "[study] run 1 of 9: pretrain post-LN seed 1 (0m00s so far, the time left is known once a run of each kind "
+        "has finished)")
+    for kind, seconds in (("pretraining", 300), ("attention", 20), ("sentiment", 100)):
+        now[0] += seconds
+        progress.finished(kind, seconds)
+    now[0] += 5
+    to_do[:3] = [False] * 3
+    to_do[6] = False  # (the third variant's pretraining finished in an earlier study run)
+    # left: attention, sentiment of variant 3 and the whole variant 2: 300 + 2 * 20 + 2 * 100
+    assert progress.line(3, "pretrain pre-LN seed 1", to_do) == (
+        "[study] run 4 of 9: pretrain pre-LN seed 1 (7m05s so far, about 9m00s left)")
+    progress.finished("pretraining", 500)  # the mean of a kind: (300 + 500) / 2, then 400 + 240
+    assert progress.line(3, "pretrain pre-LN seed 1", to_do).endswith("about 10m40s left)")

@@ -6,6 +6,7 @@ checked against the runs' own files and the hand formula, report.md and its plot
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -66,6 +67,10 @@ def test_a_study_grows_by_a_seed_resumes_a_run_and_aggregates_by_seed(tmp_path):
     first = _study(tmp_path, "--seeds=1")
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     assert "[pretrain post-LN seed 1] python run_pretraining.py" in first.stdout
+    assert "[study] run 1 of 6: pretrain post-LN seed 1 (0m00s so far, the time left is known once" in first.stdout
+    # (by then a run of every kind has finished: the time left is estimated)
+    assert re.search(r"\[study\] run 4 of 6: pretrain RealFormer seed 1 \(\d+m\d\ds so far, about \d+m\d\ds left\)",
+                     first.stdout), first.stdout
     assert "6 runs ran, 0 re-used" in first.stderr
 
     second = _study(tmp_path, "--seeds=1,2")

@@ -17,6 +17,7 @@ import time
 
 from bert_realformer import report, storage
 from bert_realformer.comparison.plan import Run, StudyPlan, python_command, shown
+from bert_realformer.comparison.progress import StudyProgress
 from bert_realformer.errors import InputError
 from bert_realformer.text_files import read_text
 
@@ -98,6 +99,19 @@ def write_configs(plan: StudyPlan) -> None:
 
 
 def execute_plan(plan: StudyPlan, stream=None) -> int:
-    """Runs every run of the plan in order; returns how many ran (the rest were done)."""
+    """Runs every run of the plan in order, each announced with the study's progress
+    (`StudyProgress`); returns how many ran (the rest were done)."""
     write_configs(plan)
-    return sum(execute(run, stream) for run in plan.runs())
+    runs = plan.runs()
+    to_do = [not storage.exists(run.done_marker) for run in runs]
+    progress = StudyProgress([run.kind for run in runs])
+    ran = 0
+    for index, run in enumerate(runs):
+        if to_do[index]:
+            report.say(progress.line(index, run.name, to_do), stream)
+        started = time.monotonic()
+        if execute(run, stream):
+            progress.finished(run.kind, time.monotonic() - started)
+            ran += 1
+        to_do[index] = False
+    return ran

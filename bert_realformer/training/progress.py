@@ -18,7 +18,8 @@ HIDDEN = ("gradient_norm", "loss_scale")  # in the summaries, not on the line
 LOOP_SECONDS = (10.0, 60.0)  # a loop's target duration: at first, and once the run is long
 
 
-def _duration(seconds):
+def duration_text(seconds: float) -> str:
+    """`12m05s`, or `1h07m` from an hour on."""
     seconds = int(seconds)
     hours, rest = divmod(seconds, 3600)
     minutes, seconds = divmod(rest, 60)
@@ -88,7 +89,7 @@ class Progress:
         text += (f", {self.steps_per_second:.2f} steps/s, "
                  f"{self.steps_per_second * self.examples_per_step:.1f} examples/s")
         if 0 < step < self.total_steps and self.steps_per_second > 0:
-            text += f", ETA {_duration((self.total_steps - step) / self.steps_per_second)}"
+            text += f", ETA {duration_text((self.total_steps - step) / self.steps_per_second)}"
         return text
 
 
