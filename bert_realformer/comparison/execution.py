@@ -101,6 +101,7 @@ def write_configs(plan: StudyPlan) -> None:
 def execute_plan(plan: StudyPlan, stream=None) -> int:
     """Runs every run of the plan in order, each announced with the study's progress
     (`StudyProgress`); returns how many ran (the rest were done)."""
+    stream = stream or sys.stdout  # (where `execute` prints each run's command)
     write_configs(plan)
     runs = plan.runs()
     to_do = [not storage.exists(run.done_marker) for run in runs]
