@@ -10,6 +10,7 @@ mapping the driver's `trim`), and a last, partial batch is filled up to the size
 with empty rows, whose outputs are dropped.
 """
 
+import logging
 from collections.abc import Callable
 
 import keras
@@ -18,6 +19,7 @@ import tensorflow as tf
 
 from bert_realformer.training.padding import trim_to_bucket, trim_to_longest
 
+logger = logging.getLogger(__name__)
 PredictFn = Callable[[keras.Model, dict], dict]  # (model, features) -> {name: [B, ...] tensor}
 
 
@@ -39,6 +41,9 @@ class Predictor:
         self.model = model
         self.single_device = _single_device(strategy)
         self.xla = xla and self.single_device
+        if xla and not self.single_device:
+            logger.warning("prediction is compiled by XLA on one device only; with %d replicas it runs the "
+                           "distribution strategy's graph", strategy.num_replicas_in_sync)
         # What the tasks map over their batches of dynamic padding: the length buckets when compiled.
         self.trim = trim_to_bucket if self.xla else trim_to_longest
         self._steps = {}  # (fn, repr of the input spec) -> its traced step
