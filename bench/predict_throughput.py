@@ -1,6 +1,7 @@
 """Prediction latency and throughput on real Chinese text at 32 / 64 / 128 / 512 tokens, batch 1
-(a serving request) and batch 64: ours as `run_classifier.py --do_predict` runs it (graph, and
-XLA-compiled: `--xla_prediction`), the exported SavedModel called in-process from raw text,
+(a serving request) and batch 64: ours as `run_classifier.py --do_predict` runs it (graph,
+XLA-compiled: `--xla_prediction`, int8: `--quantize=int8`, bf16: `--mixed_precision=bf16`), the
+exported SavedModel (float32 and int8) called in-process from raw text,
 against Hugging Face transformers' BertForSequenceClassification on PyTorch (eager and
 torch.compile) and the same model exported to ONNX and run by ONNX Runtime, in float32 and
 dynamically quantized to int8 (bench/.venv-hf, `make bench-peers`). Side by side in one run,
@@ -15,7 +16,8 @@ same weights: seeded random weights of the chosen shape, converted with convert_
     python bench/predict_throughput.py [--config=base] [--seq_lengths=32,64,128,512]
         [--batch_sizes=1,64] [--cases=...]
 
-Prints a table; writes bench/results/predict_throughput-<config>-filled.json (-short.json).
+Prints a table; writes bench/results/predict_throughput-<config>-filled.json (-short.json; with
+--tag=T, -filled-T.json).
 """
 
 import argparse
@@ -40,11 +42,14 @@ LABELS = ["0", "1"]
 # prediction is) or XLA, and the exported SavedModel called on raw text; the peers.
 OURS = {"ours-graph": {"xla": False}, "ours-graph-strategy": {"xla": False, "strategy_step": True},
         "ours-xla": {"xla": True},
+        "ours-graph-bf16": {"xla": False, "precision": "bf16"},
         "ours-xla-bf16": {"xla": True, "precision": "bf16"},
-        "savedmodel": {"saved_model": True}}
+        "ours-int8": {"xla": False, "quantize": "int8"},
+        "savedmodel": {"saved_model": True},
+        "savedmodel-int8": {"saved_model": True, "quantize": "int8"}}
 PEERS = {"torch-eager": "eager", "torch-compile": "compile",
          "onnxruntime": "onnxruntime", "onnxruntime-int8": "onnxruntime-int8"}
-DEFAULT_CASES = ["ours-graph", "ours-xla", "savedmodel", "torch-eager",
+DEFAULT_CASES = ["ours-graph", "ours-xla", "ours-int8", "savedmodel", "savedmodel-int8", "torch-eager",
                  "torch-compile", "onnxruntime", "onnxruntime-int8"]
 
 
@@ -116,7 +121,7 @@ def ours(case):
     config = read_config(os.path.join(model_dir, "bert_config.json"))
     options = RunOptions(output_dir=os.path.join(case["work_dir"], f"run-{seq}-{batch}-{case['name']}"),
                          init_checkpoint=model_dir, mixed_precision=settings.get("precision", "none"),
-                         xla_prediction=settings.get("xla", False))
+                         xla_prediction=settings.get("xla", False), quantize=settings.get("quantize", "none"))
     driver = Driver(tf.distribute.OneDeviceStrategy("/cpu:0"), lambda: modeling.BertClassifier(config, len(LABELS)),
                     options, stream=open(os.devnull, "w"))
     driver.restore_for_inference()
@@ -129,7 +134,8 @@ def ours(case):
 
         from bert_realformer.tasks.export import export_classifier
         served = tf.saved_model.load(export_classifier(driver.model, tokenizer.vocab_file, True, seq, LABELS,
-                                                       os.path.join(options.output_dir, "export")))
+                                                       os.path.join(options.output_dir, "export"),
+                                                       int8=driver.predictor.int8))
         classify = served.signatures["classify"]
         batches = [tf.constant(texts[i:i + batch]) for i in range(0, len(texts), batch)]
 
@@ -156,6 +162,7 @@ def main():
     parser.add_argument("--short_texts", type=int, default=0, help="N reviews as they are, not filled texts")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--cases", default=",".join(DEFAULT_CASES), help=f"of {list(OURS) + list(PEERS)}")
+    parser.add_argument("--tag", default="", help="bench/results/predict_throughput-CONFIG-filled[-TAG].json")
     parser.add_argument("--case", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.case:
@@ -204,6 +211,7 @@ def main():
             if key in reference:
                 row["max_abs_probability_difference"] = float(np.abs(got - reference[key]).max())
     name = f"{args.config}-short" if args.short_texts else f"{args.config}-filled"
+    name += f"-{args.tag}" if args.tag else ""
     write_report(os.path.join(ROOT, "bench", "results", f"predict_throughput-{name}.json"), "predict_throughput",
                  sys.argv[1:], config=args.config, short_texts=args.short_texts, rows=rows)
 

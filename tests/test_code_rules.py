@@ -147,3 +147,27 @@ def test_the_flag_rule_sees_a_flag_in_an_error():
                      'return Diverged("try a lower --learning_rate")\n'
                      'raise InputError("max_seq_length: too small", options=("max_seq_length",))')
     assert list(_flags_in_raised_errors(tree)) == ["1: --max_seq_length", "2: --learning_rate"]
+
+
+IMPORT_EVERY_MODULE = """
+import importlib, pkgutil
+import bert_realformer, modeling, tokenization
+from tensorflow.python.eager import context
+for package in (bert_realformer, modeling, tokenization):
+    for module in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+        if not module.name.startswith("bert_realformer.cli."):  # (scripts: each defines its flags)
+            importlib.import_module(module.name)
+print("initialized" if context.context()._initialized else "untouched")
+"""
+
+
+def test_importing_the_library_runs_no_tensorflow_op():
+    """Importing a module starts no TensorFlow runtime (a module-level tensor would): the test
+    suite forks script processes from a server that has imported the library, and a child
+    forked after the runtime's thread pools exist hangs on their locks."""
+    import subprocess
+    import sys
+    imported = subprocess.run([sys.executable, "-c", IMPORT_EVERY_MODULE], capture_output=True, text=True,
+                              timeout=300, cwd=ROOT)
+    assert imported.returncode == 0, imported.stderr[-3000:]
+    assert imported.stdout.strip().splitlines()[-1] == "untouched"

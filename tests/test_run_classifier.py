@@ -22,9 +22,9 @@ TINY_ZH = {"vocab_size": 21128, "hidden_size": 64, "num_hidden_layers": 2, "num_
 ACCURACY_THRESHOLD = 0.65  # chance is 0.5 (the classes are balanced); observed: 0.756
 
 
-def run_classifier(*flags):
+def run_classifier(*flags, env=None):
     return script_processes.run([sys.executable, os.path.join(ROOT, "run_classifier.py"), *flags],
-                          capture_output=True, text=True, timeout=900)
+                                capture_output=True, text=True, timeout=900, env=env)
 
 
 def run_classifier_here(*flags):
@@ -60,6 +60,23 @@ def test_fine_tunes_on_real_sentiment_and_exports(tmp_path, sentiment_dir):
     served = serve(export, texts, fresh_interpreter=True)["probabilities"]
     np.testing.assert_allclose(np.array(served), probabilities, atol=1e-5)
 
+    # int8 (oneDNN's kernels, which the suite otherwise turns off) in a later process: evaluation,
+    # prediction and the SavedModel near the float model's.
+    onednn = {**os.environ, "TF_ENABLE_ONEDNN_OPTS": "1"}
+    (out / "test_results.tsv").unlink()
+    quantized = run_classifier("--task_name=thucnews", f"--data_dir={sentiment_dir}", f"--vocab_file={VOCAB_ZH}",
+                               f"--bert_config_file={config}", f"--output_dir={out}", "--do_eval", "--do_predict",
+                               "--max_seq_length=64", "--quantize=int8", f"--export_dir={tmp_path}/export8",
+                               env=onednn)
+    assert quantized.returncode == 0, quantized.stderr[-3000:]
+    int8_values = dict(line.split(" = ", 1) for line in (out / "eval_results.txt").read_text().splitlines())
+    print("held-out accuracy in int8:", int8_values["eval_accuracy"])
+    assert abs(float(int8_values["eval_accuracy"]) - float(values["eval_accuracy"])) <= 0.02
+    int8_probabilities = np.loadtxt(out / "test_results.tsv", delimiter="\t")
+    assert 0 < np.abs(int8_probabilities - probabilities).max() < 0.05
+    served8 = np.array(serve(tmp_path / "export8", texts, fresh_interpreter=True, env=onednn)["probabilities"])
+    assert 0 < np.abs(served8 - probabilities).max() < 0.05
+
 
 def test_bad_task_and_missing_files_are_one_line(tmp_path):
     result = run_classifier_here("--task_name=nope", f"--data_dir={tmp_path}", f"--vocab_file={VOCAB_ZH}",
@@ -81,6 +98,18 @@ def test_bad_task_and_missing_files_are_one_line(tmp_path):
         f"error: --vocab_file={VOCAB_ZH} has 21128 lines but the model's vocab_size is 128 "
         "(--bert_config_file): ids from 128 on would index past its embedding table; use the vocabulary the "
         "checkpoint was trained with")
+    (tmp_path / "train.tsv").write_text("gj04\t1\t\t你好\n", encoding="utf-8")
+    config.write_text(json.dumps(TINY_ZH))
+    for extra, line in [(["--xla_prediction"], "error: --quantize=int8 runs oneDNN's int8 kernels, which XLA does "
+                          "not compile: leave --xla_prediction off"),
+                        ([], "error: --quantize=int8 needs TensorFlow's oneDNN int8 kernels, which this TensorFlow "
+                             "does not run (TF_ENABLE_ONEDNN_OPTS=0, or a build without oneDNN)")]:
+        result = run_classifier_here("--task_name=cola", f"--data_dir={tmp_path}", f"--vocab_file={VOCAB_ZH}",
+                                     f"--bert_config_file={config}", f"--output_dir={tmp_path}/o8", "--do_train",
+                                     "--quantize=int8", *extra)
+        assert result.returncode == 2
+        assert result.stderr.strip().splitlines()[-1] == line
+        assert not (tmp_path / "o8" / "training_state").exists()
 
 
 DATA = os.path.join(ROOT, "tests", "data")

@@ -14,11 +14,14 @@ Each request is padded to its longest sequence (rounded up to a multiple of 8, a
 max_seq_length), not to max_seq_length: short texts cost what their tokens cost. A classifier
 exported with `doc_stride` takes texts of any length: text_a is cut into overlapping windows
 as run_classifier.py --doc_stride cuts it, and a text's windows are combined into one row the
-same way (`window_pooling`).
+same way (`window_pooling`). Given `int8` (`training.int8.Int8Layers`, `--quantize=int8`), the
+model's Transformer blocks run their dense layers in int8, the quantized kernels stored in the
+SavedModel (serving it needs TensorFlow's oneDNN kernels, as the run did).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from typing import TYPE_CHECKING
@@ -35,6 +38,8 @@ from tokenization.fast import FastTokenizer
 
 if TYPE_CHECKING:  # annotations only
     import keras
+
+    from bert_realformer.training.int8 import Int8Layers
 
 
 def _keep(ids, lengths, truncation="head"):
@@ -98,11 +103,15 @@ class TextServing(tf.Module):
     of any batch and length), which every signature calls: the model is traced and stored once,
     however many signatures the export has."""
 
-    def __init__(self, model, vocab_file, do_lower_case, max_seq_length, truncation="head"):
+    def __init__(self, model, vocab_file, do_lower_case, max_seq_length, truncation="head", int8=None):
         super().__init__()
         self._model = model
         self._truncation = truncation
         self.model_variables = named_variables(model)  # tracked, so the SavedModel holds them
+        self._int8 = int8
+        if int8 is not None:
+            int8.refresh()
+            self.int8_variables = int8.variables
         self._tokenizer = FastTokenizer(vocab_file, do_lower_case=do_lower_case)
         self.wordpiece = self._tokenizer._wordpiece
         self._max_seq_length = max_seq_length
@@ -118,7 +127,8 @@ class TextServing(tf.Module):
 
     @tf.function(input_signature=[_features_spec()], autograph=False)
     def model_outputs(self, features):
-        return self.forward(features)
+        with self._int8.active() if self._int8 is not None else contextlib.nullcontext():
+            return self.forward(features)
 
     def texts_outputs(self, ids_a, ids_b):
         """Token ids (ragged [B, (n)]; `ids_b` None for single texts) -> the outputs."""
@@ -144,9 +154,9 @@ class ClassifierServing(TextServing):
     multi-label classifier: {probabilities [B, C] (sigmoids), predicted [B, C] (0/1)}."""
 
     def __init__(self, model, vocab_file, do_lower_case, max_seq_length, label_list, doc_stride=None,
-                 window_pooling="mean", truncation="head", thresholds=None):
+                 window_pooling="mean", truncation="head", thresholds=None, int8=None):
         doc_stride, window_pooling, truncation = served_reading(doc_stride, window_pooling, truncation)
-        super().__init__(model, vocab_file, do_lower_case, max_seq_length, truncation)
+        super().__init__(model, vocab_file, do_lower_case, max_seq_length, truncation, int8)
         self._regression = label_list is None
         self._thresholds = None if thresholds is None else tf.constant(thresholds, tf.float32)
         self.labels = tf.constant(label_list or ["score"])
@@ -243,18 +253,18 @@ def _save(module, export_dir, names):
 def export_classifier(model: keras.Model, vocab_file: str, do_lower_case: bool, max_seq_length: int,
                       label_list: list[str] | None, export_dir: str, doc_stride: int | None = None,
                       window_pooling: str = "mean", truncation: str = "head",
-                      thresholds: list[float] | None = None) -> str:
+                      thresholds: list[float] | None = None, int8: Int8Layers | None = None) -> str:
     """Signatures `serving_default`/`classify` (text_a) and `classify_pair` (text_a, text_b);
-    `thresholds`: a multi-label classifier's, one per label."""
+    `thresholds`: a multi-label classifier's, one per label; `int8`: the model's int8 layers."""
     module = ClassifierServing(model, vocab_file, do_lower_case, max_seq_length, label_list, doc_stride,
-                               window_pooling, truncation, thresholds)
+                               window_pooling, truncation, thresholds, int8)
     return _save(module, export_dir, ("classify", "classify_pair"))
 
 
 def export_encoder(model: keras.Model, vocab_file: str, do_lower_case: bool, max_seq_length: int,
-                   export_dir: str) -> str:
+                   export_dir: str, int8: Int8Layers | None = None) -> str:
     """Signatures `serving_default`/`encode` (text_a) and `encode_pair` (text_a, text_b)."""
-    module = EncoderServing(model, vocab_file, do_lower_case, max_seq_length)
+    module = EncoderServing(model, vocab_file, do_lower_case, max_seq_length, int8=int8)
     return _save(module, export_dir, ("encode", "encode_pair"))
 
 

@@ -135,7 +135,8 @@ class Driver:
         with self.strategy.scope(), dtype_policy(self.options.mixed_precision):
             self.model = self._build_model()
             self.model.build()
-        self.predictor = Predictor(self.strategy, self.model, xla=self.options.xla_prediction)
+        self.predictor = Predictor(self.strategy, self.model, xla=self.options.xla_prediction,
+                                   int8=self.options.quantize == "int8")
         self.trim = self.predictor.trim  # what tasks map over batches of dynamic padding (`Predictor.trim`)
 
     def _say(self, *lines):

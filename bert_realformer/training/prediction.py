@@ -7,7 +7,9 @@ step only adds work there: 1.1-1.3x slower prediction of a BERT-Small on 2 CPU c
 matrix products. XLA compiles once per input shape, so the batches reaching it keep to few
 shapes: their lengths are the buckets of `padding.bucket_step` (the datasets cut them so,
 mapping the driver's `trim`), and a last, partial batch is filled up to the size of the first
-with empty rows, whose outputs are dropped.
+with empty rows, whose outputs are dropped. With `int8` (`--quantize=int8`) the Transformer
+blocks' dense layers run in int8 (`training.int8`), quantized from the weights the model holds
+when `predict` is called.
 """
 
 import logging
@@ -17,6 +19,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from bert_realformer.errors import InputError
+from bert_realformer.training.int8 import Int8Layers
 from bert_realformer.training.padding import trim_to_bucket, trim_to_longest
 
 logger = logging.getLogger(__name__)
@@ -36,7 +40,10 @@ class Predictor:
     in sequence length (dynamic padding, spec `[None, None]`) share one graph, and a later call
     with the same `fn` re-uses it, so a task passes the same function every call."""
 
-    def __init__(self, strategy: tf.distribute.Strategy, model: keras.Model, xla: bool = False):
+    def __init__(self, strategy: tf.distribute.Strategy, model: keras.Model, xla: bool = False, int8: bool = False):
+        if xla and int8:
+            raise InputError("quantize=int8 runs oneDNN's int8 kernels, which XLA does not compile: leave "
+                             "xla_prediction off", options=("quantize", "xla_prediction"))
         self.strategy = strategy
         self.model = model
         self.single_device = _single_device(strategy)
@@ -47,6 +54,7 @@ class Predictor:
         # What the tasks map over their batches of dynamic padding: the length buckets when compiled.
         self.trim = trim_to_bucket if self.xla else trim_to_longest
         self._steps = {}  # (fn, repr of the input spec) -> its traced step
+        self.int8 = Int8Layers(model) if int8 else None
 
     @property
     def traces(self) -> int:
@@ -64,6 +72,8 @@ class Predictor:
         if key not in self._steps:
             self._steps[key] = self._step(fn, batches.element_spec, this_worker_only)
         step = self._steps[key]
+        if self.int8 is not None:
+            self.int8.refresh()
         parts = {}
         rows = None  # the first batch's size: later (partial) batches are filled up to it
         for features in batches:
@@ -78,6 +88,8 @@ class Predictor:
 
     def _step(self, fn, spec, this_worker_only):
         strategy, model = self.strategy, self.model
+        if self.int8 is not None:
+            fn = self._in_int8(fn)
         # (without AutoGraph: the model has no tensor-dependent Python control flow to convert)
         if self.xla:
             compiled = tf.function(lambda features: fn(model, features), jit_compile=True, autograph=False)
@@ -100,6 +112,13 @@ class Predictor:
             outputs = strategy.run(lambda f: fn(model, f), args=(features,))
             return {k: strategy.gather(v, axis=0) for k, v in outputs.items()}
         return distributed_step
+
+
+    def _in_int8(self, fn):
+        def quantized(model, features):
+            with self.int8.active():
+                return fn(model, features)
+        return quantized
 
 
 def _fill_rows(value, rows):

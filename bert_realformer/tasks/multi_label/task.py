@@ -133,4 +133,5 @@ class MultiLabelTask(FinetuningTask):
         from bert_realformer.tasks.export import export_classifier
         return export_classifier(driver.model, tokenizer.vocab_file, tokenizer.do_lower_case,
                                  self.options.max_seq_length, self.label_list, export_dir,
-                                 truncation=self.multi_label.truncation, thresholds=self.thresholds)
+                                 truncation=self.multi_label.truncation, thresholds=self.thresholds,
+                                 int8=driver.predictor.int8)

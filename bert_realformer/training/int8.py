@@ -1,0 +1,153 @@
+"""int8 prediction on CPUs (`--quantize=int8`): the Transformer blocks' dense layers multiply in
+8 bits with oneDNN's u8 x s8 kernels (VNNI where the CPU has it).
+
+Each dense layer of the blocks (query, key, value, attention output, intermediate, output; not
+the embeddings, the pooler or a head) has its kernel quantized symmetrically per tensor,
+W ~ s_w * W8 with W8 in [-127, 127]. Its input is quantized as it comes, per batch and
+asymmetrically, as ONNX Runtime's dynamic quantization does: x ~ s_x * x8 + m, x8 in [0, 255],
+m the batch's minimum. Then
+
+    x W + b ~ s_x s_w (x8 W8) + (b + m * 1 W)
+
+with 1 W the column sums of s_w * W8; one kernel (`QuantizedMatMulWithBiasAndDequantize`) takes
+the uint8 input, multiplies into int32, scales and adds the compensated bias. Attention's own
+products, the softmax, GELU and LayerNorm stay in float. A row's outputs depend a little on the
+rows beside it (the input's range is its batch's).
+
+The quantized kernels are variables of their own, refreshed from the float weights before each
+prediction (`Int8Layers.refresh`); the model's dense layers run them only inside
+`Int8Layers.active()`, so a function traced there runs in int8 and the training step, traced
+outside, stays in float.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from bert_realformer.errors import InputError
+from modeling.encoder import TransformerBlock
+
+logger = logging.getLogger(__name__)
+
+_INT8_STEPS = 127.0
+
+
+def block_dense_layers(model: keras.Model) -> list[keras.layers.Dense]:
+    """The dense layers of every Transformer block of `model`, in the blocks' order."""
+    layers = []
+    for block in model._flatten_layers(include_self=True, recursive=True):
+        if isinstance(block, TransformerBlock):
+            attention = block.attention
+            layers += [attention.query, attention.key, attention.value, block.attention_output,
+                       block.intermediate, block.output_dense]
+    return layers
+
+
+def quantized_product(x, kernel8, weight_range, column_sums, bias):
+    """x [..., K] float -> x W + b [..., N] float32, W ~ weight_range / 127 * kernel8.
+
+    Args:
+      kernel8: [K, N] int8 in [-127, 127].
+      weight_range: scalar float32, 127 s_w: the largest |W|.
+      column_sums: [N] float32, the column sums of s_w * kernel8.
+      bias: [N] float32.
+    """
+    rows = tf.reshape(tf.cast(x, tf.float32), [-1, x.shape[-1]])
+    rows8, low, high = tf.raw_ops.QuantizeV2(input=rows, min_range=tf.reduce_min(rows),
+                                             max_range=tf.reduce_max(rows), T=tf.quint8, mode="MIN_FIRST")
+    # SCALED mode on the shifted input, whose range is high - low (the kernel's own MIN_FIRST bias
+    # compensation is not exact); its scales are range / 255 and weight_range / 127.
+    out = tf.raw_ops.QuantizedMatMulWithBiasAndDequantize(
+        a=rows8, b=tf.bitcast(kernel8, tf.qint8), bias=bias + low * column_sums,
+        min_a=0.0, max_a=high - low, min_b=0.0, max_b=weight_range,
+        min_freezed_output=0.0, max_freezed_output=0.0, Toutput=tf.float32, input_quant_mode="SCALED")
+    if len(x.shape) == 2:
+        return out
+    return tf.reshape(out, tf.concat([tf.shape(x)[:-1], [out.shape[-1]]], 0))
+
+
+class Int8Dense:
+    """The int8 form of one `Dense` (no activation): its quantized kernel, scale and column sums
+    as variables, refreshed from the layer's float kernel."""
+
+    def __init__(self, layer: keras.layers.Dense):
+        if layer.activation is not keras.activations.linear or not layer.use_bias:
+            raise ValueError(f"{layer.name}: int8 covers dense layers with a bias and no activation")
+        self.layer = layer
+        inputs, units = layer.kernel.shape
+        self.kernel8 = tf.Variable(tf.zeros([inputs, units], tf.int8), trainable=False, name="kernel8")
+        self.weight_range = tf.Variable(0.0, trainable=False, name="weight_range")
+        self.column_sums = tf.Variable(tf.zeros([units]), trainable=False, name="column_sums")
+
+    def refresh(self) -> None:
+        kernel = tf.cast(tf.convert_to_tensor(self.layer.kernel), tf.float32)
+        weight_range = tf.maximum(tf.reduce_max(tf.abs(kernel)), 1e-12)
+        scale = weight_range / _INT8_STEPS
+        kernel8 = tf.clip_by_value(tf.round(kernel / scale), -_INT8_STEPS, _INT8_STEPS)
+        self.kernel8.assign(tf.cast(kernel8, tf.int8))
+        self.weight_range.assign(weight_range)
+        self.column_sums.assign(tf.reduce_sum(kernel8, axis=0) * scale)
+
+    def __call__(self, inputs, *args, **kwargs):
+        out = quantized_product(inputs, self.kernel8, self.weight_range, self.column_sums,
+                                tf.cast(self.layer.bias, tf.float32))
+        return tf.cast(out, inputs.dtype)
+
+
+class Int8Layers:
+    """The int8 forms of a model's block dense layers (see the module's docstring)."""
+
+    def __init__(self, model: keras.Model):
+        check_int8_kernels()
+        self.layers = [Int8Dense(layer) for layer in block_dense_layers(model)]
+        if not self.layers:
+            raise ValueError("the model has no Transformer blocks to quantize")
+
+    @property
+    def variables(self) -> list[tf.Variable]:
+        return [v for layer in self.layers for v in (layer.kernel8, layer.weight_range, layer.column_sums)]
+
+    def refresh(self) -> None:
+        """Quantizes the float weights as they are now."""
+        self._refresh()
+
+    @tf.function(autograph=False)
+    def _refresh(self):
+        for layer in self.layers:
+            layer.refresh()
+
+    @contextlib.contextmanager
+    def active(self):
+        """Inside: the block dense layers compute in int8 (what is traced here keeps it)."""
+        for int8 in self.layers:
+            int8.layer.call = int8
+        try:
+            yield
+        finally:
+            for int8 in self.layers:
+                del int8.layer.call
+
+
+def check_int8_kernels() -> None:
+    """An `InputError` unless TensorFlow's oneDNN int8 matrix product runs here (it needs oneDNN:
+    a CPU build for x86 or Arm, `TF_ENABLE_ONEDNN_OPTS` not 0) and gives the right numbers."""
+    x = np.array([[-1.0, 0.5, 2.0]], np.float32)
+    w = np.array([[0.5, -1.0], [1.0, 0.25], [-0.5, 0.75]], np.float32)
+    weight_range = float(np.abs(w).max())
+    w8 = np.round(w / weight_range * _INT8_STEPS)
+    try:
+        with tf.device("/CPU:0"):
+            got = quantized_product(tf.constant(x), tf.constant(w8.astype(np.int8)), tf.constant(weight_range),
+                                    tf.constant(w8.sum(0) * weight_range / _INT8_STEPS, tf.float32), tf.zeros([2]))
+        ok = np.allclose(np.asarray(got), x @ w, atol=0.05)
+    except (tf.errors.OpError, TypeError, ValueError) as error:
+        logger.info("the int8 kernel failed: %s", error)
+        ok = False
+    if not ok:
+        raise InputError("quantize=int8 needs TensorFlow's oneDNN int8 kernels, which this TensorFlow does not "
+                         "run (TF_ENABLE_ONEDNN_OPTS=0, or a build without oneDNN)", options=("quantize",))
