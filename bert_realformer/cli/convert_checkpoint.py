@@ -15,7 +15,8 @@ files, as the Hugging Face class of the checkpoint's head (pretraining, sequence
 classification with the run's labels, question answering, token classification, multiple
 choice); --to=kerashub writes a KerasHub preset directory (a BertTextClassifier or BertMaskedLM
 task where the checkpoint has that head; --from=kerashub reads one); --to=ours writes
-DIR/training_state; --to=savedmodel writes DIR/<version> taking raw text. A classifier's
+DIR/training_state; --to=savedmodel writes DIR/<version> taking raw text (with --quantize=int8, its Transformer blocks
+in 8 bits). A classifier's
 label_list.txt travels with it; a classifier fine-tuned by run_classifier.py serves texts as that
 run read them (its --max_seq_length, --doc_stride windows and --window_pooling, or --truncation:
 OUTPUT_DIR/training_options.json).
@@ -41,6 +42,9 @@ flags.DEFINE_bool("do_lower_case", True, "--to=savedmodel, --to=hf (tokenizer_co
                   "tokenizer): lower-case the input text (False for cased vocabularies).")
 flags.DEFINE_integer("max_seq_length", 128, "--to=savedmodel and --to=kerashub (its preprocessor): sequence length "
                      "(default for a run_classifier.py run: the run's).")
+flags.DEFINE_enum("quantize", "none", ["none", "int8"], "--to=savedmodel: int8 runs the Transformer blocks' dense "
+                  "layers in 8 bits (as run_classifier.py --quantize=int8 does; serving it needs TensorFlow's oneDNN "
+                  "kernels); none: float32.")
 flags.DEFINE_bool("force", False, "Write even when the target cannot express the model (e.g. a RealFormer "
                   "or Pre-LN model as Hugging Face's BertModel, which would compute plain BERT) or weights "
                   "would be left out (fine-tuning heads in --to=hf, unknown Hugging Face weights, a Hugging Face "
@@ -66,6 +70,8 @@ def main(argv):
                               FLAGS.force, FLAGS.to)
     if FLAGS.to == "savedmodel" and weights.vocab_file is None:
         raise InputError("--to=savedmodel needs --vocab_file (no vocab.txt beside --input)")
+    if FLAGS.quantize != "none" and FLAGS.to != "savedmodel":
+        raise InputError(f"--quantize={FLAGS.quantize} is for --to=savedmodel; --to={FLAGS.to} writes float32 weights")
     print(f"read {len(weights.values)} weights from {FLAGS.input}; writing --to={FLAGS.to} beside {FLAGS.output} "
           "(switched in when whole)", file=sys.stderr, flush=True)
     staging = f"{FLAGS.output.rstrip('/')}.tmp-{os.getpid()}"
@@ -74,10 +80,12 @@ def main(argv):
             reading = _classifier_input(FLAGS.input)
             max_seq_length = FLAGS.max_seq_length if FLAGS["max_seq_length"].present else reading.get(
                 "max_seq_length", FLAGS.max_seq_length)
-            path = export_model(conversion.model_for(weights), weights.vocab_file, FLAGS.do_lower_case, max_seq_length,
+            model = conversion.model_for(weights)
+            path = export_model(model, weights.vocab_file, FLAGS.do_lower_case, max_seq_length,
                                 staging, weights.labels, reading.get("doc_stride"),
                                 reading.get("window_pooling", "mean"), reading.get("truncation", "head"),
-                                reading.get("thresholds") if reading.get("multi_label") else None)
+                                reading.get("thresholds") if reading.get("multi_label") else None,
+                                int8=_int8_layers(model))
             written = [os.path.relpath(path, staging)]
         else:
             written = conversion.write(FLAGS.to, staging, weights, FLAGS.do_lower_case, FLAGS.max_seq_length,
@@ -91,6 +99,14 @@ def main(argv):
         print(note, file=sys.stderr)
     print(f"{FLAGS['from'].value} -> {FLAGS.to}: {conversion.describe(weights)}; wrote {', '.join(written)} "
           f"in {FLAGS.output}")
+
+
+def _int8_layers(model):
+    """The model's int8 layers when --quantize=int8 asks for them (else None)."""
+    if FLAGS.quantize != "int8":
+        return None
+    from bert_realformer.training.int8 import Int8Layers
+    return Int8Layers(model)
 
 
 def _classifier_input(path):
