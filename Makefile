@@ -98,9 +98,13 @@ study-data-%: $(STAMP)
 	$(PY) prepare_study_data.py --output_dir=$*/data
 	echo '$(STUDY_MODEL)' > $*/base_config.json
 
+# The demo fits this many minutes: on a slower CPU it runs a shorter pretraining and fine-tuning
+# (run_study.py --time_budget_minutes says by how much); `make demo DEMO_MINUTES=0`: the whole demo.
+DEMO_MINUTES := 15
 demo: study-data-demo_output
 	$(PY) run_study.py $(call study_flags,demo_output) --seeds=12345 --num_train_steps=600 \
-		--num_warmup_steps=60 --learning_rate=5e-4 --eval_every_steps=100 --save_checkpoints_steps=200
+		--num_warmup_steps=60 --learning_rate=5e-4 --eval_every_steps=100 --save_checkpoints_steps=200 \
+		--time_budget_minutes=$(DEMO_MINUTES)
 
 study: study-data-study_output
 	$(PY) run_study.py $(call study_flags,study_output) --seeds=1,2,3 --num_train_steps=2000 \

@@ -340,3 +340,42 @@ def test_the_study_says_which_run_of_how_many_and_the_time_left_by_kind():
         "[study] run 4 of 9: pretrain pre-LN seed 1 (7m05s so far, about 9m00s left)")
     progress.finished("pretraining", 500)  # the mean of a kind: (300 + 500) / 2, then 400 + 240
     assert progress.line(3, "pretrain pre-LN seed 1", to_do).endswith("about 10m40s left)")
+
+
+def test_a_budget_scales_the_work_by_the_share_that_fits():
+    """The estimate and the factor by hand: 3 pretraining runs of 600 steps at 1.43 steps/s
+    (the demo on an AVX2-only AMD EPYC Zen 3), 12 processes starting in 20 s each."""
+    from bert_realformer.comparison import sizing
+    work = 3 * 600 / 1.43 * sizing.WORK_PER_PRETRAINING_STEP
+    fixed = 12 * 20
+    assert sizing.estimate_minutes(1.43, 20, 600, 3, 12) == pytest.approx((work + fixed) / 60)
+    factor = sizing.factor_for(15, 1.43, 20, 600, 3, 12)
+    assert factor == pytest.approx((15 * 60 - fixed) / work)
+    assert 0.15 < factor < 0.35
+    assert sizing.factor_for(90, 1.43, 20, 600, 3, 12) == 1.0  # it fits: as asked
+    assert sizing.factor_for(1, 1.43, 20, 600, 3, 12) == sizing.SMALLEST_FACTOR  # never below a tenth
+    sized = sizing.Sizing(factor=0.3, steps_per_second=1.43, start_seconds=20, estimated_minutes=46.5,
+                          budget_minutes=15)
+    assert sized.scaled_steps(600) == 180 and sized.scaled_steps(60) == 18 and sized.scaled_steps(2) == 1
+    assert sizing.scaled_task_flags(("--num_train_epochs=2", "--task_name=x"), 0.3) == (
+        "--task_name=x", "--num_train_epochs=0.6")
+    assert sizing.scaled_task_flags(("--task_name=x",), 0.3) == ("--task_name=x", "--num_train_epochs=0.9")
+    assert sizing.scaled_task_flags(("--num_train_epochs=2",), 1.0) == ("--num_train_epochs=2",)
+    assert sized.line(600, 180) == (
+        "[study] this CPU runs the pretraining step at 1.43 steps/s: the study as asked takes about 46 minutes, "
+        "over the budget of 15, so it runs 0.30 of its work: pretraining for 180 of 600 steps and 0.30 of each "
+        "task's epochs")
+    lines = ["step 1/20: loss 9.1 (masked_lm_loss 8.4)", "step 20/20: loss 8.0 (masked_lm_loss 7.4), 8.53 steps/s, "
+             "272.8 examples/s"]
+    assert sizing.rate_from_output(lines) == 8.53
+    with pytest.raises(InputError, match="printed no progress line"):
+        sizing.rate_from_output(lines[:1])
+
+
+def test_a_sizing_is_recorded_and_kept(tmp_path):
+    from bert_realformer.comparison import sizing
+    assert sizing.recorded(str(tmp_path)) is None
+    sized = sizing.Sizing(factor=0.3, steps_per_second=1.43, start_seconds=20, estimated_minutes=46.5,
+                          budget_minutes=15)
+    sizing.record(sized, "ram://study-sizing")  # (any file system the study's directory may be on)
+    assert sizing.recorded("ram://study-sizing") == sized

@@ -139,3 +139,29 @@ def test_a_study_grows_by_a_seed_resumes_a_run_and_aggregates_by_seed(tmp_path):
     last = changed.stderr.strip().splitlines()[-1]
     assert last.startswith("error: ") and "holds a run made with other flags" in last
     assert "--learning_rate=0.0005" in last
+
+
+def test_a_study_sized_to_a_budget_runs_its_share_and_keeps_it(tmp_path):
+    """--time_budget_minutes far below what the study needs: it times the pretraining step (a
+    probe, removed after), says so, and runs a tenth of the steps and epochs; run again, it
+    keeps the recorded sizing (the same commands: every run re-used, no new probe)."""
+    _classification_data(tmp_path / "lines")
+    flags = ("--seeds=1", "--variants=post-LN", "--num_train_steps=12", "--time_budget_minutes=0.01")
+    sized = _study(tmp_path, *flags)
+    assert sized.returncode == 0, sized.stdout[-3000:] + sized.stderr[-3000:]
+    said = [line for line in sized.stdout.splitlines() if line.startswith("[study] this CPU runs")]
+    assert len(said) == 1 and re.search(
+        r"at [0-9.]+ steps/s: the study as asked takes about \d+ minutes, over the budget of 0.01, so it runs "
+        r"0.10 of its work: pretraining for 1 of 12 steps and 0.10 of each task's epochs \(without "
+        r"--time_budget_minutes: the whole study\)$", said[0]), said
+    study = tmp_path / "study"
+    assert json.loads((study / "sizing.json").read_text())["factor"] == 0.1
+    assert not (study / ".sizing-probe").exists()
+    assert "--num_train_steps=1 " in sized.stdout and "--num_train_epochs=0.1" in sized.stdout
+    history = (study / "runs" / "post_ln" / "seed-1" / "pretraining" / "eval_history.jsonl").read_text()
+    assert [json.loads(line)["step"] for line in history.splitlines()] == [0, 1]
+
+    again = _study(tmp_path, *flags)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert "0 runs ran, 3 re-used" in again.stderr
+    assert [line for line in again.stdout.splitlines() if line.startswith("[study] this CPU runs")] == said

@@ -60,6 +60,10 @@ flags.DEFINE_multi_string("task", [], "A downstream task, NAME=SCRIPT --flag=val
                           "adds --bert_config_file, --vocab_file, --init_checkpoint, --output_dir, --seed and "
                           "--do_train --do_eval.")
 flags.DEFINE_integer("attention_examples", 256, "Held-out examples for the attention analysis.")
+flags.DEFINE_float("time_budget_minutes", 0, "Fit the study into about this many minutes on this machine: before "
+                   "the first run it times the pretraining step here and, when the study as asked would take longer, "
+                   "runs that share of the pretraining steps (and warm-up) and of each task's epochs, saying so "
+                   "(recorded in OUTPUT_DIR/sizing.json, kept when the study runs again). 0: as asked.")
 flags.DEFINE_string("description", "", "Sentences describing the study's data, for report.md (the model's size and "
                     "schedule are described already).")
 
@@ -95,22 +99,31 @@ def _base_config():
     return config
 
 
-def build_plan(seeds):
+def build_plan(seeds, sizing=None):
+    """The study's plan; with `sizing` (`comparison.sizing.Sizing`), its share of the steps and epochs."""
+    import dataclasses
+
     from bert_realformer.comparison.plan import DownstreamTask, StudyPlan
+    from bert_realformer.comparison.sizing import scaled_task_flags
+    steps, warmup, factor = FLAGS.num_train_steps, FLAGS.num_warmup_steps, 1.0
+    if sizing is not None:
+        steps = sizing.scaled_steps(steps)
+        warmup, factor = sizing.scaled_steps(warmup) if warmup else 0, sizing.factor
     pretraining = [f"--input_file={FLAGS.input_file}", f"--eval_input_file={FLAGS.eval_input_file}",
                    f"--max_seq_length={FLAGS.max_seq_length}",
                    f"--max_predictions_per_seq={FLAGS.max_predictions_per_seq}",
-                   f"--train_batch_size={FLAGS.train_batch_size}", f"--num_train_steps={FLAGS.num_train_steps}",
-                   f"--num_warmup_steps={FLAGS.num_warmup_steps}", f"--learning_rate={FLAGS.learning_rate}",
+                   f"--train_batch_size={FLAGS.train_batch_size}", f"--num_train_steps={steps}",
+                   f"--num_warmup_steps={warmup}", f"--learning_rate={FLAGS.learning_rate}",
                    f"--eval_every_steps={FLAGS.eval_every_steps}", f"--max_eval_steps={FLAGS.max_eval_steps}",
                    f"--eval_batch_size={FLAGS.eval_batch_size}",
                    f"--save_checkpoints_steps={FLAGS.save_checkpoints_steps}", *FLAGS.pretraining_flags]
     tasks = [DownstreamTask.parse(spec) for spec in FLAGS.task]
+    tasks = [dataclasses.replace(task, flags=scaled_task_flags(task.flags, factor)) for task in tasks]
     if len({t.name for t in tasks}) != len(tasks):
         raise InputError("--task: two tasks have the same name")
     return StudyPlan(output_dir=FLAGS.output_dir, variants=tuple(FLAGS.variants), seeds=tuple(seeds),
                      base_config=_base_config(), pretraining_flags=pretraining,
-                     num_train_steps=FLAGS.num_train_steps, tasks=tasks, vocab_file=FLAGS.vocab_file,
+                     num_train_steps=steps, tasks=tasks, vocab_file=FLAGS.vocab_file,
                      attention_input=FLAGS.eval_input_file, attention_examples=FLAGS.attention_examples,
                      init_checkpoint=FLAGS.init_checkpoint)
 
@@ -148,6 +161,12 @@ def main(argv):
     from bert_realformer.comparison.results import aggregate, collect, write_results
     started = time.time()
     plan = build_plan(seeds)
+    if FLAGS.time_budget_minutes:
+        from bert_realformer.comparison.sizing import size
+        sizing = size(plan, FLAGS.time_budget_minutes)
+        plan = build_plan(seeds, sizing)
+        shrunk = " (without --time_budget_minutes: the whole study)" if sizing.factor < 1 else ""
+        print(sizing.line(FLAGS.num_train_steps, plan.num_train_steps) + shrunk, flush=True)
     baselines = _baselines(plan)
     try:
         ran = execute_plan(plan)

@@ -1,0 +1,158 @@
+"""A study sized to a time budget (`run_study.py --time_budget_minutes`).
+
+The same study takes three times longer on one 2-core CPU than on another (the demo: about 15
+minutes on an AMD EPYC Zen 4, 45 on an AVX2-only Zen 3). With a budget, before its first run the
+study times this CPU on its own pretraining step (a probe of `PROBE_STEPS` steps in a scratch
+directory), estimates what the whole study would take, and when that is over the budget it
+scales the pretraining steps (and warm-up) and every task's epochs by one factor, saying so.
+The estimate: every run's work is proportional to its steps, so the study costs its
+pretraining runs' steps over the measured rate, times `WORK_PER_PRETRAINING_STEP` (with the
+evaluations, the attention analysis and the fine-tuning of two tasks of about 5,000 examples for
+2 epochs: measured on the demo), plus each run's start-up (importing TensorFlow, building and
+tracing the model, saving), which no factor shrinks: the probe's time beyond its steps.
+
+The sizing is written to OUTPUT_DIR/sizing.json before any run: a study run again (to resume,
+or with more seeds) keeps it, so its runs' commands stay what they were.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import subprocess
+import time
+
+from bert_realformer import storage
+from bert_realformer.comparison.execution import write_configs
+from bert_realformer.comparison.plan import PRETRAINING, StudyPlan, python_command
+from bert_realformer.errors import InputError
+from bert_realformer.text_files import read_text
+
+PROBE_STEPS = 20
+# 1.9 measured on the demo (2 cores of an AMD EPYC Zen 5; a Zen 3 at 1.43 steps/s and 14.6 minutes a
+# variant gives about the same), a tenth added
+WORK_PER_PRETRAINING_STEP = 2.2
+SMALLEST_FACTOR = 0.1
+SIZING_FILE = "sizing.json"
+_RATE = re.compile(r"^step \d+/\d+: .*?([0-9.]+) steps/s")
+
+
+@dataclasses.dataclass(frozen=True)
+class Sizing:
+    """What the study runs: `factor` of the pretraining steps and of each task's epochs."""
+    factor: float
+    steps_per_second: float        # this CPU's pretraining step rate (the probe's)
+    start_seconds: float           # a run's start-up and ending here (the probe's time beyond its steps)
+    estimated_minutes: float       # the study as asked, estimated
+    budget_minutes: float
+
+    def scaled_steps(self, steps: int) -> int:
+        """`steps` times the factor (at least one)."""
+        return steps if self.factor >= 1 else max(1, round(steps * self.factor))
+
+    def scaled_epochs(self, epochs: float) -> float:
+        return epochs if self.factor >= 1 else round(epochs * self.factor, 3)
+
+    def line(self, num_train_steps: int, sized_steps: int) -> str:
+        """What the study says about its size."""
+        asked = (f"[study] this CPU runs the pretraining step at {self.steps_per_second:.2f} steps/s: the study as "
+                 f"asked takes about {self.estimated_minutes:.0f} minutes")
+        if self.factor >= 1:
+            return f"{asked}, within the budget of {self.budget_minutes:g}"
+        return (f"{asked}, over the budget of {self.budget_minutes:g}, so it runs {self.factor:.2f} of its work: "
+                f"pretraining for {sized_steps} of {num_train_steps} steps and {self.factor:.2f} of each task's epochs")
+
+
+def estimate_minutes(steps_per_second: float, start_seconds: float, pretraining_steps: int, pretraining_runs: int,
+                     processes: int) -> float:
+    """The study's minutes: `pretraining_runs` runs of `pretraining_steps` at the rate, their
+    attention and fine-tuning runs, and `processes` start-ups."""
+    work = pretraining_runs * pretraining_steps / steps_per_second * WORK_PER_PRETRAINING_STEP
+    return (work + processes * start_seconds) / 60
+
+
+def factor_for(budget_minutes: float, steps_per_second: float, start_seconds: float, pretraining_steps: int,
+               pretraining_runs: int, processes: int) -> float:
+    """The share of the work that fits the budget (1 when it all fits; at least
+    `SMALLEST_FACTOR`: a study smaller than that measures nothing)."""
+    fixed = processes * start_seconds / 60
+    whole = estimate_minutes(steps_per_second, start_seconds, pretraining_steps, pretraining_runs, processes)
+    if whole <= budget_minutes:
+        return 1.0
+    return max(SMALLEST_FACTOR, (budget_minutes - fixed) / (whole - fixed))
+
+
+def rate_from_output(lines: list[str]) -> float:
+    """The steps/s of the last progress line of a pretraining run's output."""
+    rates = [float(match.group(1)) for match in map(_RATE.match, lines) if match]
+    if not rates:
+        raise InputError("the probe of the pretraining step printed no progress line")
+    return rates[-1]
+
+
+def probe(plan: StudyPlan) -> tuple[float, float]:
+    """(steps/s, seconds of start-up and ending) of this CPU on the study's first pretraining
+    run, `PROBE_STEPS` steps of it run in a scratch directory (removed after)."""
+    write_configs(plan)
+    first = next(run for run in plan.runs() if run.kind == PRETRAINING)
+    scratch = os.path.join(plan.output_dir, ".sizing-probe")
+    dropped = ("--output_dir=", "--num_train_steps=", "--eval_every_steps=", "--save_checkpoints_steps=", "--do_eval")
+    command = [word for word in first.command if not word.startswith(dropped)]
+    command += [f"--output_dir={scratch}", f"--num_train_steps={PROBE_STEPS}",
+                f"--save_checkpoints_steps={PROBE_STEPS}"]
+    started = time.monotonic()
+    try:
+        run = subprocess.run(python_command(command), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    finally:
+        storage.rmtree(scratch)
+    seconds = time.monotonic() - started
+    lines = run.stdout.splitlines()
+    if run.returncode:
+        raise InputError(f"the probe of the pretraining step failed: {lines[-1] if lines else 'no output'}")
+    rate = rate_from_output(lines)
+    return rate, max(0.0, seconds - (PROBE_STEPS - 1) / rate)
+
+
+def size(plan: StudyPlan, budget_minutes: float) -> Sizing:
+    """The sizing recorded in the study's directory, else one measured now (and recorded)."""
+    found = recorded(plan.output_dir)
+    if found is not None:
+        return found
+    rate, start = probe(plan)
+    runs = plan.runs()
+    shape = (plan.num_train_steps, sum(run.kind == PRETRAINING for run in runs), len(runs))
+    sizing = Sizing(factor=round(factor_for(budget_minutes, rate, start, *shape), 3), steps_per_second=rate,
+                    start_seconds=round(start, 1), estimated_minutes=round(estimate_minutes(rate, start, *shape), 1),
+                    budget_minutes=budget_minutes)
+    record(sizing, plan.output_dir)
+    return sizing
+
+
+def recorded(output_dir: str) -> Sizing | None:
+    path = os.path.join(output_dir, SIZING_FILE)
+    if not storage.exists(path):
+        return None
+    return Sizing(**json.loads(read_text(path)))
+
+
+def record(sizing: Sizing, output_dir: str) -> None:
+    storage.makedirs(output_dir)
+    storage.write_atomic(os.path.join(output_dir, SIZING_FILE),
+                         json.dumps(dataclasses.asdict(sizing), indent=1, sort_keys=True) + "\n")
+
+
+def scaled_task_flags(flags: tuple[str, ...], factor: float, default_epochs: float = 3.0) -> tuple[str, ...]:
+    """A task's flags with `--num_train_epochs` times `factor` (the scripts' default 3 when the
+    task does not set it)."""
+    if factor >= 1:
+        return flags
+    epochs = default_epochs
+    kept = []
+    for flag in flags:
+        if flag.startswith("--num_train_epochs="):
+            epochs = float(flag.split("=", 1)[1])
+        else:
+            kept.append(flag)
+    return (*kept, f"--num_train_epochs={round(epochs * factor, 3):g}")
