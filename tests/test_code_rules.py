@@ -5,6 +5,8 @@ library's errors name options, never the scripts' flags (the command line maps t
 import ast
 import pathlib
 import re
+import subprocess
+import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 LIBRARY = ("bert_realformer", "modeling", "tokenization")
@@ -165,8 +167,6 @@ def test_importing_the_library_runs_no_tensorflow_op():
     """Importing a module starts no TensorFlow runtime (a module-level tensor would): the test
     suite forks script processes from a server that has imported the library, and a child
     forked after the runtime's thread pools exist hangs on their locks."""
-    import subprocess
-    import sys
     imported = subprocess.run([sys.executable, "-c", IMPORT_EVERY_MODULE], capture_output=True, text=True,
                               timeout=300, cwd=ROOT)
     assert imported.returncode == 0, imported.stderr[-3000:]

@@ -357,11 +357,15 @@ def test_a_budget_scales_the_work_by_the_share_that_fits():
     sized = sizing.Sizing(factor=0.3, steps_per_second=1.43, start_seconds=20, estimated_minutes=46.5,
                           budget_minutes=15)
     assert sized.scaled_steps(600) == 180 and sized.scaled_steps(60) == 18 and sized.scaled_steps(2) == 1
-    assert sizing.scaled_task_flags(("--num_train_epochs=2", "--task_name=x"), 0.3) == (
+    def task(*flags):
+        return plan.DownstreamTask("t", "run_classifier.py", flags)
+    assert sized.scaled_task(task("--num_train_epochs=2", "--task_name=x")).flags == (
         "--task_name=x", "--num_train_epochs=0.6")
-    assert sizing.scaled_task_flags(("--task_name=x",), 0.3) == ("--task_name=x", "--num_train_epochs=0.9")
-    assert sizing.scaled_task_flags(("--num_train_epochs=2",), 1.0) == ("--num_train_epochs=2",)
-    assert sized.line(600, 180) == (
+    assert sized.scaled_task(task("--task_name=x")).flags == ("--task_name=x", "--num_train_epochs=0.9")
+    whole = dataclasses.replace(sized, factor=1.0)
+    assert whole.scaled_task(task("--num_train_epochs=2")).flags == ("--num_train_epochs=2",)
+    assert sized.scaled_steps(0) == 0
+    assert sized.line(600) == (
         "[study] this CPU runs the pretraining step at 1.43 steps/s: the study as asked takes about 46 minutes, "
         "over the budget of 15, so it runs 0.30 of its work: pretraining for 180 of 600 steps and 0.30 of each "
         "task's epochs")

@@ -101,14 +101,10 @@ def _base_config():
 
 def build_plan(seeds, sizing=None):
     """The study's plan; with `sizing` (`comparison.sizing.Sizing`), its share of the steps and epochs."""
-    import dataclasses
-
     from bert_realformer.comparison.plan import DownstreamTask, StudyPlan
-    from bert_realformer.comparison.sizing import scaled_task_flags
-    steps, warmup, factor = FLAGS.num_train_steps, FLAGS.num_warmup_steps, 1.0
+    steps, warmup = FLAGS.num_train_steps, FLAGS.num_warmup_steps
     if sizing is not None:
-        steps = sizing.scaled_steps(steps)
-        warmup, factor = sizing.scaled_steps(warmup) if warmup else 0, sizing.factor
+        steps, warmup = sizing.scaled_steps(steps), sizing.scaled_steps(warmup)
     pretraining = [f"--input_file={FLAGS.input_file}", f"--eval_input_file={FLAGS.eval_input_file}",
                    f"--max_seq_length={FLAGS.max_seq_length}",
                    f"--max_predictions_per_seq={FLAGS.max_predictions_per_seq}",
@@ -118,7 +114,8 @@ def build_plan(seeds, sizing=None):
                    f"--eval_batch_size={FLAGS.eval_batch_size}",
                    f"--save_checkpoints_steps={FLAGS.save_checkpoints_steps}", *FLAGS.pretraining_flags]
     tasks = [DownstreamTask.parse(spec) for spec in FLAGS.task]
-    tasks = [dataclasses.replace(task, flags=scaled_task_flags(task.flags, factor)) for task in tasks]
+    if sizing is not None:
+        tasks = [sizing.scaled_task(task) for task in tasks]
     if len({t.name for t in tasks}) != len(tasks):
         raise InputError("--task: two tasks have the same name")
     return StudyPlan(output_dir=FLAGS.output_dir, variants=tuple(FLAGS.variants), seeds=tuple(seeds),
@@ -166,7 +163,7 @@ def main(argv):
         sizing = size(plan, FLAGS.time_budget_minutes)
         plan = build_plan(seeds, sizing)
         shrunk = " (without --time_budget_minutes: the whole study)" if sizing.factor < 1 else ""
-        print(sizing.line(FLAGS.num_train_steps, plan.num_train_steps) + shrunk, flush=True)
+        print(sizing.line(FLAGS.num_train_steps) + shrunk, flush=True)
     baselines = _baselines(plan)
     try:
         ran = execute_plan(plan)

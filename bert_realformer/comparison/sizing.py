@@ -26,13 +26,13 @@ import time
 
 from bert_realformer import storage
 from bert_realformer.comparison.execution import write_configs
-from bert_realformer.comparison.plan import PRETRAINING, StudyPlan, python_command
+from bert_realformer.comparison.plan import PRETRAINING, DownstreamTask, StudyPlan, python_command
 from bert_realformer.errors import InputError
 from bert_realformer.text_files import read_text
 
 PROBE_STEPS = 20
-# 1.9 measured on the demo (2 cores of an AMD EPYC Zen 5; a Zen 3 at 1.43 steps/s and 14.6 minutes a
-# variant gives about the same), a tenth added
+# 1.9 measured on the demo (2 cores of an AMD EPYC Zen 5; a Zen 3's reported 1.43 steps/s and 14.6
+# minutes a variant give about the same), a tenth added
 WORK_PER_PRETRAINING_STEP = 2.2
 SMALLEST_FACTOR = 0.1
 SIZING_FILE = "sizing.json"
@@ -49,20 +49,27 @@ class Sizing:
     budget_minutes: float
 
     def scaled_steps(self, steps: int) -> int:
-        """`steps` times the factor (at least one)."""
-        return steps if self.factor >= 1 else max(1, round(steps * self.factor))
+        """`steps` times the factor (at least one, unless `steps` is 0)."""
+        return steps if self.factor >= 1 or not steps else max(1, round(steps * self.factor))
 
-    def scaled_epochs(self, epochs: float) -> float:
-        return epochs if self.factor >= 1 else round(epochs * self.factor, 3)
+    def scaled_task(self, task: DownstreamTask, default_epochs: float = 3.0) -> DownstreamTask:
+        """`task` with its `--num_train_epochs` times the factor (the scripts' default 3 when it
+        does not set it), given last."""
+        if self.factor >= 1:
+            return task
+        epochs = float(task.flag("num_train_epochs") or default_epochs)
+        kept = tuple(flag for flag in task.flags if not flag.startswith("--num_train_epochs="))
+        return dataclasses.replace(task, flags=(*kept, f"--num_train_epochs={round(epochs * self.factor, 3):g}"))
 
-    def line(self, num_train_steps: int, sized_steps: int) -> str:
+    def line(self, num_train_steps: int) -> str:
         """What the study says about its size."""
         asked = (f"[study] this CPU runs the pretraining step at {self.steps_per_second:.2f} steps/s: the study as "
                  f"asked takes about {self.estimated_minutes:.0f} minutes")
         if self.factor >= 1:
             return f"{asked}, within the budget of {self.budget_minutes:g}"
         return (f"{asked}, over the budget of {self.budget_minutes:g}, so it runs {self.factor:.2f} of its work: "
-                f"pretraining for {sized_steps} of {num_train_steps} steps and {self.factor:.2f} of each task's epochs")
+                f"pretraining for {self.scaled_steps(num_train_steps)} of {num_train_steps} steps and "
+                f"{self.factor:.2f} of each task's epochs")
 
 
 def estimate_minutes(steps_per_second: float, start_seconds: float, pretraining_steps: int, pretraining_runs: int,
@@ -141,18 +148,3 @@ def record(sizing: Sizing, output_dir: str) -> None:
     storage.makedirs(output_dir)
     storage.write_atomic(os.path.join(output_dir, SIZING_FILE),
                          json.dumps(dataclasses.asdict(sizing), indent=1, sort_keys=True) + "\n")
-
-
-def scaled_task_flags(flags: tuple[str, ...], factor: float, default_epochs: float = 3.0) -> tuple[str, ...]:
-    """A task's flags with `--num_train_epochs` times `factor` (the scripts' default 3 when the
-    task does not set it)."""
-    if factor >= 1:
-        return flags
-    epochs = default_epochs
-    kept = []
-    for flag in flags:
-        if flag.startswith("--num_train_epochs="):
-            epochs = float(flag.split("=", 1)[1])
-        else:
-            kept.append(flag)
-    return (*kept, f"--num_train_epochs={round(epochs * factor, 3):g}")

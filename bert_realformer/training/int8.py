@@ -72,8 +72,8 @@ def quantized_product(x, kernel8, weight_range, column_sums, bias):
 
 
 class Int8Dense:
-    """The int8 form of one `Dense` (no activation): its quantized kernel, scale and column sums
-    as variables, refreshed from the layer's float kernel."""
+    """The int8 form of one `Dense` (no activation): its quantized kernel, weight range and
+    column sums as variables, refreshed from the layer's float kernel."""
 
     def __init__(self, layer: keras.layers.Dense):
         if layer.activation is not keras.activations.linear or not layer.use_bias:

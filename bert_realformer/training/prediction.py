@@ -113,7 +113,6 @@ class Predictor:
             return {k: strategy.gather(v, axis=0) for k, v in outputs.items()}
         return distributed_step
 
-
     def _in_int8(self, fn):
         def quantized(model, features):
             with self.int8.active():
