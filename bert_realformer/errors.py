@@ -68,11 +68,16 @@ class SigtermHandler:
         raise Terminated()
 
 
+def sigterm_received() -> bool:
+    """Whether the script's SIGTERM handler has run in this process."""
+    handler = signal.getsignal(signal.SIGTERM)
+    return isinstance(handler, SigtermHandler) and handler.received
+
+
 def stop_if_terminated() -> None:
     """Raises `Terminated` when the script's SIGTERM handler ran earlier: called before a finished
     file or directory replaces its final name, so that nothing new appears after the signal."""
-    handler = signal.getsignal(signal.SIGTERM)
-    if isinstance(handler, SigtermHandler) and handler.received:
+    if sigterm_received():
         raise Terminated()
 
 

@@ -27,7 +27,7 @@ import sys
 from absl import app, flags, logging
 
 from bert_realformer import report
-from bert_realformer.errors import SigtermHandler, Terminated, stop_if_terminated, what_survives
+from bert_realformer.errors import SigtermHandler, Terminated, sigterm_received, stop_if_terminated, what_survives
 
 
 def run_main(main, argv) -> int:
@@ -40,10 +40,12 @@ def run_main(main, argv) -> int:
     except KeyboardInterrupt:
         report.say(f"error: interrupted (SIGINT); {INTACT}")
         return 128 + signal.SIGINT
-    except Terminated:
-        report.say(f"error: stopped by SIGTERM; {INTACT}")
-        return 128 + signal.SIGTERM
-    except Exception as error:
+    except (Terminated, Exception) as error:
+        # After a SIGTERM, any error is the signal's: its exception met inside a library that
+        # turned it into another (TensorFlow tracing a function, where a shape came back None).
+        if isinstance(error, Terminated) or sigterm_received():
+            report.say(f"error: stopped by SIGTERM; {INTACT}")
+            return 128 + signal.SIGTERM
         if getattr(type(error), "is_user_error", False):
             report.say(f"error: {as_flags(error)}")
             return getattr(error, "exit_code", 2)

@@ -13,7 +13,10 @@ from bert_realformer.errors import KEPT_NOTE
 
 
 def _ending(error, capsys):
+    """(status, its one line) of a script whose main raises `error`, or calls it when a function."""
     def main(argv):
+        if callable(error):
+            error()
         raise error
     status = runner.run_main(main, [])
     lines = capsys.readouterr().err.strip().splitlines()
@@ -100,6 +103,35 @@ def test_sigterm_met_where_python_ignores_exceptions_ends_in_one_line_without_a_
     assert result.stderr.strip().splitlines()[-1].startswith("error: stopped by SIGTERM; the files being written")
 
 
+def test_an_error_a_library_made_of_the_sigterm_ends_as_the_sigterm(capsys):
+    """The handler's exception caught inside a library that raised another error in its place
+    (TensorFlow tracing a function): the script ends as stopped by SIGTERM, 143, not with a
+    bug's traceback; the same error without a SIGTERM stays a bug."""
+    import signal
+
+    from bert_realformer.errors import SigtermHandler, Terminated
+
+    def library_call():
+        try:
+            signal.getsignal(signal.SIGTERM)(signal.SIGTERM, None)  # (the signal, between bytecodes)
+        except Terminated:
+            pass
+        raise ValueError("Tried to convert 'shape' to a tensor and failed. Error: None values not supported.")
+
+    previous = signal.signal(signal.SIGTERM, SigtermHandler())
+    try:
+        with pytest.raises(ValueError):
+            runner.run_main(lambda argv: _raise(ValueError("a bug")), [])
+        ending = _ending(library_call, capsys)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert ending == (143, f"error: stopped by SIGTERM; {runner.INTACT}")
+
+
+def _raise(error):
+    raise error
+
+
 @pytest.mark.parametrize("signal_name", ["SIGINT", "SIGTERM"])
 def test_a_stop_after_the_work_is_done_lets_the_script_exit_as_it_finished(tmp_path, signal_name):
     """A SIGINT or SIGTERM met after `main` returned (in an exit handler, as TensorFlow's run at
@@ -135,3 +167,55 @@ def test_the_options_an_error_names_are_printed_as_flags(capsys):
     assert _ending(Diverged("try a lower learning_rate", options=("learning_rate",)), capsys) == (
         3, "error: try a lower --learning_rate")
     assert _ending(InputError("output_dir is in use"), capsys) == (2, "error: output_dir is in use")  # none named
+
+
+@pytest.mark.parametrize("stopped", ["inside the save", "while copying in"])
+def test_a_sigterm_during_an_export_leaves_neither_its_temporary_nor_a_partial_version(tmp_path, monkeypatch,
+                                                                                       stopped):
+    """SIGTERM met where Python loses it (a `__del__` inside `tf.saved_model.save`), or raised
+    while the written files are copied to the version's name (on a filesystem without a
+    directory rename: an object store's, here `ram://`): `Terminated`, and EXPORT_DIR holds
+    nothing, neither the temporary nor a version without its saved_model.pb."""
+    import signal
+
+    import modeling
+    from bert_realformer import storage
+    from bert_realformer.errors import SigtermHandler, Terminated
+    from bert_realformer.tasks import export
+
+    handler = SigtermHandler()
+    monkeypatch.setattr(signal, "getsignal", lambda number: handler if number == signal.SIGTERM else None)
+    export_dir = str(tmp_path / "export") if stopped == "inside the save" else f"ram://{tmp_path}/export"
+
+    def save(module, path, signatures):
+        for name in ("saved_model.pb", "fingerprint.pb", "variables/variables.index"):
+            tf.io.gfile.makedirs(os.path.dirname(f"{path}/{name}"))
+            with tf.io.gfile.GFile(f"{path}/{name}", "wb") as f:
+                f.write(b"written")
+        if stopped == "inside the save":
+            handler.received = True  # (the handler ran; its exception was unraisable)
+    monkeypatch.setattr(tf.saved_model, "save", save)
+
+    class CopyInterrupted:
+        """tf.io.gfile, with SIGTERM raised as the second file is copied."""
+        copied = 0
+
+        def __getattr__(self, name):
+            return getattr(tf.io.gfile, name)
+
+        def copy(self, *args, **kwargs):
+            if self.copied:
+                handler.received = True
+                raise Terminated()
+            self.copied += 1
+            tf.io.gfile.copy(*args, **kwargs)
+    gfile = CopyInterrupted()
+    monkeypatch.setattr(storage, "_gfile", lambda: gfile)
+
+    config = modeling.BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                                 intermediate_size=16, max_position_embeddings=16)
+    vocab = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "tokenization", "vocab_en_uncased.txt")
+    with pytest.raises(Terminated):
+        export.export_encoder(modeling.BertModel(config), vocab, True, 16, export_dir)
+    assert tf.io.gfile.listdir(export_dir) == []
+    assert gfile.copied == (stopped == "while copying in")

@@ -31,7 +31,7 @@ import tensorflow as tf
 import modeling
 from bert_realformer import storage
 from bert_realformer.checkpoints.training_states import named_variables
-from bert_realformer.errors import InputError
+from bert_realformer.errors import InputError, stop_if_terminated
 from bert_realformer.tasks.classification.windows import served_reading
 from bert_realformer.training.padding import padded_length
 from tokenization.fast import FastTokenizer
@@ -239,14 +239,21 @@ def _save(module, export_dir, names):
     tmp = os.path.join(export_dir, f".tmp-{version}-{os.getpid()}")
     storage.makedirs(export_dir)
     single, pair = names
+    moving = False
     try:
         tf.saved_model.save(module, tmp, signatures={"serving_default": module.serve, single: module.serve,
                                                      pair: module.serve_pair})
+        # A SIGTERM that reached Python inside the save (in a `__del__`, where it is lost) is
+        # raised here, before anything has the version's name.
+        stop_if_terminated()
+        moving = True
+        storage.rmtree(path)
+        storage.move_tree(tmp, path, last=("saved_model.pb",))
     except BaseException:
         storage.rmtree(tmp)
+        if moving:  # (a version without saved_model.pb, which no server loads: not left behind)
+            storage.rmtree(path)
         raise
-    storage.rmtree(path)
-    storage.move_tree(tmp, path, last=("saved_model.pb",))
     return path
 
 
