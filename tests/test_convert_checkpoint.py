@@ -8,11 +8,13 @@ import os
 import numpy as np
 import pytest
 from helpers.conversions import convert
+from helpers.int8_arithmetic import missing_int8_kernel
 from helpers.serving import serve
 
 import modeling
 from bert_realformer import checkpoints
 from bert_realformer.checkpoints.config_files import read_config
+from bert_realformer.training import int8
 
 pytestmark = pytest.mark.slow  # the scripts end to end (in subprocesses where a test is about a process)
 
@@ -328,28 +330,23 @@ def test_sigint_during_a_conversion_to_hf_or_kerashub_leaves_nothing(tmp_path, m
         assert not (out / "config.json").exists()
 
 
-def test_an_int8_savedmodel_serves_near_the_float_model(tmp_path):
-    """--quantize=int8 (oneDNN's kernels, which the suite turns off, on in these processes): the
-    encoder's SavedModel in int8 serves outputs near the float model's; for another format, or
-    without oneDNN, one line."""
-    import subprocess
-    import sys
-    onednn = {**os.environ, "TF_ENABLE_ONEDNN_OPTS": "1"}
-    script = os.path.join(ROOT, "convert_checkpoint.py")
-    result = subprocess.run([sys.executable, script, "--from=tf1", "--to=savedmodel", f"--input={POSTLN}",
-                             f"--output={tmp_path}/sm8", "--max_seq_length=16", "--quantize=int8"],
-                            capture_output=True, text=True, timeout=300, env=onednn)
+def test_an_int8_savedmodel_serves_near_the_float_model(tmp_path, monkeypatch):
+    """--quantize=int8 (oneDNN's int8 kernels, which run with the suite's TF_ENABLE_ONEDNN_OPTS=0
+    too): the encoder's SavedModel in int8 serves outputs near the float model's; for another
+    format, or in a TensorFlow without the kernels, one line."""
+    result = convert("--from=tf1", "--to=savedmodel", f"--input={POSTLN}", f"--output={tmp_path}/sm8",
+                     "--max_seq_length=16", "--quantize=int8")
     assert result.returncode == 0, result.stderr[-2000:]
     texts = ["The cat sat on the mat", "Hi"]
-    served = np.array(serve(tmp_path / "sm8", texts, "encode", fresh_interpreter=True, env=onednn)["sequence_output"])
+    served = np.array(serve(tmp_path / "sm8", texts, "encode", fresh_interpreter=True)["sequence_output"])
     model = modeling.BertModel(read_config(os.path.join(POSTLN, "bert_config.json")))
     checkpoints.load_tf1_checkpoint(model, POSTLN)
     expected = model(_batch(os.path.join(POSTLN, "vocab.txt"), texts))["sequence_output"].numpy()
     assert 0 < np.abs(served - expected[:, :served.shape[1]]).max() < 0.1
     for flags, line in [(["--to=hf"], "error: --quantize=int8 is for --to=savedmodel; --to=hf writes float32 weights"),
                         (["--to=savedmodel"], "error: --quantize=int8 needs TensorFlow's oneDNN int8 kernels, which "
-                                              "this TensorFlow does not run (TF_ENABLE_ONEDNN_OPTS=0, or a build "
-                                              "without oneDNN)")]:
+                                              "this TensorFlow does not have (a build without oneDNN)")]:
+        monkeypatch.setattr(int8, "_fused_quantized_matmul", missing_int8_kernel)
         refused = convert("--from=tf1", f"--input={POSTLN}", f"--output={tmp_path}/refused", "--quantize=int8", *flags)
         assert refused.returncode == 2 and refused.stderr.strip().splitlines()[-1] == line
         assert not (tmp_path / "refused").exists()

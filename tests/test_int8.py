@@ -1,6 +1,6 @@
 """int8 prediction (`training.int8`): the quantized product against its hand-derived error bound
 and a NumPy simulation of the same quantization, the model's dense layers in int8 only where
-asked, and the refusal where oneDNN's kernels are off."""
+asked, and the refusal where TensorFlow has no int8 kernel."""
 
 import json
 import os
@@ -8,8 +8,10 @@ import subprocess
 import sys
 
 import pytest
+from helpers.int8_arithmetic import missing_int8_kernel
 
 from bert_realformer.errors import InputError
+from bert_realformer.training import int8
 from bert_realformer.training.int8 import check_int8_kernels
 
 HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "helpers", "int8_arithmetic.py")
@@ -28,12 +30,50 @@ def test_the_int8_product_is_the_quantization_it_claims_and_runs_only_where_aske
     assert model["dense_layers"] == 2 * 6  # query, key, value, attention output, intermediate, output
     assert 0 < model["int8_vs_float"] < 0.01
     assert model["float_unchanged"] == 0.0 and model["eager_vs_traced"] < 1e-5  # float outside `active()`
+    assert model["weights_fixed_vs_int8"] < 1e-5  # the kernels that keep their converted weights: the same
     assert model["moved_int8_vs_float"] < model["moved_by"] / 10  # the refreshed kernels follow the weights
     assert model["traces"] == 1
 
 
-@pytest.mark.skipif(os.environ.get("TF_ENABLE_ONEDNN_OPTS") != "0", reason="needs oneDNN's kernels off")
-def test_without_onednn_int8_is_refused():
+def test_without_the_int8_kernel_int8_is_refused(monkeypatch):
+    monkeypatch.setattr(int8, "_fused_quantized_matmul", missing_int8_kernel)
     with pytest.raises(InputError, match="quantize=int8 needs TensorFlow's oneDNN int8 kernels") as raised:
         check_int8_kernels()
     assert raised.value.options == ("quantize",)
+
+
+def test_a_run_predicting_in_int8_follows_weights_that_moved_between_predictions():
+    """The run's int8 steps keep the kernels' weights converted after their first call; when
+    training moves the weights between two predictions the next one quantizes them anew and
+    runs new steps (int8 near float both times), and when nothing moved it re-uses its step."""
+    import numpy as np
+    import tensorflow as tf
+
+    import modeling
+    from bert_realformer.training.int8 import block_dense_layers
+    from bert_realformer.training.prediction import Predictor
+
+    config = modeling.BertConfig(vocab_size=50, hidden_size=256, num_hidden_layers=1, num_attention_heads=4,
+                                 intermediate_size=1024, max_position_embeddings=32)
+    model = modeling.BertClassifier(config, num_labels=3)
+    ids = np.random.default_rng(3).integers(1, 50, (8, 16))
+    features = {"input_ids": ids, "input_mask": np.ones_like(ids), "segment_ids": np.zeros_like(ids)}
+    dataset = tf.data.Dataset.from_tensor_slices(features).batch(4)
+    model({k: v[:1] for k, v in features.items()})
+
+    def logits(model, batch):
+        return {"logits": model(batch, training=False)}
+
+    predictor = Predictor(tf.distribute.OneDeviceStrategy("/cpu:0"), model, int8=True)
+    plain = Predictor(tf.distribute.OneDeviceStrategy("/cpu:0"), model)
+    before = predictor.predict(dataset, logits)["logits"]
+    float_before = plain.predict(dataset, logits)["logits"]
+    layer = block_dense_layers(model)[5]  # the first block's output layer: the weights move (training)
+    layer.kernel.assign(-3.0 * layer.kernel)
+    after = predictor.predict(dataset, logits)["logits"]
+    float_after = plain.predict(dataset, logits)["logits"]
+    moved = np.abs(float_after - float_before).max()
+    assert np.abs(before - float_before).max() < 0.05 and np.abs(after - float_after).max() < moved / 10
+    again = predictor.predict(dataset, logits)["logits"]
+    assert predictor.traces == 1  # (the new step of the moved weights, re-used by the last call)
+    np.testing.assert_allclose(again, after, atol=1e-6)

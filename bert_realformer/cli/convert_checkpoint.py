@@ -43,8 +43,8 @@ flags.DEFINE_bool("do_lower_case", True, "--to=savedmodel, --to=hf (tokenizer_co
 flags.DEFINE_integer("max_seq_length", 128, "--to=savedmodel and --to=kerashub (its preprocessor): sequence length "
                      "(default for a run_classifier.py run: the run's).")
 flags.DEFINE_enum("quantize", "none", ["none", "int8"], "--to=savedmodel: int8 runs the Transformer blocks' dense "
-                  "layers in 8 bits (as run_classifier.py --quantize=int8 does; serving it needs TensorFlow's oneDNN "
-                  "kernels); none: float32.")
+                  "layers in 8 bits (as run_classifier.py --quantize=int8 does; serving it needs a TensorFlow with "
+                  "oneDNN's kernels); none: float32.")
 flags.DEFINE_bool("force", False, "Write even when the target cannot express the model (e.g. a RealFormer "
                   "or Pre-LN model as Hugging Face's BertModel, which would compute plain BERT) or weights "
                   "would be left out (fine-tuning heads in --to=hf, unknown Hugging Face weights, a Hugging Face "

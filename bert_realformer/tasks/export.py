@@ -16,7 +16,7 @@ exported with `doc_stride` takes texts of any length: text_a is cut into overlap
 as run_classifier.py --doc_stride cuts it, and a text's windows are combined into one row the
 same way (`window_pooling`). Given `int8` (`training.int8.Int8Layers`, `--quantize=int8`), the
 model's Transformer blocks run their dense layers in int8, the quantized kernels stored in the
-SavedModel (serving it needs TensorFlow's oneDNN kernels, as the run did).
+SavedModel (serving it needs a TensorFlow with oneDNN's kernels, as the run did).
 """
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ class TextServing(tf.Module):
 
     @tf.function(input_signature=[_features_spec()], autograph=False)
     def model_outputs(self, features):
-        with self._int8.active() if self._int8 is not None else contextlib.nullcontext():
+        with self._int8.active(weights_fixed=True) if self._int8 is not None else contextlib.nullcontext():
             return self.forward(features)
 
     def texts_outputs(self, ids_a, ids_b):

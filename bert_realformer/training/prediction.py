@@ -69,11 +69,12 @@ class Predictor:
         else:
             batches = self.strategy.experimental_distribute_dataset(dataset)
         key = (fn, repr(batches.element_spec))
+        if self.int8 is not None and self.int8.refresh():
+            # The int8 steps' kernels keep the weights they first ran with: new weights, new steps.
+            self._steps.clear()
         if key not in self._steps:
             self._steps[key] = self._step(fn, batches.element_spec, this_worker_only)
         step = self._steps[key]
-        if self.int8 is not None:
-            self.int8.refresh()
         parts = {}
         rows = None  # the first batch's size: later (partial) batches are filled up to it
         for features in batches:
@@ -115,7 +116,7 @@ class Predictor:
 
     def _in_int8(self, fn):
         def quantized(model, features):
-            with self.int8.active():
+            with self.int8.active(weights_fixed=True):
                 return fn(model, features)
         return quantized
 

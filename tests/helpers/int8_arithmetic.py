@@ -13,6 +13,12 @@ import modeling
 from bert_realformer.training.int8 import Int8Layers, block_dense_layers, quantized_product
 
 
+def missing_int8_kernel(inputs, weights_fixed):
+    """What a TensorFlow built without oneDNN answers for the int8 product (a test puts it in
+    place of `training.int8._fused_quantized_matmul`)."""
+    raise tf.errors.NotFoundError(None, None, "No registered '_QuantizedMatMul' OpKernel for 'CPU' devices")
+
+
 def product_errors(rng):
     """The int8 product of a signed input with an outlier column against (a) float64 and (b) the
     same per-tensor quantization simulated in NumPy, and the hand bound on (a):
@@ -27,8 +33,9 @@ def product_errors(rng):
                             tf.constant((w8.sum(0) * s_w).astype(np.float32)), tf.constant(b))
     got = np.asarray(got, np.float64)
     exact = x.astype(np.float64) @ w + b
-    low, s_x = x.min(), (x.max() - x.min()) / 255.0
-    simulated = (low + s_x * np.round((x - low) / s_x)) @ (s_w * w8) + b
+    s_x = (max(x.max(), 0) - min(x.min(), 0)) / 255.0
+    zero_point = np.round(-min(x.min(), 0) / s_x)  # (0 on the input's grid)
+    simulated = (s_x * (np.clip(np.round(x / s_x) + zero_point, 0, 255) - zero_point)) @ (s_w * w8) + b
     bound = np.abs(x) @ np.full_like(w, s_w / 2) + (s_x / 2) * np.abs(w).sum(0) + x.shape[1] * s_x * s_w / 4
     return {"error": float(np.abs(got - exact).max()), "within_bound": bool(np.all(np.abs(got - exact) <= bound)),
             "bound": float(bound.max()), "from_simulation": float(np.abs(got - simulated).max()),
@@ -55,7 +62,13 @@ def model_checks(rng):
     def plain(features):
         return model(features, training=False)["sequence_output"]
 
+    @tf.function
+    def exported(features):  # (as a SavedModel traces it: its kernels keep their converted weights)
+        with int8.active(weights_fixed=True):
+            return model(features, training=False)["sequence_output"]
+
     floats, int8_out, floats_after = (np.asarray(f(features)) for f in (plain, quantized, plain))
+    fixed_out = [np.asarray(exported(features)) for _ in range(2)]
     eager_after = np.asarray(model(features, training=False)["sequence_output"])
     layer = block_dense_layers(model)[4]  # the first block's intermediate layer
     layer.kernel.assign(layer.kernel * 3.0)  # the weights move (training): the next refresh follows
@@ -63,6 +76,7 @@ def model_checks(rng):
     moved_float, moved_int8 = np.asarray(plain(features)), np.asarray(quantized(features))
     return {"dense_layers": len(int8.layers), "int8_vs_float": float(np.abs(int8_out - floats).max()),
             "float_unchanged": float(np.abs(floats_after - floats).max()),
+            "weights_fixed_vs_int8": max(float(np.abs(out - int8_out).max()) for out in fixed_out),
             "eager_vs_traced": float(np.abs(eager_after - floats).max()),
             "moved_int8_vs_float": float(np.abs(moved_int8 - moved_float).max()),
             "moved_by": float(np.abs(moved_float - floats).max()),
