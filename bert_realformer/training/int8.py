@@ -17,9 +17,9 @@ row's outputs depend a little on the rows beside it (the input's range is its ba
 The quantized kernels are variables of their own, refreshed from the float weights before each
 prediction (`Int8Layers.refresh`); the model's dense layers run them only inside
 `Int8Layers.active()`, so a function traced there runs in int8 and the training step, traced
-outside, stays in float. An exported model's kernels keep their weights in oneDNN's layout
-after the first call (`active(weights_fixed=True)`); a run's, whose weights may move between
-predictions, convert them at each call.
+outside, stays in float. The kernels keep their weights in oneDNN's layout after the first
+call (`active(weights_fixed=True)`): a run whose weights moved since (training between two
+evaluations) traces its prediction anew (`refresh` says when).
 """
 
 from __future__ import annotations
@@ -59,8 +59,8 @@ def quantized_product(x, kernel8, weight_range, column_sums, bias, weights_fixed
       column_sums: [N] float32, the column sums of s_w * kernel8.
       bias: [N] float32.
       weights_fixed: the kernel keeps `kernel8` in oneDNN's own layout after its first call
-        instead of converting it at every call (1.2-1.7x faster on a few rows): only where
-        `kernel8` never changes afterwards (an exported model), as a later change is not seen.
+        instead of converting it at every call (1.2-1.7x faster on a few rows): a later change
+        of `kernel8` is not seen by that kernel (a function traced anew is).
     """
     rows = tf.reshape(tf.cast(x, tf.float32), [-1, x.shape[-1]])
     low, high = _input_grid(tf.reduce_min(rows), tf.reduce_max(rows))
@@ -165,8 +165,9 @@ class Int8Layers:
     @contextlib.contextmanager
     def active(self, weights_fixed: bool = False):
         """Inside: the block dense layers compute in int8 (what is traced here keeps it);
-        `weights_fixed`: the traced function is never run after a later `refresh` (an exported
-        model), so its kernels may keep their weights converted (`quantized_product`)."""
+        `weights_fixed`: the traced function is not run after a `refresh` that changed the
+        kernels (an exported model; a run traces anew), so its kernels may keep their weights
+        converted (`quantized_product`)."""
         for int8 in self.layers:
             int8.layer.call = int8
             int8.weights_fixed = weights_fixed

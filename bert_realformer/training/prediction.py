@@ -38,7 +38,9 @@ class Predictor:
     replicas with the batches split across them (multi-worker runs predict on this worker
     alone). A step is traced once per (`fn`, the dataset's element spec): batches that differ
     in sequence length (dynamic padding, spec `[None, None]`) share one graph, and a later call
-    with the same `fn` re-uses it, so a task passes the same function every call."""
+    with the same `fn` re-uses it, so a task passes the same function every call; in int8, until
+the weights move (a training run's next evaluation): its kernels keep the weights they first
+ran with."""
 
     def __init__(self, strategy: tf.distribute.Strategy, model: keras.Model, xla: bool = False, int8: bool = False):
         if xla and int8:
