@@ -43,9 +43,9 @@ def test_without_the_int8_kernel_int8_is_refused(monkeypatch):
 
 
 def test_a_run_predicting_in_int8_follows_weights_that_moved_between_predictions():
-    """The run's int8 steps keep the kernels' weights converted after their first call; when
-    training moves the weights between two predictions the next one quantizes them anew and
-    runs new steps (int8 near float both times), and when nothing moved it re-uses its step."""
+    """When training moves the weights between two predictions of a run, the next one
+    quantizes them anew and its int8 kernels use them (int8 near float both times; the kernels
+    that keep their converted weights, an exported model's, would not), in the same step."""
     import numpy as np
     import tensorflow as tf
 
@@ -75,5 +75,5 @@ def test_a_run_predicting_in_int8_follows_weights_that_moved_between_predictions
     moved = np.abs(float_after - float_before).max()
     assert np.abs(before - float_before).max() < 0.05 and np.abs(after - float_after).max() < moved / 10
     again = predictor.predict(dataset, logits)["logits"]
-    assert predictor.traces == 1  # (the new step of the moved weights, re-used by the last call)
+    assert predictor.traces == 1
     np.testing.assert_allclose(again, after, atol=1e-6)

@@ -38,9 +38,7 @@ class Predictor:
     replicas with the batches split across them (multi-worker runs predict on this worker
     alone). A step is traced once per (`fn`, the dataset's element spec): batches that differ
     in sequence length (dynamic padding, spec `[None, None]`) share one graph, and a later call
-    with the same `fn` re-uses it, so a task passes the same function every call; in int8, until
-the weights move (a training run's next evaluation): its kernels keep the weights they first
-ran with."""
+    with the same `fn` re-uses it, so a task passes the same function every call."""
 
     def __init__(self, strategy: tf.distribute.Strategy, model: keras.Model, xla: bool = False, int8: bool = False):
         if xla and int8:
@@ -71,12 +69,11 @@ ran with."""
         else:
             batches = self.strategy.experimental_distribute_dataset(dataset)
         key = (fn, repr(batches.element_spec))
-        if self.int8 is not None and self.int8.refresh():
-            # The int8 steps' kernels keep the weights they first ran with: new weights, new steps.
-            self._steps.clear()
         if key not in self._steps:
             self._steps[key] = self._step(fn, batches.element_spec, this_worker_only)
         step = self._steps[key]
+        if self.int8 is not None:
+            self.int8.refresh()
         parts = {}
         rows = None  # the first batch's size: later (partial) batches are filled up to it
         for features in batches:
@@ -118,7 +115,7 @@ ran with."""
 
     def _in_int8(self, fn):
         def quantized(model, features):
-            with self.int8.active(weights_fixed=True):
+            with self.int8.active():
                 return fn(model, features)
         return quantized
 
