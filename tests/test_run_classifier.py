@@ -113,6 +113,7 @@ def test_bad_task_and_missing_files_are_one_line(tmp_path, monkeypatch):
         assert result.returncode == 2
         assert result.stderr.strip().splitlines()[-1] == line
         assert not (tmp_path / "o8" / "training_state").exists()
+        assert not (tmp_path / "o8" / "run_claim.json").exists()  # (released: the next run finds it free)
 
 
 DATA = os.path.join(ROOT, "tests", "data")

@@ -91,6 +91,15 @@ class Driver:
         storage.makedirs(options.output_dir)
         self.claim = run_claim.claim(options.output_dir) if options.claim_output_dir else None
         # (claimed before anything expensive: a second run on the directory stops at once)
+        try:
+            self._set_up(build_model)
+        except BaseException:  # (refused here, e.g. --quantize=int8 with --xla_prediction: no `with`)
+            self.close()
+            raise
+
+    def _set_up(self, build_model):
+        """What follows the claim: the recorded seed, the model and its predictor."""
+        options = self.options
         if options.keep_recorded_seed:
             self.options = options = self._recorded_seed(options)
         self._build_model = build_model
