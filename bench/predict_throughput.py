@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import time
@@ -133,9 +134,10 @@ def ours(case):
         import tensorflow_text  # noqa: F401  (registers the tokenizer's ops)
 
         from bert_realformer.tasks.export import export_classifier
+        export_dir = os.path.join(options.output_dir, "export")
+        shutil.rmtree(export_dir, ignore_errors=True)  # (each run writes a new version: the last one only)
         served = tf.saved_model.load(export_classifier(driver.model, tokenizer.vocab_file, True, seq, LABELS,
-                                                       os.path.join(options.output_dir, "export"),
-                                                       int8=driver.predictor.int8))
+                                                       export_dir, int8=driver.predictor.int8))
         classify = served.signatures["classify"]
         batches = [tf.constant(texts[i:i + batch]) for i in range(0, len(texts), batch)]
 

@@ -27,7 +27,9 @@ def test_the_int8_product_is_the_quantization_it_claims_and_runs_only_where_aske
     # Against the same per-tensor quantization simulated in NumPy: equal up to float32 rounding,
     # far below one input step times a column's weights (what a different rounding would cost).
     assert product["from_simulation"] < 1e-4 < product["step_times_column_norm"]
+    assert product["gelu_from_simulation"] < 1e-4  # GELU applied inside the product: the same formula
     assert model["dense_layers"] == 2 * 6  # query, key, value, attention output, intermediate, output
+    assert model["fused_activations"] == ["GeluApproximate"] * 2  # each block's intermediate GELU
     assert 0 < model["int8_vs_float"] < 0.01
     assert model["float_unchanged"] == 0.0 and model["eager_vs_traced"] < 1e-5  # float outside `active()`
     assert model["weights_fixed_vs_int8"] < 1e-5  # the kernels that keep their converted weights: the same

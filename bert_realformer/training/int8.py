@@ -11,8 +11,10 @@ m the batch's minimum (or 0), moved onto the grid that holds 0 (`_input_grid`). 
 
 with 1 W the column sums of s_w * W8; one oneDNN kernel (`_QuantizedMatMul`, which runs with
 `TF_ENABLE_ONEDNN_OPTS=0` too) takes the uint8 input, multiplies into int32, scales and adds the
-compensated bias. Attention's own products, the softmax, GELU and LayerNorm stay in float. A
-row's outputs depend a little on the rows beside it (the input's range is its batch's).
+compensated bias; the intermediate layer's kernel also applies the block's activation (GELU:
+the same formula, `FUSED_ACTIVATIONS`). Attention's own products, the softmax and LayerNorm
+stay in float. A row's outputs depend a little on the rows beside it (the input's range is its
+batch's).
 
 The quantized kernels are variables of their own, refreshed from the float weights before each
 prediction (`Int8Layers.refresh`); the model's dense layers run them only inside
@@ -33,11 +35,17 @@ import numpy as np
 import tensorflow as tf
 
 from bert_realformer.errors import InputError
+from modeling import activations
 from modeling.encoder import TransformerBlock
 
 logger = logging.getLogger(__name__)
 
 _INT8_STEPS = 127.0
+
+# The blocks' activations that oneDNN applies inside the product (the same formulas): with them
+# the intermediate layer's output is not written out and read back by a dozen float ops.
+FUSED_ACTIVATIONS = {activations.gelu: "GeluApproximate", activations.gelu_exact: "GeluExact",
+                     keras.ops.relu: "Relu", keras.ops.tanh: "Tanh"}
 
 
 def block_dense_layers(model: keras.Model) -> list[keras.layers.Dense]:
@@ -51,8 +59,10 @@ def block_dense_layers(model: keras.Model) -> list[keras.layers.Dense]:
     return layers
 
 
-def quantized_product(x, kernel8, weight_range, column_sums, bias, weights_fixed: bool = False):
-    """x [..., K] float -> x W + b [..., N] float32, W ~ weight_range / 127 * kernel8.
+def quantized_product(x, kernel8, weight_range, column_sums, bias, weights_fixed: bool = False,
+                      activation: str | None = None):
+    """x [..., K] float -> x W + b [..., N] float32 (activation(x W + b) with `activation`, one of
+    `FUSED_ACTIVATIONS`' values), W ~ weight_range / 127 * kernel8.
 
     Args:
       kernel8: [K, N] int8 in [-127, 127].
@@ -71,7 +81,7 @@ def quantized_product(x, kernel8, weight_range, column_sums, bias, weights_fixed
     # compensation is not exact); its scales are range / 255 and weight_range / 127.
     zero = tf.constant(0.0)
     out = _fused_quantized_matmul([rows8, tf.bitcast(kernel8, tf.qint8), bias + low * column_sums,
-                                   zero, high - low, zero, weight_range], weights_fixed)
+                                   zero, high - low, zero, weight_range], weights_fixed, activation)
     if len(x.shape) == 2:
         return out
     return tf.reshape(out, tf.concat([tf.shape(x)[:-1], [out.shape[-1]]], 0))
@@ -88,22 +98,22 @@ def _input_grid(low, high):
     return low, low + 255.0 * step
 
 
-def _fused_quantized_matmul(inputs, weights_fixed):
-    """oneDNN's `_QuantizedMatMul` with its bias and dequantization fused: inputs [u8 rows [M, K],
-    s8 kernel [K, N], float32 bias [N], min, max of the rows' range, min, max of the kernel's]
-    -> float32 [M, N]. TensorFlow has no Python wrapper for this op (the public
+def _fused_quantized_matmul(inputs, weights_fixed, activation=None):
+    """oneDNN's `_QuantizedMatMul` with its bias, `activation` (or none) and dequantization fused:
+    inputs [u8 rows [M, K], s8 kernel [K, N], float32 bias [N], min, max of the rows' range, min,
+    max of the kernel's] -> float32 [M, N]. TensorFlow has no Python wrapper for this op (the public
     `QuantizedMatMulWithBiasAndDequantize` runs an older kernel that converts the kernel's
     layout at every call: 2x slower on a few rows), so it is added to the graph by its
     definition."""
     if tf.executing_eagerly():  # (an op added by its definition needs a graph)
-        return tf.function(_fused_quantized_matmul, autograph=False)(inputs, weights_fixed)
+        return tf.function(_fused_quantized_matmul, autograph=False)(inputs, weights_fixed, activation)
     from tensorflow.python.framework import op_def_library
     _, _, op, _ = op_def_library._apply_op_helper(
         "_QuantizedMatMul", name="QuantizedMatMul", device_inputs=inputs, host_inputs=[],
         Tdevice_outputs=[tf.float32], Thost_outputs=[], T1=tf.quint8, T2=tf.qint8, Tbias=tf.float32,
-        Tout=tf.float32, U=tf.float32, fused_ops=["BiasAdd", "Dequantize"], input_quant_mode="SCALED",
-        output_quant_mode="SCALED", is_weight_const=weights_fixed, is_bias_const=False, transpose_a=False,
-        transpose_b=False, leakyrelu_alpha=0.2)
+        Tout=tf.float32, U=tf.float32, fused_ops=["BiasAdd", *([activation] if activation else []), "Dequantize"],
+        input_quant_mode="SCALED", output_quant_mode="SCALED", is_weight_const=weights_fixed, is_bias_const=False,
+        transpose_a=False, transpose_b=False, leakyrelu_alpha=0.2)
     return op.outputs[0]
 
 
@@ -111,10 +121,11 @@ class Int8Dense:
     """The int8 form of one `Dense` (no activation): its quantized kernel, weight range and
     column sums as variables, refreshed from the layer's float kernel."""
 
-    def __init__(self, layer: keras.layers.Dense):
+    def __init__(self, layer: keras.layers.Dense, activation: str | None = None):
         if layer.activation is not keras.activations.linear or not layer.use_bias:
             raise ValueError(f"{layer.name}: int8 covers dense layers with a bias and no activation")
         self.layer = layer
+        self.activation = activation  # applied in the product (`FUSED_ACTIVATIONS`), or None
         inputs, units = layer.kernel.shape
         self.kernel8 = tf.Variable(tf.zeros([inputs, units], tf.int8), trainable=False, name="kernel8")
         self.weight_range = tf.Variable(0.0, trainable=False, name="weight_range")
@@ -133,7 +144,7 @@ class Int8Dense:
 
     def __call__(self, inputs, *args, **kwargs):
         out = quantized_product(inputs, self.kernel8, self.weight_range, self.column_sums,
-                                tf.cast(self.layer.bias, tf.float32), self.weights_fixed)
+                                tf.cast(self.layer.bias, tf.float32), self.weights_fixed, self.activation)
         return tf.cast(out, inputs.dtype)
 
 
@@ -142,7 +153,11 @@ class Int8Layers:
 
     def __init__(self, model: keras.Model):
         check_int8_kernels()
-        self.layers = [Int8Dense(layer) for layer in block_dense_layers(model)]
+        # The blocks whose activation the intermediate product applies (their own is skipped).
+        self.fused_blocks = [block for block in model._flatten_layers(include_self=True, recursive=True)
+                             if isinstance(block, TransformerBlock) and block.intermediate_act in FUSED_ACTIVATIONS]
+        fused = {id(block.intermediate): FUSED_ACTIVATIONS[block.intermediate_act] for block in self.fused_blocks}
+        self.layers = [Int8Dense(layer, fused.get(id(layer))) for layer in block_dense_layers(model)]
         if not self.layers:
             raise ValueError("the model has no Transformer blocks to quantize")
 
@@ -167,12 +182,17 @@ class Int8Layers:
         for int8 in self.layers:
             int8.layer.call = int8
             int8.weights_fixed = weights_fixed
+        own_activations = [block.intermediate_act for block in self.fused_blocks]
+        for block in self.fused_blocks:
+            block.intermediate_act = activations.linear
         try:
             yield
         finally:
             for int8 in self.layers:
                 del int8.layer.call
                 int8.weights_fixed = False
+            for block, activation in zip(self.fused_blocks, own_activations):
+                block.intermediate_act = activation
 
 
 def check_int8_kernels() -> None:

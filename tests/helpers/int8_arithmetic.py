@@ -11,6 +11,7 @@ import tensorflow as tf
 
 import modeling
 from bert_realformer.training.int8 import Int8Layers, block_dense_layers, quantized_product
+from modeling import activations
 
 
 def missing_int8_kernel(inputs, weights_fixed):
@@ -37,7 +38,12 @@ def product_errors(rng):
     zero_point = np.round(-min(x.min(), 0) / s_x)  # (0 on the input's grid)
     simulated = (s_x * (np.clip(np.round(x / s_x) + zero_point, 0, 255) - zero_point)) @ (s_w * w8) + b
     bound = np.abs(x) @ np.full_like(w, s_w / 2) + (s_x / 2) * np.abs(w).sum(0) + x.shape[1] * s_x * s_w / 4
+    gelu = quantized_product(tf.constant(x), tf.constant(w8.astype(np.int8)), tf.constant(127 * s_w, tf.float32),
+                             tf.constant((w8.sum(0) * s_w).astype(np.float32)), tf.constant(b),
+                             activation="GeluApproximate")
+    simulated_gelu = np.asarray(activations.gelu(tf.constant(simulated, tf.float32)), np.float64)
     return {"error": float(np.abs(got - exact).max()), "within_bound": bool(np.all(np.abs(got - exact) <= bound)),
+            "gelu_from_simulation": float(np.abs(np.asarray(gelu, np.float64) - simulated_gelu).max()),
             "bound": float(bound.max()), "from_simulation": float(np.abs(got - simulated).max()),
             "step_times_column_norm": float(s_x * np.abs(s_w * w8).sum(0).max())}
 
@@ -74,7 +80,9 @@ def model_checks(rng):
     layer.kernel.assign(layer.kernel * 3.0)  # the weights move (training): the next refresh follows
     int8.refresh()
     moved_float, moved_int8 = np.asarray(plain(features)), np.asarray(quantized(features))
-    return {"dense_layers": len(int8.layers), "int8_vs_float": float(np.abs(int8_out - floats).max()),
+    return {"dense_layers": len(int8.layers),
+            "fused_activations": [layer.activation for layer in int8.layers if layer.activation],
+            "int8_vs_float": float(np.abs(int8_out - floats).max()),
             "float_unchanged": float(np.abs(floats_after - floats).max()),
             "weights_fixed_vs_int8": max(float(np.abs(out - int8_out).max()) for out in fixed_out),
             "eager_vs_traced": float(np.abs(eager_after - floats).max()),
