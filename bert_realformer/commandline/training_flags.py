@@ -133,7 +133,7 @@ def define_order_and_padding_flags():
                       "(rounded up to a multiple of 8) instead of --max_seq_length; the outputs are the same.")
     flags.DEFINE_enum("quantize", "none", ["none", "int8"], "int8: evaluation, prediction and the export run the "
                       "Transformer blocks' dense layers in 8 bits (weights per tensor, inputs per batch as they come; "
-                      "oneDNN's kernels on a CPU: about 2x faster at 128 tokens, accuracy change in BENCHMARKS.md); "
+                      "oneDNN's kernels on a CPU: 2-3x faster at batch 64, accuracy change in BENCHMARKS.md); "
                       "training stays in float. none: float throughout, as the original.")
 
 
