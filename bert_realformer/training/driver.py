@@ -7,17 +7,16 @@ task definition to.
     step = driver.restore_for_inference()       # eval/predict-only runs
     outputs = driver.predict(dataset, logits)   # logits(model, features) -> {"logits": ...}
 
-It owns the strategy scope, the optimizer, which weights to start from (`training.weights`;
-the policy is `checkpoints.training_states`'), resume, the step loop (`TrainLoop.run_steps`:
-loops of steps sized by time, at most `iterations_per_loop`), progress output, TensorBoard summaries, training-state
-checkpoints, the config recorded in the output directory (`training.recorded_config`), the
-final `model.ckpt-N` export, predictions under the strategy, and the one-line endings of a run
-that diverges (`Diverged`) or meets a damaged input record.
+It owns the strategy scope, the optimizer, which weights to start from (`training.weights`; the policy is
+`checkpoints.training_states`'), resume, the step loop (`TrainLoop.run_steps`: loops of steps sized by time, at
+most `iterations_per_loop`), progress output, TensorBoard summaries, training-state checkpoints, the config
+recorded in the output directory (`training.recorded_config`), the final `model.ckpt-N` export, predictions
+under the strategy, and the one-line endings of a run that diverges (`Diverged`) or meets a damaged input record.
 
-Resume is exact: the training state holds the weights, the optimizer, the loss scale and the
-input position; the input is a pure function of its position (`dataset_fn(start)`), and dropout
-and PLD draws are a function of the step (`modeling.randomness`). A run killed after a
-checkpoint and restarted with the same flags ends with the weights of the uninterrupted run.
+Resume is exact: the training state holds the weights, the optimizer, the loss scale and the input position; the
+input is a pure function of its position (`dataset_fn(start)`), and dropout and PLD draws are a function of the
+step (`modeling.randomness`). A run killed after a checkpoint and restarted with the same flags ends with the
+weights of the uninterrupted run.
 """
 
 import contextlib
@@ -85,25 +84,17 @@ class Driver:
 
     def __init__(self, strategy: tf.distribute.Strategy, build_model: Callable[[], keras.Model],
                  options: RunOptions, stream=None):
-        self.strategy = strategy
-        self.options = options
-        self.stream = stream or sys.stderr
+        self.strategy, self.options, self.stream = strategy, options, stream or sys.stderr
         storage.makedirs(options.output_dir)
         self.claim = run_claim.claim(options.output_dir) if options.claim_output_dir else None
-        # (claimed before anything expensive: a second run on the directory stops at once)
-        try:
-            self._set_up(build_model)
-        except BaseException:  # (refused here, e.g. --quantize=int8 with --xla_prediction: no `with`)
+        try:  # (claimed first: a second run stops at once; a refusal below has no `with` to release it)
+            if options.keep_recorded_seed:
+                self.options = options = self._recorded_seed(options)
+            self._build_model = build_model
+            self._build(options.seed)
+        except BaseException:
             self.close()
             raise
-
-    def _set_up(self, build_model):
-        """What follows the claim: the recorded seed, the model and its predictor."""
-        options = self.options
-        if options.keep_recorded_seed:
-            self.options = options = self._recorded_seed(options)
-        self._build_model = build_model
-        self._build(options.seed)
         warning = recorded_config.check_against_recorded(self.model.config, options.output_dir)
         if warning:
             self._say(warning)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import types
 
 import keras
 import numpy as np
@@ -44,8 +45,8 @@ _INT8_STEPS = 127.0
 
 # The blocks' activations that oneDNN applies inside the product (the same formulas): with them
 # the intermediate layer's output is not written out and read back by a dozen float ops.
-FUSED_ACTIVATIONS = {activations.gelu: "GeluApproximate", activations.gelu_exact: "GeluExact",
-                     keras.ops.relu: "Relu", keras.ops.tanh: "Tanh"}
+FUSED_ACTIVATIONS = types.MappingProxyType({activations.gelu: "GeluApproximate", activations.gelu_exact: "GeluExact",
+                                           keras.ops.relu: "Relu", keras.ops.tanh: "Tanh"})
 
 
 def block_dense_layers(model: keras.Model) -> list[keras.layers.Dense]:
