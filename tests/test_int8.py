@@ -52,7 +52,7 @@ def test_a_run_predicting_in_int8_follows_weights_that_moved_between_predictions
     import tensorflow as tf
 
     import modeling
-    from bert_realformer.training.int8 import block_dense_layers
+    from bert_realformer.training.fused_kernels import block_dense_layers
     from bert_realformer.training.prediction import Predictor
 
     config = modeling.BertConfig(vocab_size=50, hidden_size=256, num_hidden_layers=1, num_attention_heads=4,

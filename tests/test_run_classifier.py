@@ -61,9 +61,17 @@ def test_fine_tunes_on_real_sentiment_and_exports(tmp_path, sentiment_dir):
     served = serve(export, texts, fresh_interpreter=True)["probabilities"]
     np.testing.assert_allclose(np.array(served), probabilities, atol=1e-5)
 
-    # int8 (oneDNN's kernels, which the suite otherwise turns off) in a later process: evaluation,
-    # prediction and the SavedModel near the float model's.
+    # With oneDNN's kernels (which the suite otherwise turns off), in a later process: float32
+    # prediction on the kernel that fuses the intermediate product and its GELU, the same
+    # probabilities; then int8: evaluation, prediction and the SavedModel near the float model's.
     onednn = {**os.environ, "TF_ENABLE_ONEDNN_OPTS": "1"}
+    (out / "test_results.tsv").unlink()
+    fused = run_classifier("--task_name=thucnews", f"--data_dir={sentiment_dir}", f"--vocab_file={VOCAB_ZH}",
+                           f"--bert_config_file={config}", f"--output_dir={out}", "--do_predict",
+                           "--max_seq_length=64", "--verbosity=0", env=onednn)  # (INFO lines shown)
+    assert fused.returncode == 0, fused.stderr[-3000:]
+    assert "prediction multiplies 2 blocks' intermediate layers with their activation fused" in fused.stderr
+    np.testing.assert_allclose(np.loadtxt(out / "test_results.tsv", delimiter="\t"), probabilities, atol=1e-5)
     (out / "test_results.tsv").unlink()
     quantized = run_classifier("--task_name=thucnews", f"--data_dir={sentiment_dir}", f"--vocab_file={VOCAB_ZH}",
                                f"--bert_config_file={config}", f"--output_dir={out}", "--do_eval", "--do_predict",

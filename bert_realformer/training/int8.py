@@ -12,7 +12,7 @@ m the batch's minimum (or 0), moved onto the grid that holds 0 (`_input_grid`). 
 with 1 W the column sums of s_w * W8; one oneDNN kernel (`_QuantizedMatMul`, which runs with
 `TF_ENABLE_ONEDNN_OPTS=0` too) takes the uint8 input, multiplies into int32, scales and adds the
 compensated bias; the intermediate layer's kernel also applies the block's activation (GELU:
-the same formula, `FUSED_ACTIVATIONS`). Attention's own products, the softmax and LayerNorm
+the same formula, `fused_kernels.FUSED_ACTIVATIONS`). Attention's own products, the softmax and LayerNorm
 stay in float. A row's outputs depend a little on the rows beside it (the input's range is its
 batch's).
 
@@ -29,35 +29,22 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import types
 
 import keras
 import numpy as np
 import tensorflow as tf
 
 from bert_realformer.errors import InputError
-from modeling import activations
-from modeling.encoder import TransformerBlock
+from bert_realformer.training.fused_kernels import (
+    FUSED_ACTIVATIONS,
+    block_dense_layers,
+    blocks_with_fused_activation,
+    replaced_products,
+)
 
 logger = logging.getLogger(__name__)
 
 _INT8_STEPS = 127.0
-
-# The blocks' activations that oneDNN applies inside the product (the same formulas): with them
-# the intermediate layer's output is not written out and read back by a dozen float ops.
-FUSED_ACTIVATIONS = types.MappingProxyType({activations.gelu: "GeluApproximate", activations.gelu_exact: "GeluExact",
-                                           keras.ops.relu: "Relu", keras.ops.tanh: "Tanh"})
-
-
-def block_dense_layers(model: keras.Model) -> list[keras.layers.Dense]:
-    """The dense layers of every Transformer block of `model`, in the blocks' order."""
-    layers = []
-    for block in model._flatten_layers(include_self=True, recursive=True):
-        if isinstance(block, TransformerBlock):
-            attention = block.attention
-            layers += [attention.query, attention.key, attention.value, block.attention_output,
-                       block.intermediate, block.output_dense]
-    return layers
 
 
 def quantized_product(x, kernel8, weight_range, column_sums, bias, weights_fixed: bool = False,
@@ -155,8 +142,7 @@ class Int8Layers:
     def __init__(self, model: keras.Model):
         check_int8_kernels()
         # The blocks whose activation the intermediate product applies (their own is skipped).
-        self.fused_blocks = [block for block in model._flatten_layers(include_self=True, recursive=True)
-                             if isinstance(block, TransformerBlock) and block.intermediate_act in FUSED_ACTIVATIONS]
+        self.fused_blocks = blocks_with_fused_activation(model)
         fused = {id(block.intermediate): FUSED_ACTIVATIONS[block.intermediate_act] for block in self.fused_blocks}
         self.layers = [Int8Dense(layer, fused.get(id(layer))) for layer in block_dense_layers(model)]
         if not self.layers:
@@ -181,19 +167,13 @@ class Int8Layers:
         `weights_fixed`: the traced function never runs after a later `refresh` (an exported
         model), so its kernels may keep their weights converted (`quantized_product`)."""
         for int8 in self.layers:
-            int8.layer.call = int8
             int8.weights_fixed = weights_fixed
-        own_activations = [block.intermediate_act for block in self.fused_blocks]
-        for block in self.fused_blocks:
-            block.intermediate_act = activations.linear
         try:
-            yield
+            with replaced_products([(int8.layer, int8) for int8 in self.layers], self.fused_blocks):
+                yield
         finally:
             for int8 in self.layers:
-                del int8.layer.call
                 int8.weights_fixed = False
-            for block, activation in zip(self.fused_blocks, own_activations):
-                block.intermediate_act = activation
 
 
 def check_int8_kernels() -> None:

@@ -9,9 +9,12 @@ shapes: their lengths are the buckets of `padding.bucket_step` (the datasets cut
 mapping the driver's `trim`), and a last, partial batch is filled up to the size of the first
 with empty rows, whose outputs are dropped. With `int8` (`--quantize=int8`) the Transformer
 blocks' dense layers run in int8 (`training.int8`), quantized from the weights the model holds
-when `predict` is called.
+when `predict` is called. In float32 on CPUs without XLA, each block's intermediate product runs
+with its GELU as one kernel (`training.fused_kernels`, unless `fused_kernels=False`: the same
+outputs to 1e-6).
 """
 
+import functools
 import logging
 from collections.abc import Callable
 
@@ -20,6 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_realformer.errors import InputError
+from bert_realformer.training.fused_kernels import FusedKernels
 from bert_realformer.training.int8 import Int8Layers
 from bert_realformer.training.padding import trim_to_bucket, trim_to_longest
 
@@ -40,7 +44,8 @@ class Predictor:
     in sequence length (dynamic padding, spec `[None, None]`) share one graph, and a later call
     with the same `fn` re-uses it, so a task passes the same function every call."""
 
-    def __init__(self, strategy: tf.distribute.Strategy, model: keras.Model, xla: bool = False, int8: bool = False):
+    def __init__(self, strategy: tf.distribute.Strategy, model: keras.Model, xla: bool = False, int8: bool = False,
+                 fused_kernels: bool = True):
         if xla and int8:
             raise InputError("quantize=int8 runs oneDNN's int8 kernels, which XLA does not compile: leave "
                              "xla_prediction off", options=("quantize", "xla_prediction"))
@@ -55,6 +60,12 @@ class Predictor:
         self.trim = trim_to_bucket if self.xla else trim_to_longest
         self._steps = {}  # (fn, repr of the input spec) -> its traced step
         self.int8 = Int8Layers(model) if int8 else None
+        self._fuses = fused_kernels and not int8 and not self.xla and _on_cpus(strategy)
+
+    @functools.cached_property
+    def fused(self) -> FusedKernels | None:
+        """The fused kernels' swap, made at the first trace (it tries the kernels), or None."""
+        return FusedKernels(self.model) if self._fuses else None
 
     @property
     def traces(self) -> int:
@@ -89,7 +100,9 @@ class Predictor:
     def _step(self, fn, spec, this_worker_only):
         strategy, model = self.strategy, self.model
         if self.int8 is not None:
-            fn = self._in_int8(fn)
+            fn = _within(self.int8.active, fn)
+        if self.fused is not None:
+            fn = _within(self.fused.active, fn)
         # (without AutoGraph: the model has no tensor-dependent Python control flow to convert)
         if self.xla:
             compiled = tf.function(lambda features: fn(model, features), jit_compile=True, autograph=False)
@@ -113,11 +126,22 @@ class Predictor:
             return {k: strategy.gather(v, axis=0) for k, v in outputs.items()}
         return distributed_step
 
-    def _in_int8(self, fn):
-        def quantized(model, features):
-            with self.int8.active():
-                return fn(model, features)
-        return quantized
+
+def _within(context, fn: PredictFn) -> PredictFn:
+    """`fn` traced inside `context()`."""
+    def traced_within(model, features):
+        with context():
+            return fn(model, features)
+    return traced_within
+
+
+def _on_cpus(strategy: tf.distribute.Strategy) -> bool:
+    """Whether the strategy's replicas are all CPUs."""
+    try:
+        devices = strategy.extended.worker_devices
+    except RuntimeError:  # the default strategy: TensorFlow's default device, a GPU where there is one
+        return not tf.config.list_logical_devices("GPU")
+    return all(tf.DeviceSpec.from_string(device).device_type == "CPU" for device in devices)
 
 
 def _fill_rows(value, rows):

@@ -10,7 +10,8 @@ import numpy as np
 import tensorflow as tf
 
 import modeling
-from bert_realformer.training.int8 import Int8Layers, block_dense_layers, quantized_product
+from bert_realformer.training.fused_kernels import block_dense_layers
+from bert_realformer.training.int8 import Int8Layers, quantized_product
 from modeling import activations
 
 

@@ -1,0 +1,79 @@
+"""What `training.fused_kernels` computes, measured in a process where TensorFlow's oneDNN
+kernels are on (the test suite turns them off for its own processes): prints one JSON object.
+
+    TF_ENABLE_ONEDNN_OPTS=1 python tests/helpers/fused_kernels_check.py
+"""
+
+import json
+import math
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+import modeling
+from bert_realformer.training.fused_kernels import fused_dense
+from bert_realformer.training.prediction import Predictor
+
+# The formulas written out in NumPy (float64): the independent truth.
+NUMPY_ACTIVATIONS = {
+    "GeluApproximate": lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3))),
+    "GeluExact": lambda x: 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2))),
+    "Relu": lambda x: np.maximum(x, 0),
+    "Tanh": np.tanh,
+}
+
+
+def product_errors(rng):
+    """The largest difference of the fused product with each activation from its formula in NumPy."""
+    x = rng.standard_normal((2, 7, 48)).astype(np.float32)
+    kernel = rng.standard_normal((48, 20)).astype(np.float32) * 0.3
+    bias = rng.standard_normal(20).astype(np.float32)
+    before = x.astype(np.float64) @ kernel + bias
+    errors = {}
+    for name, formula in NUMPY_ACTIVATIONS.items():
+        got = np.asarray(tf.function(fused_dense)(x, kernel, bias, name), np.float64)
+        errors[name] = float(np.abs(got - formula(before)).max())
+        if name == "GeluApproximate":  # (far from the other formula: the kernels tell them apart)
+            errors["GeluApproximate_vs_erf"] = float(np.abs(got - NUMPY_ACTIVATIONS["GeluExact"](before)).max())
+    return errors
+
+
+def predictions(rng):
+    """For each variant: fused vs plain predictions, the fused products in the traced step, and
+    the layers' own calls back after tracing."""
+    ids = rng.integers(1, 50, (6, 12))
+    mask = np.ones_like(ids)
+    mask[3:, 8:] = 0
+    features = {"input_ids": ids, "input_mask": mask, "segment_ids": np.zeros_like(ids)}
+    dataset = tf.data.Dataset.from_tensor_slices(features).batch(4)
+    found = {}
+    for layer_norm_type, residual in (("post", "none"), ("pre", "none"), ("post", "sum")):
+        config = modeling.BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                     intermediate_size=64, max_position_embeddings=16,
+                                     layer_norm_type=layer_norm_type, residual_attention=residual)
+        keras.utils.set_random_seed(1)
+        model = modeling.BertClassifier(config, num_labels=3)
+        model({k: v[:1] for k, v in features.items()})
+        strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+        fused, plain = Predictor(strategy, model), Predictor(strategy, model, fused_kernels=False)
+        got, want = (p.predict(dataset, logits)["logits"] for p in (fused, plain))
+        found[f"{layer_norm_type}-{residual}"] = {
+            "difference": float(np.abs(got - want).max()),
+            "fused_products": _op_count(fused, "_FusedMatMul"), "plain_graph": _op_count(plain, "_FusedMatMul"),
+            "restored": not any("call" in vars(layer) for layer in model._flatten_layers())}
+    return found
+
+
+def _op_count(predictor, op_type):
+    step = next(iter(predictor._steps.values()))
+    return sum(op.type == op_type for op in step.get_concrete_function().graph.get_operations())
+
+
+def logits(model, batch):
+    return {"logits": model(batch, training=False)}
+
+
+if __name__ == "__main__":
+    rng = np.random.default_rng(0)
+    print(json.dumps({"products": product_errors(rng), "predictions": predictions(rng)}))
