@@ -48,6 +48,15 @@ def emit_result_or_out_of_memory(measure):
     emit_result(result)
 
 
+# The environment that keeps each framework's CPU kernels to AVX2 on a machine with AVX-512, to
+# approximate an AVX2-only CPU (such as AMD Zen 3): oneDNN (TensorFlow's and PyTorch's), XLA's
+# code generation, PyTorch's own vectorized kernels and MKL's (PyTorch's matrix products). ONNX
+# Runtime has no such switch. Figures taken so are re-checked on an AVX2 machine.
+MAX_ISA_ENV = {"avx2": {"ONEDNN_MAX_CPU_ISA": "AVX2", "DNNL_MAX_CPU_ISA": "AVX2", "XLA_FLAGS": "--xla_cpu_max_isa=AVX2",
+                        "ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
+               "native": {}}
+
+
 def run_case_process(cmd, env=None):
     """Runs `cmd` (a process that calls `emit_result`); returns its result dict, or None
     after printing the end of its stderr when it failed."""

@@ -6,6 +6,10 @@ A step: forward of the encoder, a loss on its outputs (mean squared pooled outpu
 sequence output), backward, SGD update. Prints a table; writes bench/results/encoder_step_peers.json.
 
     python bench/encoder_step_peers.py [--config=small] [--batch_size=8] [--seq_length=128] [--rounds=3]
+        [--max_isa=avx2]
+
+`--max_isa=avx2` keeps every framework's kernels to AVX2 (`common.MAX_ISA_ENV`): an AVX-512
+machine's approximation of an AVX2-only CPU.
 """
 
 import argparse
@@ -22,7 +26,7 @@ PEERS = {  # framework: (its virtual environment's python, its script in bench/p
     "pytorch": (os.path.join(ROOT, "bench", ".venv-hf", "bin", "python"), "hf_encoder_step.py"),
 }
 
-from common import emit_result, run_case_process, time_steps, write_report  # noqa: E402
+from common import MAX_ISA_ENV, emit_result, run_case_process, time_steps, write_report  # noqa: E402
 from tf_step import encoder_output_loss, sgd_step  # noqa: E402
 
 
@@ -56,6 +60,8 @@ def main():
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=3, help="passes over all cases, interleaved")
     parser.add_argument("--output", default=os.path.join(ROOT, "bench", "results", "encoder_step_peers.json"))
+    parser.add_argument("--max_isa", default="native", choices=sorted(MAX_ISA_ENV),
+                        help="avx2: the kernels kept to AVX2 on an AVX-512 CPU")
     parser.add_argument("--case", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.case:
@@ -71,7 +77,7 @@ def main():
              ("tf-models BertEncoder XLA", {"framework": "tfm", "xla": True}),
              ("PyTorch transformers BertModel", {"framework": "pytorch"})]
     print(f"BERT-{args.config} shapes, batch {args.batch_size}, seq {args.seq_length}, this CPU "
-          f"({os.cpu_count()} cores), {args.rounds} round(s) over all cases, median kept")
+          f"({os.cpu_count()} cores, instructions: {args.max_isa}), {args.rounds} round(s) over all cases, median kept")
     per_round = {name: [] for name, _ in cases}
     for round_index in range(args.rounds):  # interleaved: drift of the machine hits every case
         for name, extra in cases:
@@ -82,7 +88,7 @@ def main():
                        json.dumps({**case, "shape": CONFIGS[args.config]})]
             else:
                 cmd = [sys.executable, os.path.abspath(__file__), "--case", json.dumps(case)]
-            measured = run_case_process(cmd)
+            measured = run_case_process(cmd, MAX_ISA_ENV[args.max_isa])
             if measured is not None:
                 per_round[name].append(measured)
                 print(f"round {round_index + 1}  {name:<32} {measured['median_step_s'] * 1e3:9.1f} ms "
@@ -99,7 +105,8 @@ def main():
         r["tokens_per_s_vs_ours_post_ln"] = r["tokens_per_s"] / reference["tokens_per_s"]
         print(f"{r['name']:<32} {r['median_step_s'] * 1e3:9.1f} ms {r['tokens_per_s']:9.0f} tokens/s "
               f"{r['tokens_per_s_vs_ours_post_ln']:6.3f} x ours post-LN")
-    write_report(args.output, "encoder_step_peers", sys.argv[1:], results=results)
+    write_report(args.output, "encoder_step_peers", sys.argv[1:], max_isa=args.max_isa,
+                 max_isa_env=MAX_ISA_ENV[args.max_isa], results=results)
 
 
 if __name__ == "__main__":

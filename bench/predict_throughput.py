@@ -14,7 +14,10 @@ same weights: seeded random weights of the chosen shape, converted with convert_
 --to=hf for the peers; the probabilities are compared with ours (graph).
 
     python bench/predict_throughput.py [--config=base] [--seq_lengths=32,64,128,512]
-        [--batch_sizes=1,64] [--cases=...]
+        [--batch_sizes=1,64] [--cases=...] [--max_isa=avx2]
+
+`--max_isa=avx2` keeps our kernels and PyTorch's to AVX2 on an AVX-512 CPU (an approximation of
+an AVX2-only one, such as AMD Zen 3; ONNX Runtime has no such switch).
 
 Prints a table; writes bench/results/predict_throughput-<config>-filled.json (-short.json; with
 --tag=T, -filled-T.json).
@@ -33,15 +36,18 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 sys.path.insert(0, ROOT)
 
-from common import emit_result, run_case_process, write_report  # noqa: E402
+from common import MAX_ISA_ENV, emit_result, run_case_process, write_report  # noqa: E402
 
 HF_PYTHON = os.path.join(ROOT, "bench", ".venv-hf", "bin", "python")
 VOCAB_ZH = os.path.join(ROOT, "tests", "data", "tokenization", "vocab_zh.txt")
 LABELS = ["0", "1"]
 # Case names (--cases): ours as run_classifier.py --do_predict runs it, with --noxla_prediction
 # (TensorFlow's graph; `-strategy`: run by the distribution strategy's step, as multi-device
-# prediction is) or XLA, and the exported SavedModel called on raw text; the peers.
+# prediction is; `-unfused`: the intermediate product and its GELU as separate ops, as before the
+# fused kernel)
+# or XLA, and the exported SavedModel called on raw text; the peers.
 OURS = {"ours-graph": {"xla": False}, "ours-graph-strategy": {"xla": False, "strategy_step": True},
+        "ours-graph-unfused": {"xla": False, "unfused": True},
         "ours-xla": {"xla": True},
         "ours-graph-bf16": {"xla": False, "precision": "bf16"},
         "ours-xla-bf16": {"xla": True, "precision": "bf16"},
@@ -128,6 +134,8 @@ def ours(case):
     driver.restore_for_inference()
     if settings.get("strategy_step"):  # one device, but under the strategy's step (as before 2026-11-27)
         driver.predictor.single_device = False
+    if settings.get("unfused"):
+        driver.predictor.fused = None
     tokenizer = FullTokenizer(os.path.join(model_dir, "vocab.txt"))
     texts = case["texts"]
     if settings.get("saved_model"):
@@ -165,8 +173,13 @@ def main():
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--cases", default=",".join(DEFAULT_CASES), help=f"of {list(OURS) + list(PEERS)}")
     parser.add_argument("--tag", default="", help="bench/results/predict_throughput-CONFIG-filled[-TAG].json")
+    parser.add_argument("--max_isa", default="native", choices=sorted(MAX_ISA_ENV),
+                        help="avx2: ours and PyTorch kept to AVX2 on an AVX-512 CPU (common.MAX_ISA_ENV); "
+                             "ONNX Runtime cannot be, so its cases are refused")
     parser.add_argument("--case", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.max_isa != "native" and any(name.startswith("onnxruntime") for name in args.cases.split(",")):
+        parser.error("--max_isa: ONNX Runtime has no switch to keep its kernels to an instruction set")
     if args.case:
         with open(args.case) as f:
             ours(json.load(f))
@@ -196,10 +209,11 @@ def main():
                 with open(case_file, "w") as f:
                     json.dump(case, f)
                 if name in OURS:
-                    result = run_case_process([sys.executable, __file__, "--case", case_file])
+                    result = run_case_process([sys.executable, __file__, "--case", case_file],
+                                              MAX_ISA_ENV[args.max_isa])
                 else:
                     result = run_case_process([HF_PYTHON, os.path.join(ROOT, "bench", "peers", "hf_predict.py"),
-                                               case_file])
+                                               case_file], MAX_ISA_ENV[args.max_isa])
                 rows.append({"seq_length": seq, "batch_size": batch, "case": name, "result": result})
                 shown = (f"{result['examples_per_s']:8.2f} examples/s {result['ms_per_batch']:9.2f} ms/batch"
                          if result else "failed")
@@ -215,7 +229,7 @@ def main():
     name = f"{args.config}-short" if args.short_texts else f"{args.config}-filled"
     name += f"-{args.tag}" if args.tag else ""
     write_report(os.path.join(ROOT, "bench", "results", f"predict_throughput-{name}.json"), "predict_throughput",
-                 sys.argv[1:], config=args.config, short_texts=args.short_texts, rows=rows)
+                 sys.argv[1:], config=args.config, short_texts=args.short_texts, max_isa=args.max_isa, rows=rows)
 
 
 if __name__ == "__main__":

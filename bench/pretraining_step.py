@@ -14,7 +14,8 @@ theta(t) is near theta_bar and about a third of the layer computations are skipp
 
 --vocab_sizes measures each case with other vocabulary sizes too (token ids of the records taken
 modulo the size): the share of the step that grows with the vocabulary (word embeddings, the MLM
-output layer, their gradients and AdamW update).
+output layer, their gradients and AdamW update). `--max_isa=avx2` keeps the kernels to AVX2 on
+an AVX-512 CPU (an approximation of an AVX2-only one, such as AMD Zen 3).
 
 Prints a table; writes bench/results/pretraining_step.json.
 """
@@ -32,7 +33,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
-from common import emit_result, peoples_daily_records, run_case_process, write_report  # noqa: E402
+from common import MAX_ISA_ENV, emit_result, peoples_daily_records, run_case_process, write_report  # noqa: E402
 
 CASES = {
     "post-LN": dict(layer_norm_type="post", residual_attention="none", pld=False),
@@ -105,6 +106,8 @@ def main():
     parser.add_argument("--vocab_sizes", default="21128")
     parser.add_argument("--cases", default=",".join(CASES))
     parser.add_argument("--output", default=os.path.join(ROOT, "bench", "results", "pretraining_step.json"))
+    parser.add_argument("--max_isa", default="native", choices=sorted(MAX_ISA_ENV),
+                        help="avx2: the kernels kept to AVX2 on an AVX-512 CPU (common.MAX_ISA_ENV)")
     parser.add_argument("--case", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.case:
@@ -113,14 +116,16 @@ def main():
 
     data = peoples_daily_records(tempfile.mkdtemp(prefix="bench-pretraining-"), args.seq_length, args.max_predictions)
     results = []
-    print(f"BERT-{args.config} shapes, batch {args.batch_size}, seq {args.seq_length}, XLA {args.xla}")
+    print(f"BERT-{args.config} shapes, batch {args.batch_size}, seq {args.seq_length}, XLA {args.xla}, "
+          f"instructions: {args.max_isa}")
     print(f"{'case':<18} {'vocab':>6} {'step ms':>9} {'steps/s':>8} {'examples/s':>11} {'vs first':>9} {'peak MB':>8}")
     for vocab_size in (int(v) for v in args.vocab_sizes.split(",")):
         for name in args.cases.split(","):
             case = {"name": name, "config": args.config, "batch_size": args.batch_size, "vocab_size": vocab_size,
                     "seq_length": args.seq_length, "max_predictions": args.max_predictions, "steps": args.steps,
                     "xla": args.xla, "data": data}
-            result = run_case_process([sys.executable, os.path.abspath(__file__), "--case", json.dumps(case)])
+            result = run_case_process([sys.executable, os.path.abspath(__file__), "--case", json.dumps(case)],
+                                      MAX_ISA_ENV[args.max_isa])
             if result is None:
                 raise SystemExit(f"{name} failed")
             first = results[0] if results else result
@@ -129,7 +134,7 @@ def main():
             print(f"{name:<18} {vocab_size:6d} {result['median_step_s'] * 1e3:9.1f} {result['steps_per_s']:8.2f} "
                   f"{result['examples_per_s']:11.1f} {result['step_time_vs_first']:9.3f} "
                   f"{result['peak_rss_mb']:8.0f}", flush=True)
-    write_report(args.output, "pretraining_step", sys.argv[1:], results=results)
+    write_report(args.output, "pretraining_step", sys.argv[1:], max_isa=args.max_isa, results=results)
 
 
 if __name__ == "__main__":
