@@ -27,6 +27,7 @@ def test_fused_kernels_compute_the_formulas_and_predict_as_the_plain_graph():
     assert products.pop("GeluApproximate_vs_erf") > 1e-4  # the tanh GELU (the original's), not the erf one
     for name, error in products.items():  # float32 rounding
         assert error < 1e-5, (name, error)
+    assert found["predictions"].pop("bf16")["fused_products"] == 0  # (--mixed_precision=bf16: the plain graph)
     for variant, result in found["predictions"].items():
         assert result["difference"] < 1e-5, variant
         assert result["fused_products"] == 2 and result["plain_graph"] == 0, variant  # one per block

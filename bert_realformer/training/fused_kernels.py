@@ -73,11 +73,13 @@ def dense_fuses(activation_fn, activation: str) -> bool:
 class FusedKernels:
     """A model's blocks' intermediate layers on the fused kernel while `active()` (see the
     module's docstring): those of the blocks whose activation the kernel has
-    (`FUSED_ACTIVATIONS`) and that compute in float32."""
+    (`FUSED_ACTIVATIONS`) that compute in float32 (as the original's, with a bias and the
+    block's activation applied after the layer)."""
 
     def __init__(self, model: keras.Model):
         blocks = [block for block in blocks_with_fused_activation(model)
-                  if block.intermediate.compute_dtype == "float32"]
+                  if block.intermediate.compute_dtype == "float32" and block.intermediate.use_bias
+                  and block.intermediate.activation is keras.activations.linear]
         fuses = {fn: dense_fuses(fn, FUSED_ACTIVATIONS[fn]) for fn in {block.intermediate_act for block in blocks}}
         self.blocks = [block for block in blocks if fuses[block.intermediate_act]]
         self.products = [(block.intermediate,

@@ -62,6 +62,15 @@ def predictions(rng):
             "difference": float(np.abs(got - want).max()),
             "fused_products": _op_count(fused, "_FusedMatMul"), "plain_graph": _op_count(plain, "_FusedMatMul"),
             "restored": not any("call" in vars(layer) for layer in model._flatten_layers())}
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")  # bf16 products: not fused
+    try:
+        model = modeling.BertClassifier(config, num_labels=3)
+        model({k: v[:1] for k, v in features.items()})
+        predictor = Predictor(tf.distribute.OneDeviceStrategy("/cpu:0"), model)
+        predictor.predict(dataset, logits)
+        found["bf16"] = {"fused_products": _op_count(predictor, "_FusedMatMul")}
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
     return found
 
 
