@@ -44,8 +44,7 @@ LABELS = ["0", "1"]
 # Case names (--cases): ours as run_classifier.py --do_predict runs it, with --noxla_prediction
 # (TensorFlow's graph; `-strategy`: run by the distribution strategy's step, as multi-device
 # prediction is; `-unfused`: the intermediate product and its GELU as separate ops, as before the
-# fused kernel)
-# or XLA, and the exported SavedModel called on raw text; the peers.
+# fused kernel) or XLA, and the exported SavedModel called on raw text; the peers.
 OURS = {"ours-graph": {"xla": False}, "ours-graph-strategy": {"xla": False, "strategy_step": True},
         "ours-graph-unfused": {"xla": False, "unfused": True},
         "ours-xla": {"xla": True},

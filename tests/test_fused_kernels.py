@@ -62,7 +62,7 @@ def test_where_the_kernel_does_not_fuse_the_gelu_prediction_runs_the_plain_graph
 
     def missing(op_type, **attributes):
         raise tf.errors.NotFoundError(None, None, f"No registered '{op_type}' OpKernel for 'CPU' devices")
-    monkeypatch.setattr(fused_kernels, "_apply", missing)
+    monkeypatch.setattr(fused_kernels, "apply_op", missing)
     assert not fused_kernels.dense_fuses(tf.nn.relu, "Relu")  # (which this TensorFlow's own kernel fuses)
     monkeypatch.undo()
     assert fused_kernels.dense_fuses(tf.nn.relu, "Relu")

@@ -38,22 +38,29 @@ FUSED_ACTIVATIONS = types.MappingProxyType({activations.gelu: "GeluApproximate",
 _TRIAL_ROWS = np.linspace(-2.0, 3.0, 24, dtype=np.float32).reshape(3, 8)
 
 
-def _apply(op_type: str, **attributes):
-    """The first output of `op_type`, added to the graph by its definition (TensorFlow has no
-    Python wrapper for it)."""
+def apply_op(op_type: str, **attributes):
+    """The first output of `op_type`, added to the graph by its definition (for oneDNN's ops,
+    which TensorFlow gives no Python wrapper)."""
     from tensorflow.python.framework import op_def_library
     _, _, op, _ = op_def_library._apply_op_helper(op_type, **attributes)
     return op.outputs[0]
 
 
+def on_rows(x, product):
+    """x [..., K] -> `product` of its rows [M, K] (M the product of the leading sizes) -> [M, N]
+    back in x's leading shape, [..., N]."""
+    if len(x.shape) == 2:
+        return product(x)
+    out = product(tf.reshape(x, [-1, x.shape[-1]]))
+    return tf.reshape(out, tf.concat([tf.shape(x)[:-1], [out.shape[-1]]], 0))
+
+
 def fused_dense(x, kernel, bias, activation: str):
     """x [..., K] float32 -> activation(x kernel + bias) [..., N] in one kernel; `activation` is
     one of `FUSED_ACTIVATIONS`' values (TensorFlow's names of the formulas)."""
-    rows = tf.reshape(x, [-1, x.shape[-1]])
-    out = _apply("_FusedMatMul", name="FusedMatMul", a=rows, b=kernel, args=[bias],
-                 fused_ops=["BiasAdd", activation], transpose_a=False, transpose_b=False,
-                 epsilon=0.0, leakyrelu_alpha=0.0)  # (both unused by these activations)
-    return tf.reshape(out, tf.concat([tf.shape(x)[:-1], [kernel.shape[-1]]], 0))
+    return on_rows(x, lambda rows: apply_op(
+        "_FusedMatMul", name="FusedMatMul", a=rows, b=kernel, args=[bias], fused_ops=["BiasAdd", activation],
+        transpose_a=False, transpose_b=False, epsilon=0.0, leakyrelu_alpha=0.0))  # (both unused here)
 
 
 def dense_fuses(activation_fn, activation: str) -> bool:

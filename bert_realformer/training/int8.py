@@ -12,9 +12,9 @@ m the batch's minimum (or 0), moved onto the grid that holds 0 (`_input_grid`). 
 with 1 W the column sums of s_w * W8; one oneDNN kernel (`_QuantizedMatMul`, which runs with
 `TF_ENABLE_ONEDNN_OPTS=0` too) takes the uint8 input, multiplies into int32, scales and adds the
 compensated bias; the intermediate layer's kernel also applies the block's activation (GELU:
-the same formula, `fused_kernels.FUSED_ACTIVATIONS`). Attention's own products, the softmax and LayerNorm
-stay in float. A row's outputs depend a little on the rows beside it (the input's range is its
-batch's).
+the same formula, `fused_kernels.FUSED_ACTIVATIONS`). Attention's own products, the softmax and
+LayerNorm stay in float. A row's outputs depend a little on the rows beside it (the input's
+range is its batch's).
 
 The quantized kernels are variables of their own, refreshed from the float weights before each
 prediction (`Int8Layers.refresh`); the model's dense layers run them only inside
@@ -37,8 +37,10 @@ import tensorflow as tf
 from bert_realformer.errors import InputError
 from bert_realformer.training.fused_kernels import (
     FUSED_ACTIVATIONS,
+    apply_op,
     block_dense_layers,
     blocks_with_fused_activation,
+    on_rows,
     replaced_products,
 )
 
@@ -61,18 +63,20 @@ def quantized_product(x, kernel8, weight_range, column_sums, bias, weights_fixed
         (faster on a few rows): only where `kernel8` never changes afterwards (an exported
         model), as that kernel does not see a later change.
     """
-    rows = tf.reshape(tf.cast(x, tf.float32), [-1, x.shape[-1]])
+    return on_rows(tf.cast(x, tf.float32), lambda rows: _quantized_rows_product(
+        rows, kernel8, weight_range, column_sums, bias, weights_fixed, activation))
+
+
+def _quantized_rows_product(rows, kernel8, weight_range, column_sums, bias, weights_fixed, activation):
+    """`quantized_product` of float32 rows [M, K] -> [M, N]."""
     low, high = _input_grid(tf.reduce_min(rows), tf.reduce_max(rows))
     rows8, low, high = tf.raw_ops.QuantizeV2(input=rows, min_range=low, max_range=high, T=tf.quint8,
                                              mode="MIN_FIRST", ensure_minimum_range=0.0)
     # SCALED mode on the shifted input, whose range is high - low (the kernels' own MIN_FIRST bias
     # compensation is not exact); its scales are range / 255 and weight_range / 127.
     zero = tf.constant(0.0)
-    out = _fused_quantized_matmul([rows8, tf.bitcast(kernel8, tf.qint8), bias + low * column_sums,
-                                   zero, high - low, zero, weight_range], weights_fixed, activation)
-    if len(x.shape) == 2:
-        return out
-    return tf.reshape(out, tf.concat([tf.shape(x)[:-1], [out.shape[-1]]], 0))
+    return _fused_quantized_matmul([rows8, tf.bitcast(kernel8, tf.qint8), bias + low * column_sums,
+                                    zero, high - low, zero, weight_range], weights_fixed, activation)
 
 
 def _input_grid(low, high):
@@ -95,14 +99,12 @@ def _fused_quantized_matmul(inputs, weights_fixed, activation=None):
     definition."""
     if tf.executing_eagerly():  # (an op added by its definition needs a graph)
         return tf.function(_fused_quantized_matmul, autograph=False)(inputs, weights_fixed, activation)
-    from tensorflow.python.framework import op_def_library
-    _, _, op, _ = op_def_library._apply_op_helper(
+    return apply_op(
         "_QuantizedMatMul", name="QuantizedMatMul", device_inputs=inputs, host_inputs=[],
         Tdevice_outputs=[tf.float32], Thost_outputs=[], T1=tf.quint8, T2=tf.qint8, Tbias=tf.float32,
         Tout=tf.float32, U=tf.float32, fused_ops=["BiasAdd", *([activation] if activation else []), "Dequantize"],
         input_quant_mode="SCALED", output_quant_mode="SCALED", is_weight_const=weights_fixed, is_bias_const=False,
         transpose_a=False, transpose_b=False, leakyrelu_alpha=0.2)
-    return op.outputs[0]
 
 
 class Int8Dense:

@@ -15,7 +15,7 @@ from bert_realformer.training.int8 import Int8Layers, quantized_product
 from modeling import activations
 
 
-def missing_int8_kernel(inputs, weights_fixed):
+def missing_int8_kernel(inputs, weights_fixed, activation=None):
     """What a TensorFlow built without oneDNN answers for the int8 product (a test puts it in
     place of `training.int8._fused_quantized_matmul`)."""
     raise tf.errors.NotFoundError(None, None, "No registered '_QuantizedMatMul' OpKernel for 'CPU' devices")
