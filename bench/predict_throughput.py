@@ -1,6 +1,7 @@
 """Prediction latency and throughput on real Chinese text at 32 / 64 / 128 / 512 tokens, batch 1
 (a serving request) and batch 64: ours as `run_classifier.py --do_predict` runs it (graph,
-XLA-compiled: `--xla_prediction`, int8: `--quantize=int8`, bf16: `--mixed_precision=bf16`), the
+XLA-compiled: `--xla_prediction`, int8: `--quantize=int8`, bf16: `--mixed_precision=bf16`,
+TensorFlow Lite: `--tflite_prediction`, with `--quantize=int8` its int8), the
 exported SavedModel (float32 and int8) called in-process from raw text,
 against Hugging Face transformers' BertForSequenceClassification on PyTorch (eager and
 torch.compile) and the same model exported to ONNX and run by ONNX Runtime, in float32 and
@@ -44,19 +45,21 @@ LABELS = ["0", "1"]
 # Case names (--cases): ours as run_classifier.py --do_predict runs it, with --noxla_prediction
 # (TensorFlow's graph; `-strategy`: run by the distribution strategy's step, as multi-device
 # prediction is; `-unfused`: the intermediate product and its GELU as separate ops, as before the
-# fused kernel) or XLA, and the exported SavedModel called on raw text; the peers.
+# fused kernel), XLA or TensorFlow Lite, and the exported SavedModel called on raw text; the peers.
 OURS = {"ours-graph": {"xla": False}, "ours-graph-strategy": {"xla": False, "strategy_step": True},
         "ours-graph-unfused": {"xla": False, "unfused": True},
         "ours-xla": {"xla": True},
         "ours-graph-bf16": {"xla": False, "precision": "bf16"},
         "ours-xla-bf16": {"xla": True, "precision": "bf16"},
         "ours-int8": {"xla": False, "quantize": "int8"},
+        "ours-tflite": {"xla": False, "lite": True},
+        "ours-tflite-int8": {"xla": False, "lite": True, "quantize": "int8"},
         "savedmodel": {"saved_model": True},
         "savedmodel-int8": {"saved_model": True, "quantize": "int8"}}
 PEERS = {"torch-eager": "eager", "torch-compile": "compile",
          "onnxruntime": "onnxruntime", "onnxruntime-int8": "onnxruntime-int8"}
-DEFAULT_CASES = ["ours-graph", "ours-xla", "ours-int8", "savedmodel", "savedmodel-int8", "torch-eager",
-                 "torch-compile", "onnxruntime", "onnxruntime-int8"]
+DEFAULT_CASES = ["ours-graph", "ours-xla", "ours-int8", "ours-tflite", "ours-tflite-int8", "savedmodel",
+                 "savedmodel-int8", "torch-eager", "torch-compile", "onnxruntime", "onnxruntime-int8"]
 
 
 def prepare(work, config_name):
@@ -127,7 +130,8 @@ def ours(case):
     config = read_config(os.path.join(model_dir, "bert_config.json"))
     options = RunOptions(output_dir=os.path.join(case["work_dir"], f"run-{seq}-{batch}-{case['name']}"),
                          init_checkpoint=model_dir, mixed_precision=settings.get("precision", "none"),
-                         xla_prediction=settings.get("xla", False), quantize=settings.get("quantize", "none"))
+                         xla_prediction=settings.get("xla", False), quantize=settings.get("quantize", "none"),
+                         tflite_prediction=settings.get("lite", False))
     driver = Driver(tf.distribute.OneDeviceStrategy("/cpu:0"), lambda: modeling.BertClassifier(config, len(LABELS)),
                     options, stream=open(os.devnull, "w"))
     driver.restore_for_inference()

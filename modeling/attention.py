@@ -32,10 +32,10 @@ def attention_mask_adder(attention_mask):
     if attention_mask is None:
         return None
     mask = ops.cast(attention_mask, "float32")
-    if len(mask.shape) == 2:
-        mask = mask[:, None, None, :]
+    if len(mask.shape) == 2:  # (expand_dims, not mask[:, None, None]: TensorFlow Lite has no such slice)
+        mask = ops.expand_dims(ops.expand_dims(mask, 1), 1)
     else:
-        mask = mask[:, None, :, :]
+        mask = ops.expand_dims(mask, 1)
     return (1.0 - mask) * MASK_ADDER
 
 

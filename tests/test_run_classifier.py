@@ -85,6 +85,15 @@ def test_fine_tunes_on_real_sentiment_and_exports(tmp_path, sentiment_dir):
     assert 0 < np.abs(int8_probabilities - probabilities).max() < 0.05
     served8 = np.array(serve(tmp_path / "export8", texts, fresh_interpreter=True, env=onednn)["probabilities"])
     assert 0 < np.abs(served8 - probabilities).max() < 0.05
+    # TensorFlow Lite's int8 (dynamic-range quantization): near the float model's as well.
+    lite8 = run_classifier("--task_name=thucnews", f"--data_dir={sentiment_dir}", f"--vocab_file={VOCAB_ZH}",
+                           f"--bert_config_file={config}", f"--output_dir={out}", "--do_eval", "--do_predict",
+                           "--max_seq_length=64", "--quantize=int8", "--tflite_prediction")
+    assert lite8.returncode == 0, lite8.stderr[-3000:]
+    lite8_values = dict(line.split(" = ", 1) for line in (out / "eval_results.txt").read_text().splitlines())
+    print("held-out accuracy in TensorFlow Lite's int8:", lite8_values["eval_accuracy"])
+    assert abs(float(lite8_values["eval_accuracy"]) - float(values["eval_accuracy"])) <= 0.02
+    assert 0 < np.abs(np.loadtxt(out / "test_results.tsv", delimiter="\t") - probabilities).max() < 0.05
 
 
 def test_bad_task_and_missing_files_are_one_line(tmp_path, monkeypatch):
@@ -215,14 +224,16 @@ def test_eval_and_predict_in_a_later_process_use_the_fine_tuned_weights(tmp_path
     assert again.returncode == 0, again.stderr[-3000:]
     assert {name: (out / name).read_text() for name in first} == first
     assert f"weights: training state {out}/training_state/ckpt-6 (step 6)" in again.stderr
-    # Compiled by XLA: the same probabilities (to 1e-5) and metrics.
-    compiled = run_classifier(*common, f"--output_dir={out}", "--do_eval", "--do_predict", "--xla_prediction")
-    assert compiled.returncode == 0, compiled.stderr[-3000:]
-    np.testing.assert_allclose(np.loadtxt(out / "test_results.tsv"), np.loadtxt(io.StringIO(first["test_results.tsv"])),
-                               atol=1e-5)
-    compiled_results = dict(line.split(" = ") for line in (out / "eval_results.txt").read_text().splitlines())
-    for key, value in (line.split(" = ") for line in first["eval_results.txt"].splitlines()):
-        assert compiled_results[key] == value or float(compiled_results[key]) == pytest.approx(float(value), abs=1e-5)
+    # Compiled by XLA, and run by TensorFlow Lite: the same probabilities (to 1e-5) and metrics.
+    for runtime in ("--xla_prediction", "--tflite_prediction"):
+        compiled = run_classifier(*common, f"--output_dir={out}", "--do_eval", "--do_predict", runtime)
+        assert compiled.returncode == 0, compiled.stderr[-3000:]
+        np.testing.assert_allclose(np.loadtxt(out / "test_results.tsv"),
+                                   np.loadtxt(io.StringIO(first["test_results.tsv"])), atol=1e-5)
+        compiled_results = dict(line.split(" = ") for line in (out / "eval_results.txt").read_text().splitlines())
+        for key, value in (line.split(" = ") for line in first["eval_results.txt"].splitlines()):
+            assert compiled_results[key] == value or float(compiled_results[key]) == pytest.approx(float(value),
+                                                                                                   abs=1e-5)
 
     fresh = run_classifier(*common, f"--output_dir={tmp_path}/fresh", "--do_eval")
     assert fresh.returncode == 2

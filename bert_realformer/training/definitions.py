@@ -25,6 +25,7 @@ class RunOptions:
     mixed_precision: str = "none"          # none | bf16 | fp16 (dynamic loss scaling)
     use_xla: bool = False
     xla_prediction: bool = False           # prediction and evaluation compiled by XLA (one device)
+    tflite_prediction: bool = False        # prediction and evaluation run by TensorFlow Lite (`lite`)
     quantize: str = "none"                 # int8: prediction, evaluation and export in int8 (`int8`)
     optimizer: str = "adamw"               # adamw (the original's) | lamb
     weight_decay: float = 0.01

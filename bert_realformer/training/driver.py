@@ -136,7 +136,7 @@ class Driver:
             self.model = self._build_model()
             self.model.build()
         self.predictor = Predictor(self.strategy, self.model, xla=self.options.xla_prediction,
-                                   int8=self.options.quantize == "int8")
+                                   int8=self.options.quantize == "int8", lite=self.options.tflite_prediction)
         self.trim = self.predictor.trim  # what tasks map over batches of dynamic padding (`Predictor.trim`)
 
     def _say(self, *lines):

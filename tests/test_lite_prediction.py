@@ -1,0 +1,114 @@
+"""Prediction by TensorFlow Lite (`training.lite`, `Predictor(lite=True)`): the graph's outputs
+for every variant over batches of several sizes and lengths, features passed through as they
+are, weights that move between predictions followed, int8 weights near float, and one-line
+refusals."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import modeling
+from bert_realformer.errors import InputError
+from bert_realformer.training.lite import LiteFunction
+from bert_realformer.training.prediction import Predictor
+
+STRATEGY = tf.distribute.OneDeviceStrategy("/cpu:0")
+SHAPES = [(4, 16), (1, 24), (4, 8), (3, 40), (1, 16)]  # (batch, length): dynamic padding's batches
+
+
+def _model(**variant):
+    config = modeling.BertConfig(vocab_size=60, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                 intermediate_size=128, max_position_embeddings=64, **variant)
+    model = modeling.BertClassifier(config, num_labels=3)
+    model({"input_ids": np.ones((1, 4), np.int32)})
+    return model
+
+
+def _batches():
+    """A dataset of SHAPES' batches (spec [None, None]), some rows padded, with each row's index."""
+    rng = np.random.default_rng(5)
+    batches, start = [], 0
+    for rows, length in SHAPES:
+        ids = rng.integers(1, 60, (rows, length)).astype(np.int32)
+        mask = (np.arange(length) < rng.integers(length // 2, length + 1, (rows, 1))).astype(np.int32)
+        batches.append({"input_ids": ids * mask, "input_mask": mask, "segment_ids": np.zeros_like(ids),
+                        "example_index": np.arange(start, start + rows, dtype=np.int64)})
+        start += rows
+    spec = {name: tf.TensorSpec([None] * value.ndim, tf.as_dtype(value.dtype)) for name, value in batches[0].items()}
+    return tf.data.Dataset.from_generator(lambda: iter(batches), output_signature=spec)
+
+
+def logits_and_index(model, features):
+    return {"logits": model(features, training=False), "example_index": features["example_index"]}
+
+
+@pytest.mark.parametrize("variant", [{}, {"layer_norm_type": "pre"}, {"residual_attention": "sum"}],
+                         ids=["post-LN", "pre-LN", "RealFormer"])
+def test_lite_prediction_gives_the_graphs_outputs(variant):
+    model, dataset = _model(**variant), _batches()
+    graph = Predictor(STRATEGY, model).predict(dataset, logits_and_index)
+    lite = Predictor(STRATEGY, model, lite=True).predict(dataset, logits_and_index)
+    assert lite["logits"].shape == (sum(rows for rows, _ in SHAPES), 3)
+    np.testing.assert_allclose(lite["logits"], graph["logits"], atol=1e-5)
+    assert lite["logits"].std() > 1e-3  # (not a constant that would match anything)
+    np.testing.assert_array_equal(lite["example_index"], np.arange(len(lite["logits"])))
+    assert lite["example_index"].dtype == np.int64
+
+
+def test_each_prediction_uses_the_weights_of_its_time():
+    """Converted again only when the weights changed: a checksum of their bits."""
+    model, dataset = _model(), _batches()
+    predictor = Predictor(STRATEGY, model, lite=True)
+    before = predictor.predict(dataset, logits_and_index)["logits"]
+    converted = predictor.lite.get(logits_and_index, dataset.element_spec)
+    assert predictor.lite.get(logits_and_index, dataset.element_spec) is converted  # (unchanged: kept)
+    model.layers[-1].weights[0].assign_add(np.full(model.layers[-1].weights[0].shape, 1e-7, np.float32))
+    assert predictor.lite.get(logits_and_index, dataset.element_spec) is not converted  # (a 1e-7 change: told)
+    model.layers[-1].weights[0].assign(-2.0 * model.layers[-1].weights[0])  # training moved the head
+    after = predictor.predict(dataset, logits_and_index)["logits"]
+    graph_after = Predictor(STRATEGY, model).predict(dataset, logits_and_index)["logits"]
+    assert np.abs(after - before).max() > 0.01
+    np.testing.assert_allclose(after, graph_after, atol=1e-5)
+
+
+def test_int8_is_near_float_in_less_than_half_the_bytes():
+    model, dataset = _model(), _batches()
+    spec = {name: s for name, s in dataset.element_spec.items()}
+
+    def logits(features):
+        return {"logits": model(features, training=False)}
+    float32, int8 = LiteFunction(logits, spec), LiteFunction(logits, spec, int8=True)
+    assert int8.size < 0.5 * float32.size  # (the weights, nearly all of the model, in a quarter of the bytes)
+    graph = Predictor(STRATEGY, model).predict(dataset, logits_and_index)["logits"]
+    quantized = Predictor(STRATEGY, model, lite=True, int8=True).predict(dataset, logits_and_index)["logits"]
+    assert 1e-6 < np.abs(quantized - graph).max() < 0.05
+
+
+def test_a_function_lite_cannot_run_runs_in_the_graph_with_a_warning(caplog):
+    model, dataset = _model(), _batches()
+
+    def logits_and_determinant(model, features):
+        logits = model(features, training=False)
+        return {"logits": logits, "det": tf.linalg.det(tf.reshape(tf.tile(logits, [1, 3]), [-1, 3, 3]))}
+    graph = Predictor(STRATEGY, model).predict(dataset, logits_and_determinant)
+    lite = Predictor(STRATEGY, model, lite=True, int8=True).predict(dataset, logits_and_determinant)
+    np.testing.assert_array_equal(lite["logits"], graph["logits"])
+    assert ("tflite_prediction: TensorFlow Lite cannot run this prediction graph (it has no MatrixDeterminant): it "
+            "runs in TensorFlow's graph (float32)") in caplog.text
+
+
+def test_what_lite_prediction_cannot_run_is_one_line():
+    model = _model()
+    with pytest.raises(InputError, match="not XLA's: leave xla_prediction off"):
+        Predictor(STRATEGY, model, lite=True, xla=True)
+    model.dtype_policy = "mixed_bfloat16"
+    with pytest.raises(InputError, match="the model computes in bfloat16: leave mixed_precision at none"):
+        Predictor(STRATEGY, model, lite=True)
+    spec = {"input_ids": tf.TensorSpec([None, None], tf.int32)}
+    with pytest.raises(InputError) as raised:
+        LiteFunction(lambda features: {"det": tf.linalg.det(tf.cast(features["input_ids"], tf.float32))}, spec)
+    assert str(raised.value) == ("tflite_prediction: TensorFlow Lite cannot run this prediction graph (it has no "
+                                 "MatrixDeterminant)")
+    assert raised.value.options == ("tflite_prediction",)
+    with pytest.raises(InputError, match="a flat dict of tensors"):
+        LiteFunction(lambda features: features, (tf.TensorSpec([None], tf.int32),))
