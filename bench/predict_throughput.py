@@ -45,7 +45,8 @@ LABELS = ["0", "1"]
 # Case names (--cases): ours as run_classifier.py --do_predict runs it, with --noxla_prediction
 # (TensorFlow's graph; `-strategy`: run by the distribution strategy's step, as multi-device
 # prediction is; `-unfused`: the intermediate product and its GELU as separate ops, as before the
-# fused kernel), XLA or TensorFlow Lite, and the exported SavedModel called on raw text; the peers.
+# fused kernel), XLA or TensorFlow Lite, the exported SavedModel called on raw text, the export's
+# model.tflite called on batches tokenized beforehand (as the peers are); the peers.
 OURS = {"ours-graph": {"xla": False}, "ours-graph-strategy": {"xla": False, "strategy_step": True},
         "ours-graph-unfused": {"xla": False, "unfused": True},
         "ours-xla": {"xla": True},
@@ -55,7 +56,9 @@ OURS = {"ours-graph": {"xla": False}, "ours-graph-strategy": {"xla": False, "str
         "ours-tflite": {"xla": False, "lite": True},
         "ours-tflite-int8": {"xla": False, "lite": True, "quantize": "int8"},
         "savedmodel": {"saved_model": True},
-        "savedmodel-int8": {"saved_model": True, "quantize": "int8"}}
+        "savedmodel-int8": {"saved_model": True, "quantize": "int8"},
+        "tflite-export": {"lite": True, "lite_export": True},
+        "tflite-export-int8": {"lite": True, "lite_export": True, "quantize": "int8"}}
 PEERS = {"torch-eager": "eager", "torch-compile": "compile",
          "onnxruntime": "onnxruntime", "onnxruntime-int8": "onnxruntime-int8"}
 DEFAULT_CASES = ["ours-graph", "ours-xla", "ours-int8", "ours-tflite", "ours-tflite-int8", "savedmodel",
@@ -154,6 +157,8 @@ def ours(case):
 
         def predict():
             return np.concatenate([classify(text_a=b)["probabilities"].numpy() for b in batches])
+    elif settings.get("lite_export"):
+        predict = _exported_lite_model(driver, tokenizer, texts, batch, seq, options.output_dir)
     else:
         examples = [InputExample(f"t-{i}", text, None, "0") for i, text in enumerate(texts)]
         features = os.path.join(options.output_dir, "predict.tf_record")
@@ -164,6 +169,34 @@ def ours(case):
     emit_result({"examples_per_s": len(texts) / min(seconds), "ms_per_batch": 1000 * min(seconds) * batch / len(texts),
                  "seconds": seconds, "probabilities": probabilities.astype("float64").tolist(),
                  "tensorflow": tf.__version__})
+
+
+def _exported_lite_model(driver, tokenizer, texts, batch, seq, output_dir):
+    """A function that runs the export's model.tflite over `texts`, packed beforehand into
+    batches padded to their longest, as the peers' tokenizers pad them."""
+    import numpy as np
+
+    from bert_realformer.tasks.export import LITE_MODEL, export_classifier
+    from bert_realformer.training.lite import lite_interpreter
+    export_dir = os.path.join(output_dir, "export")
+    shutil.rmtree(export_dir, ignore_errors=True)
+    version = export_classifier(driver.model, tokenizer.vocab_file, True, seq, LABELS, export_dir,
+                                tflite=driver.predictor.lite_precision)
+    with open(os.path.join(version, LITE_MODEL), "rb") as f:
+        classify = lite_interpreter(f.read()).get_signature_runner()
+    packed = [tokenizer.convert_tokens_to_ids(["[CLS]", *tokenizer.tokenize(text)[:seq - 2], "[SEP]"])
+              for text in texts]
+    batches = []
+    for start in range(0, len(packed), batch):
+        rows = packed[start:start + batch]
+        ids = np.zeros((len(rows), max(map(len, rows))), np.int32)
+        for row, values in zip(ids, rows):
+            row[:len(values)] = values
+        batches.append({"input_ids": ids, "input_mask": (ids > 0).astype(np.int32), "token_type_ids": 0 * ids})
+
+    def predict():
+        return np.concatenate([classify(**features)["probabilities"] for features in batches])
+    return predict
 
 
 def main():

@@ -1,7 +1,9 @@
 """Prediction by TensorFlow Lite (`training.lite`, `Predictor(lite=True)`): the graph's outputs
 for every variant over batches of several sizes and lengths, features passed through as they
 are, weights that move between predictions followed, int8 weights near float, and one-line
-refusals."""
+refusals; model.tflite in the export."""
+
+import os
 
 import numpy as np
 import pytest
@@ -20,7 +22,7 @@ def _model(**variant):
     config = modeling.BertConfig(vocab_size=60, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
                                  intermediate_size=128, max_position_embeddings=64, **variant)
     model = modeling.BertClassifier(config, num_labels=3)
-    model({"input_ids": np.ones((1, 4), np.int32)})
+    model.build()
     return model
 
 
@@ -112,3 +114,36 @@ def test_what_lite_prediction_cannot_run_is_one_line():
     assert raised.value.options == ("tflite_prediction",)
     with pytest.raises(InputError, match="a flat dict of tensors"):
         LiteFunction(lambda features: features, (tf.TensorSpec([None], tf.int32),))
+
+
+@pytest.mark.parametrize("thresholds", [None, [0.3, 0.5, 0.7]], ids=["softmax", "multi-label"])
+def test_the_export_holds_the_model_for_tensorflow_lite(tmp_path, thresholds):
+    """model.tflite beside the SavedModel: the classifier's outputs on packed sequences, named as
+    the SavedModel names them (but the string `label`); int8 near them in fewer bytes."""
+    from bert_realformer.tasks.export import LITE_MODEL, export_classifier
+    from bert_realformer.training.lite import lite_interpreter
+    model = _model()
+    vocab = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "bert_postln_tiny", "vocab.txt")
+    ids = np.random.default_rng(2).integers(1, 60, (3, 12)).astype(np.int32)
+    features = {"input_ids": ids, "input_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
+    logits = model(features, training=False).numpy()
+    files = {}
+    for precision in ("float32", "int8"):
+        version = export_classifier(model, vocab, True, 32, ["a", "b", "c"], str(tmp_path / precision),
+                                    thresholds=thresholds, tflite=precision)
+        assert os.path.exists(os.path.join(version, "saved_model.pb"))
+        assert open(os.path.join(version, "vocab.txt"), "rb").read() == open(vocab, "rb").read()
+        assert open(os.path.join(version, "label_list.txt")).read() == "a\nb\nc\n"
+        files[precision] = os.path.join(version, LITE_MODEL)
+        outputs = lite_interpreter(open(files[precision], "rb").read()).get_signature_runner()(**features)
+        if thresholds is None:
+            expected = {"probabilities": tf.nn.softmax(logits).numpy()}
+        else:
+            expected = {"probabilities": tf.sigmoid(logits).numpy()}
+            expected["predicted"] = (expected["probabilities"] >= np.array(thresholds)).astype(np.int32)
+        assert sorted(outputs) == sorted(expected)
+        tolerance = 1e-6 if precision == "float32" else 0.02
+        np.testing.assert_allclose(outputs["probabilities"], expected["probabilities"], atol=tolerance)
+        if precision == "float32" and thresholds:
+            np.testing.assert_array_equal(outputs["predicted"], expected["predicted"])
+    assert os.path.getsize(files["int8"]) < 0.5 * os.path.getsize(files["float32"])

@@ -86,14 +86,29 @@ def test_fine_tunes_on_real_sentiment_and_exports(tmp_path, sentiment_dir):
     served8 = np.array(serve(tmp_path / "export8", texts, fresh_interpreter=True, env=onednn)["probabilities"])
     assert 0 < np.abs(served8 - probabilities).max() < 0.05
     # TensorFlow Lite's int8 (dynamic-range quantization): near the float model's as well.
+    # Its export holds model.tflite, which gives a test text (tokenized and packed here) its probabilities.
     lite8 = run_classifier("--task_name=thucnews", f"--data_dir={sentiment_dir}", f"--vocab_file={VOCAB_ZH}",
                            f"--bert_config_file={config}", f"--output_dir={out}", "--do_eval", "--do_predict",
-                           "--max_seq_length=64", "--quantize=int8", "--tflite_prediction")
+                           "--max_seq_length=64", "--quantize=int8", "--tflite_prediction",
+                           f"--export_dir={tmp_path}/export_lite")
     assert lite8.returncode == 0, lite8.stderr[-3000:]
     lite8_values = dict(line.split(" = ", 1) for line in (out / "eval_results.txt").read_text().splitlines())
     print("held-out accuracy in TensorFlow Lite's int8:", lite8_values["eval_accuracy"])
     assert abs(float(lite8_values["eval_accuracy"]) - float(values["eval_accuracy"])) <= 0.02
-    assert 0 < np.abs(np.loadtxt(out / "test_results.tsv", delimiter="\t") - probabilities).max() < 0.05
+    lite8_probabilities = np.loadtxt(out / "test_results.tsv", delimiter="\t")
+    assert 0 < np.abs(lite8_probabilities - probabilities).max() < 0.05
+    from bert_realformer.training.lite import lite_interpreter
+    from tokenization import FullTokenizer
+    (version,) = (tmp_path / "export_lite").iterdir()
+    classify = lite_interpreter((version / "model.tflite").read_bytes()).get_signature_runner()
+    tokenizer = FullTokenizer(str(version / "vocab.txt"))  # (the export's copy of the vocabulary)
+    for index in (0, 7, 42):
+        ids = tokenizer.convert_tokens_to_ids(["[CLS]", *tokenizer.tokenize(texts[index])[:62], "[SEP]"])
+        packed = np.array([ids], np.int32)
+        served = classify(input_ids=packed, input_mask=np.ones_like(packed), token_type_ids=np.zeros_like(packed))
+        print("model.tflite against the run's int8 prediction:",
+              np.abs(served["probabilities"][0] - lite8_probabilities[index]).max())
+        np.testing.assert_allclose(served["probabilities"][0], lite8_probabilities[index], atol=1e-4)
 
 
 def test_bad_task_and_missing_files_are_one_line(tmp_path, monkeypatch):

@@ -17,6 +17,13 @@ as run_classifier.py --doc_stride cuts it, and a text's windows are combined int
 same way (`window_pooling`). Given `int8` (`training.int8.Int8Layers`, `--quantize=int8`), the
 model's Transformer blocks run their dense layers in int8, the quantized kernels stored in the
 SavedModel (serving it needs a TensorFlow with oneDNN's kernels, as the run did).
+
+A classifier exported with `tflite` (`--tflite_prediction`) also holds EXPORT_DIR/<version>/
+model.tflite: the model on packed sequences for TensorFlow Lite runtimes (signature
+`serving_default`: input_ids, input_mask, token_type_ids int32 [B, T] -> the outputs above but
+`label`, one row per sequence; tokenizing and packing, and pooling a long text's windows, are
+the caller's), in `tflite`'s precision ("float32", or "int8": dynamic-range int8), with
+vocab.txt and label_list.txt (the outputs' order) beside it.
 """
 
 from __future__ import annotations
@@ -40,6 +47,9 @@ if TYPE_CHECKING:  # annotations only
     import keras
 
     from bert_realformer.training.int8 import Int8Layers
+
+
+LITE_MODEL = "model.tflite"
 
 
 def _keep(ids, lengths, truncation="head"):
@@ -232,8 +242,9 @@ class EncoderServing(TextServing):
         return {**self.model_outputs(features), "input_mask": features["input_mask"]}
 
 
-def _save(module, export_dir, names):
-    """Writes EXPORT_DIR/<version> (seconds since the epoch) atomically; returns its path."""
+def _save(module, export_dir, names, extra_files=None):
+    """Writes EXPORT_DIR/<version> (seconds since the epoch) atomically, with `extra_files`
+    ({name: bytes}) beside the SavedModel; returns its path."""
     version = str(int(time.time()))
     path = os.path.join(export_dir, version)
     tmp = os.path.join(export_dir, f".tmp-{version}-{os.getpid()}")
@@ -243,6 +254,8 @@ def _save(module, export_dir, names):
     try:
         tf.saved_model.save(module, tmp, signatures={"serving_default": module.serve, single: module.serve,
                                                      pair: module.serve_pair})
+        for name, data in (extra_files or {}).items():
+            storage.write_atomic(os.path.join(tmp, name), data)
         # A SIGTERM that reached Python inside the save (in a `__del__`, where it is lost) is
         # raised here, before anything has the version's name.
         stop_if_terminated()
@@ -260,12 +273,31 @@ def _save(module, export_dir, names):
 def export_classifier(model: keras.Model, vocab_file: str, do_lower_case: bool, max_seq_length: int,
                       label_list: list[str] | None, export_dir: str, doc_stride: int | None = None,
                       window_pooling: str = "mean", truncation: str = "head",
-                      thresholds: list[float] | None = None, int8: Int8Layers | None = None) -> str:
+                      thresholds: list[float] | None = None, int8: Int8Layers | None = None,
+                      tflite: str | None = None) -> str:
     """Signatures `serving_default`/`classify` (text_a) and `classify_pair` (text_a, text_b);
-    `thresholds`: a multi-label classifier's, one per label; `int8`: the model's int8 layers."""
+    `thresholds`: a multi-label classifier's, one per label; `int8`: the model's int8 layers;
+    `tflite` ("float32" or "int8"): model.tflite as well."""
     module = ClassifierServing(model, vocab_file, do_lower_case, max_seq_length, label_list, doc_stride,
                                window_pooling, truncation, thresholds, int8)
-    return _save(module, export_dir, ("classify", "classify_pair"))
+    return _save(module, export_dir, ("classify", "classify_pair"),
+                 tflite and _lite_files(module, vocab_file, label_list, tflite))
+
+
+def _lite_files(module: ClassifierServing, vocab_file: str, label_list: list[str] | None,
+                precision: str) -> dict[str, bytes]:
+    """model.tflite (`module`'s model on packed sequences, its numeric outputs, in `precision`),
+    with the vocabulary and the labels in the order of its outputs (none for regression)."""
+    from bert_realformer.training import lite
+
+    def outputs(features):
+        named = module._named(tf.cast(module._model(features, training=False), tf.float32))
+        return {name: value for name, value in named.items() if value.dtype != tf.string}
+    files = {LITE_MODEL: lite.converted(outputs, _features_spec(), int8=precision == "int8"),
+             "vocab.txt": storage.read_bytes(vocab_file)}
+    if label_list is not None:
+        files["label_list.txt"] = "".join(f"{label}\n" for label in label_list).encode("utf-8")
+    return files
 
 
 def export_encoder(model: keras.Model, vocab_file: str, do_lower_case: bool, max_seq_length: int,

@@ -42,13 +42,12 @@ class LiteFunction:
                              options=("tflite_prediction",))
         named = {name: tf.TensorSpec(s.shape, s.dtype, name=name) for name, s in spec.items()}
         started = time.monotonic()
-        self.passed_through, keys, content = _converted(fn, named, int8)
+        self.passed_through, content = _converted(fn, named, int8)
         self.size = len(content)
-        self._interpreter = _interpreter(content)
+        self._interpreter = lite_interpreter(content)
         signature = self._interpreter.get_signature_runner()
         self._inputs = signature.get_input_details()  # {feature name: its tensor's details}
-        outputs = signature.get_output_details()  # {"output_<i>": ...}: the i-th in `keys`
-        self._outputs = {key: outputs[f"output_{i}"]["index"] for i, key in enumerate(keys)}
+        self._outputs = {key: detail["index"] for key, detail in signature.get_output_details().items()}
         self._shapes = None
         logger.info("prediction runs in TensorFlow Lite (%s, %d MB), converted in %.1f s",
                     "int8 dynamic-range" if int8 else "float32", len(content) >> 20, time.monotonic() - started)
@@ -103,10 +102,17 @@ class LiteFunctions:
         return tf.function(lambda: tf.stack([bits(variable) for variable in variables]), autograph=False)
 
 
+def converted(fn: Callable[[dict], dict], spec: dict, int8: bool = False) -> bytes:
+    """The TensorFlow Lite model of `fn(features) -> {name: tensor}` with the weights it reads
+    frozen in: signature `serving_default`, inputs and outputs by their names (`spec`'s
+    TensorSpecs must be named). `int8`: the converter's dynamic-range quantization."""
+    return _converted(fn, spec, int8)[1]
+
+
 def _converted(fn, spec, int8):
-    """({output key: the feature it passes on as it is}, the keys of the Lite model's outputs in
-    their order, the Lite model's bytes). The outputs that are features themselves (an example's index,
-    its label) stay out of the Lite model, which would fold them into its inputs."""
+    """({output key: the feature it passes on as it is}, the Lite model's bytes). The outputs
+    that are features themselves (an example's index, its label) stay out of the Lite model,
+    which would fold them into its inputs."""
     from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
     passed_through = {}
@@ -117,21 +123,25 @@ def _converted(fn, spec, int8):
             passed_through.update((key, name) for name, feature in features.items() if value is feature)
         return {key: value for key, value in outputs.items() if key not in passed_through}
     traced = tf.function(computed, input_signature=[spec], autograph=False).get_concrete_function()
-    # (frozen first: the converter keeps Keras 3's variables as variables, unread)
+    # (frozen first: the converter keeps Keras 3's variables as variables, unread; the frozen
+    # function's outputs are a list in the order nest flattens a dict: by sorted key)
     frozen = convert_variables_to_constants_v2(traced)
-    keys = sorted(traced.structured_outputs)  # (the order in which nest flattens a dict: the frozen outputs')
-    converter = tf.lite.TFLiteConverter.from_concrete_functions([frozen], tf.Module())
+    keys, used = sorted(traced.structured_outputs), [tensor.name.split(":")[0] for tensor in frozen.inputs]
+
+    @tf.function(input_signature=[spec], autograph=False)
+    def named(features):
+        return dict(zip(keys, frozen(**{name: features[name] for name in used}), strict=True))
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([named.get_concrete_function()], tf.Module())
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
     if int8:
         converter.optimizations = [tf.lite.Optimize.DEFAULT]
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return passed_through, keys, converter.convert()
+            return passed_through, converter.convert()
     except Exception as error:  # the converter's errors: ConverterError, and others from MLIR
         raise InputError(f"tflite_prediction: TensorFlow Lite cannot run this prediction graph "
-                         f"({_reason(str(error))})",
-                         options=("tflite_prediction",)) from None
+                         f"({_reason(str(error))})", options=("tflite_prediction",)) from None
 
 
 def _reason(message: str) -> str:
@@ -146,7 +156,9 @@ def _reason(message: str) -> str:
     return first.strip()[:300]
 
 
-def _interpreter(content):
+def lite_interpreter(content: bytes) -> tf.lite.Interpreter:
+    """An interpreter of a TensorFlow Lite model's bytes on this process's CPUs, its tensors
+    allocated."""
     with warnings.catch_warnings():  # (tf.lite.Interpreter's notice of its move to LiteRT)
         warnings.simplefilter("ignore")
         interpreter = tf.lite.Interpreter(model_content=content, num_threads=usable_cpu_count())

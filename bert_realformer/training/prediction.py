@@ -75,6 +75,11 @@ class Predictor:
         return FusedKernels(self.model) if self._fuses else None
 
     @property
+    def lite_precision(self) -> str | None:
+        """"float32" or "int8" where prediction runs in TensorFlow Lite, else None."""
+        return self.lite and ("int8" if self.lite.int8 else "float32")
+
+    @property
     def traces(self) -> int:
         """How many times the steps were traced."""
         return sum(step.experimental_get_tracing_count() for step in self._steps.values())

@@ -375,4 +375,5 @@ class ClassificationTask(FinetuningTask):
         c = self.classification
         return export_classifier(driver.model, tokenizer.vocab_file, tokenizer.do_lower_case,
                                  self.options.max_seq_length, self.label_list, export_dir, c.doc_stride,
-                                 self.served_pooling, c.truncation, int8=driver.predictor.int8)
+                                 self.served_pooling, c.truncation, int8=driver.predictor.int8,
+                                 tflite=driver.predictor.lite_precision)

@@ -134,4 +134,4 @@ class MultiLabelTask(FinetuningTask):
         return export_classifier(driver.model, tokenizer.vocab_file, tokenizer.do_lower_case,
                                  self.options.max_seq_length, self.label_list, export_dir,
                                  truncation=self.multi_label.truncation, thresholds=self.thresholds,
-                                 int8=driver.predictor.int8)
+                                 int8=driver.predictor.int8, tflite=driver.predictor.lite_precision)
