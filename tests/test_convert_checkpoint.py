@@ -159,6 +159,39 @@ def test_regression_classifier_exports_its_score_not_a_softmax_of_one(tmp_path):
     assert not np.allclose(served["scores"], 1.0)
 
 
+def test_a_classifier_converts_for_tensorflow_lite_too(tmp_path):
+    """--tflite: model.tflite beside the SavedModel gives packed texts the SavedModel's
+    probabilities; int8 near them; an encoder, or another format, is one line and nothing written."""
+    from bert_realformer.training.lite import lite_interpreter
+    values = {k: v for k, v in checkpoints.read_tf1_checkpoint(POSTLN).items() if k.startswith("bert/")}
+    hidden = values["bert/pooler/dense/bias"].shape[0]
+    values["output_weights"] = np.random.default_rng(4).normal(0, 2.0, (3, hidden)).astype(np.float32)
+    values["output_bias"] = np.array([0.5, -0.5, 0.0], np.float32)
+    checkpoints.write_tf1_checkpoint(values, str(tmp_path / "clf" / "bert_model.ckpt"))
+    common = [f"--input={tmp_path}/clf/bert_model.ckpt", f"--bert_config_file={POSTLN}/bert_config.json",
+              f"--vocab_file={POSTLN}/vocab.txt", "--max_seq_length=16", "--tflite"]
+    texts = ["The cat sat on the mat", "Hi", "a longer sentence about nothing much at all"]
+    served = {}
+    for precision, flags in (("float32", []), ("int8", ["--quantize=int8"])):
+        result = convert("--from=tf1", "--to=savedmodel", *common, f"--output={tmp_path}/{precision}", *flags)
+        assert result.returncode == 0, result.stderr[-2000:]
+        (version,) = (tmp_path / precision).iterdir()
+        assert (version / "label_list.txt").read_text() == "0\n1\n2\n"
+        classify = lite_interpreter((version / "model.tflite").read_bytes()).get_signature_runner()
+        served[precision] = classify(**_batch(str(version / "vocab.txt"), texts))["probabilities"]
+    expected = np.array(serve(tmp_path / "float32", texts, "classify")["probabilities"])
+    np.testing.assert_allclose(served["float32"], expected, atol=1e-5)
+    assert 0 < np.abs(served["int8"] - expected).max() < 0.05
+    for flags, line in [([f"--input={POSTLN}", "--to=savedmodel", "--tflite"],
+                         "error: --tflite writes a classifier's TensorFlow Lite model; this checkpoint holds no "
+                         "classifier"),
+                        ([*common, "--to=hf"],
+                         "error: --tflite is for --to=savedmodel; --to=hf writes no model.tflite")]:
+        refused = convert("--from=tf1", *flags, f"--output={tmp_path}/refused")
+        assert refused.returncode == 2 and refused.stderr.strip().splitlines()[-1] == line
+        assert not (tmp_path / "refused").exists()
+
+
 def test_a_fine_tuned_classifier_serves_the_labels_of_its_run(tmp_path):
     """label_list.txt beside the checkpoint (a run_classifier run's label order) names the
     SavedModel's `label` output, as run_classifier's own export does ('0', '1', ... before);

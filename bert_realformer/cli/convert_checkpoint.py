@@ -45,6 +45,9 @@ flags.DEFINE_integer("max_seq_length", 128, "--to=savedmodel and --to=kerashub (
 flags.DEFINE_enum("quantize", "none", ["none", "int8"], "--to=savedmodel: int8 runs the Transformer blocks' dense "
                   "layers in 8 bits (as run_classifier.py --quantize=int8 does; serving it needs a TensorFlow with "
                   "oneDNN's kernels); none: float32.")
+flags.DEFINE_bool("tflite", False, "--to=savedmodel of a classifier: also write model.tflite, the classifier on "
+                  "packed token ids for TensorFlow Lite runtimes (with vocab.txt and label_list.txt); with "
+                  "--quantize=int8 it is TensorFlow Lite's dynamic-range int8 and the SavedModel float32.")
 flags.DEFINE_bool("force", False, "Write even when the target cannot express the model (e.g. a RealFormer "
                   "or Pre-LN model as Hugging Face's BertModel, which would compute plain BERT) or weights "
                   "would be left out (fine-tuning heads in --to=hf, unknown Hugging Face weights, a Hugging Face "
@@ -72,6 +75,8 @@ def main(argv):
         raise InputError("--to=savedmodel needs --vocab_file (no vocab.txt beside --input)")
     if FLAGS.quantize != "none" and FLAGS.to != "savedmodel":
         raise InputError(f"--quantize={FLAGS.quantize} is for --to=savedmodel; --to={FLAGS.to} writes float32 weights")
+    if FLAGS.tflite and FLAGS.to != "savedmodel":
+        raise InputError(f"--tflite is for --to=savedmodel; --to={FLAGS.to} writes no model.tflite")
     print(f"read {len(weights.values)} weights from {FLAGS.input}; writing --to={FLAGS.to} beside {FLAGS.output} "
           "(switched in when whole)", file=sys.stderr, flush=True)
     staging = f"{FLAGS.output.rstrip('/')}.tmp-{os.getpid()}"
@@ -85,7 +90,8 @@ def main(argv):
                                 staging, weights.labels, reading.get("doc_stride"),
                                 reading.get("window_pooling", "mean"), reading.get("truncation", "head"),
                                 reading.get("thresholds") if reading.get("multi_label") else None,
-                                int8=_int8_layers(model))
+                                int8=None if FLAGS.tflite else _int8_layers(model),
+                                tflite=FLAGS.tflite and ("int8" if FLAGS.quantize == "int8" else "float32"))
             written = [os.path.relpath(path, staging)]
         else:
             written = conversion.write(FLAGS.to, staging, weights, FLAGS.do_lower_case, FLAGS.max_seq_length,

@@ -310,13 +310,17 @@ def export_encoder(model: keras.Model, vocab_file: str, do_lower_case: bool, max
 def export_model(model: keras.Model, vocab_file: str, do_lower_case: bool, max_seq_length: int, export_dir: str,
                  label_list: list[str] | None = None, doc_stride: int | None = None, window_pooling: str = "mean",
                  truncation: str = "head", thresholds: list[float] | None = None,
-                 int8: Int8Layers | None = None) -> str:
+                 int8: Int8Layers | None = None, tflite: str | None = None) -> str:
     """What a checkpoint serves, by its model: a `BertClassifier` as `export_classifier` (its
     labels named by `label_list`, a fine-tuning run's order; '0'..'C-1' without one; a regression
     model's score; long texts read as `doc_stride`, `window_pooling` and `truncation` say; a
     multi-label classifier with its `thresholds`), any other model as its encoder
-    (`export_encoder`); `int8`: the model's int8 layers. Returns the version's path."""
+    (`export_encoder`); `int8`: the model's int8 layers; `tflite`: a classifier's model.tflite
+    as well ("float32" or "int8"). Returns the version's path."""
     if not isinstance(model, modeling.BertClassifier):
+        if tflite:
+            raise InputError("tflite writes a classifier's TensorFlow Lite model; this checkpoint holds no classifier",
+                             options=("tflite",))
         encoder = model if isinstance(model, modeling.BertModel) else model.bert
         return export_encoder(encoder, vocab_file, do_lower_case, max_seq_length, export_dir, int8)
     if model.num_labels == 1:
@@ -327,4 +331,4 @@ def export_model(model: keras.Model, vocab_file: str, do_lower_case: bool, max_s
         raise InputError(f"label_list.txt names {len(label_list)} labels but the classifier has "
                          f"{model.num_labels} outputs")
     return export_classifier(model, vocab_file, do_lower_case, max_seq_length, label_list, export_dir, doc_stride,
-                             window_pooling, truncation, thresholds, int8)
+                             window_pooling, truncation, thresholds, int8, tflite)
