@@ -4,9 +4,10 @@ TensorFlow Lite model, which the interpreter runs with its XNNPACK kernels.
 
 At the few dozen rows of a serving request TensorFlow's graph costs more per op than its
 products take; the interpreter runs the same ops with a far smaller cost each (BERT-Small, one
-example of 32 tokens: 2.3x faster than the graph; BENCHMARKS.md). Its outputs equal the graph's
-to float32 round-off. With `int8`, the converter's dynamic-range quantization: weights in int8
-per output channel, each product's input quantized per row as it comes.
+example of 32 tokens through run_classifier.py: 2.1x faster than the graph; BENCHMARKS.md). Its
+outputs equal the graph's to float32 round-off. With `int8`, the converter's dynamic-range
+quantization: weights in int8 per output channel, each product's input quantized per row as it
+comes.
 
 The interpreter takes any batch size and length: a new shape re-plans its tensors (a fraction
 of a millisecond), so dynamic padding needs no buckets. The weights are frozen into the Lite
