@@ -73,30 +73,26 @@ def test_fine_tunes_on_real_sentiment_and_exports(tmp_path, sentiment_dir):
     assert "prediction multiplies 2 blocks' intermediate layers with their activation fused" in fused.stderr
     np.testing.assert_allclose(np.loadtxt(out / "test_results.tsv", delimiter="\t"), probabilities, atol=1e-5)
     (out / "test_results.tsv").unlink()
-    quantized = run_classifier("--task_name=thucnews", f"--data_dir={sentiment_dir}", f"--vocab_file={VOCAB_ZH}",
-                               f"--bert_config_file={config}", f"--output_dir={out}", "--do_eval", "--do_predict",
-                               "--max_seq_length=64", "--quantize=int8", f"--export_dir={tmp_path}/export8",
-                               env=onednn)
-    assert quantized.returncode == 0, quantized.stderr[-3000:]
-    int8_values = dict(line.split(" = ", 1) for line in (out / "eval_results.txt").read_text().splitlines())
-    print("held-out accuracy in int8:", int8_values["eval_accuracy"])
-    assert abs(float(int8_values["eval_accuracy"]) - float(values["eval_accuracy"])) <= 0.02
-    int8_probabilities = np.loadtxt(out / "test_results.tsv", delimiter="\t")
-    assert 0 < np.abs(int8_probabilities - probabilities).max() < 0.05
+
+    def near_the_float_model(name, *flags, env=None):
+        """An int8 run's evaluation and prediction: accuracy within 0.02, probabilities within 0.05."""
+        run = run_classifier("--task_name=thucnews", f"--data_dir={sentiment_dir}", f"--vocab_file={VOCAB_ZH}",
+                             f"--bert_config_file={config}", f"--output_dir={out}", "--do_eval", "--do_predict",
+                             "--max_seq_length=64", "--quantize=int8", *flags, env=env)
+        assert run.returncode == 0, run.stderr[-3000:]
+        int8_values = dict(line.split(" = ", 1) for line in (out / "eval_results.txt").read_text().splitlines())
+        print(f"held-out accuracy in {name}:", int8_values["eval_accuracy"])
+        assert abs(float(int8_values["eval_accuracy"]) - float(values["eval_accuracy"])) <= 0.02
+        int8_probabilities = np.loadtxt(out / "test_results.tsv", delimiter="\t")
+        assert 0 < np.abs(int8_probabilities - probabilities).max() < 0.05
+        return int8_probabilities
+    near_the_float_model("int8", f"--export_dir={tmp_path}/export8", env=onednn)
     served8 = np.array(serve(tmp_path / "export8", texts, fresh_interpreter=True, env=onednn)["probabilities"])
     assert 0 < np.abs(served8 - probabilities).max() < 0.05
     # TensorFlow Lite's int8 (dynamic-range quantization): near the float model's as well.
     # Its export holds model.tflite, which gives a test text (tokenized and packed here) its probabilities.
-    lite8 = run_classifier("--task_name=thucnews", f"--data_dir={sentiment_dir}", f"--vocab_file={VOCAB_ZH}",
-                           f"--bert_config_file={config}", f"--output_dir={out}", "--do_eval", "--do_predict",
-                           "--max_seq_length=64", "--quantize=int8", "--tflite_prediction",
-                           f"--export_dir={tmp_path}/export_lite")
-    assert lite8.returncode == 0, lite8.stderr[-3000:]
-    lite8_values = dict(line.split(" = ", 1) for line in (out / "eval_results.txt").read_text().splitlines())
-    print("held-out accuracy in TensorFlow Lite's int8:", lite8_values["eval_accuracy"])
-    assert abs(float(lite8_values["eval_accuracy"]) - float(values["eval_accuracy"])) <= 0.02
-    lite8_probabilities = np.loadtxt(out / "test_results.tsv", delimiter="\t")
-    assert 0 < np.abs(lite8_probabilities - probabilities).max() < 0.05
+    lite8_probabilities = near_the_float_model("TensorFlow Lite's int8", "--tflite_prediction",
+                                               f"--export_dir={tmp_path}/export_lite")
     from bert_realformer.training.lite import lite_interpreter
     from tokenization import FullTokenizer
     (version,) = (tmp_path / "export_lite").iterdir()
