@@ -291,7 +291,7 @@ def _lite_files(module: ClassifierServing, vocab_file: str, label_list: list[str
     from bert_realformer.training import lite
 
     def outputs(features):
-        named = module._named(tf.cast(module._model(features, training=False), tf.float32))
+        named = module._named(module.forward(features))
         return {name: value for name, value in named.items() if value.dtype != tf.string}
     files = {LITE_MODEL: lite.converted(outputs, _features_spec(), int8=precision == "int8"),
              "vocab.txt": storage.read_bytes(vocab_file)}
