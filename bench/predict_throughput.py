@@ -46,7 +46,8 @@ LABELS = ["0", "1"]
 # (TensorFlow's graph; `-strategy`: run by the distribution strategy's step, as multi-device
 # prediction is; `-unfused`: the intermediate product and its GELU as separate ops, as before the
 # fused kernel), XLA or TensorFlow Lite, the exported SavedModel called on raw text, the export's
-# model.tflite called on batches tokenized beforehand (as the peers are); the peers.
+# model.tflite called on batches tokenized beforehand (as the peers are; `litert-`: by LiteRT's
+# interpreter, `ai-edge-litert`, rather than TensorFlow's); the peers.
 OURS = {"ours-graph": {"xla": False}, "ours-graph-strategy": {"xla": False, "strategy_step": True},
         "ours-graph-unfused": {"xla": False, "unfused": True},
         "ours-xla": {"xla": True},
@@ -58,7 +59,9 @@ OURS = {"ours-graph": {"xla": False}, "ours-graph-strategy": {"xla": False, "str
         "savedmodel": {"saved_model": True},
         "savedmodel-int8": {"saved_model": True, "quantize": "int8"},
         "tflite-export": {"lite": True, "lite_export": True},
-        "tflite-export-int8": {"lite": True, "lite_export": True, "quantize": "int8"}}
+        "tflite-export-int8": {"lite": True, "lite_export": True, "quantize": "int8"},
+        "litert-export": {"lite": True, "lite_export": True, "litert": True},
+        "litert-export-int8": {"lite": True, "lite_export": True, "litert": True, "quantize": "int8"}}
 PEERS = {"torch-eager": "eager", "torch-compile": "compile",
          "onnxruntime": "onnxruntime", "onnxruntime-int8": "onnxruntime-int8"}
 DEFAULT_CASES = ["ours-graph", "ours-xla", "ours-int8", "ours-tflite", "ours-tflite-int8", "savedmodel",
@@ -158,7 +161,8 @@ def ours(case):
         def predict():
             return np.concatenate([classify(text_a=b)["probabilities"].numpy() for b in batches])
     elif settings.get("lite_export"):
-        predict = _exported_lite_model(driver, tokenizer, texts, batch, seq, options.output_dir)
+        predict = _exported_lite_model(driver, tokenizer, texts, batch, seq, options.output_dir,
+                                       settings.get("litert", False))
     else:
         examples = [InputExample(f"t-{i}", text, None, "0") for i, text in enumerate(texts)]
         features = os.path.join(options.output_dir, "predict.tf_record")
@@ -171,9 +175,10 @@ def ours(case):
                  "tensorflow": tf.__version__})
 
 
-def _exported_lite_model(driver, tokenizer, texts, batch, seq, output_dir):
+def _exported_lite_model(driver, tokenizer, texts, batch, seq, output_dir, litert):
     """A function that runs the export's model.tflite over `texts`, packed beforehand into
-    batches padded to their longest, as the peers' tokenizers pad them."""
+    batches padded to their longest, as the peers' tokenizers pad them; by LiteRT's interpreter
+    with `litert`."""
     import numpy as np
 
     from bert_realformer.tasks.export import LITE_MODEL, export_classifier
@@ -183,7 +188,14 @@ def _exported_lite_model(driver, tokenizer, texts, batch, seq, output_dir):
     version = export_classifier(driver.model, tokenizer.vocab_file, True, seq, LABELS, export_dir,
                                 tflite=driver.predictor.lite_precision)
     with open(os.path.join(version, LITE_MODEL), "rb") as f:
-        classify = lite_interpreter(f.read()).get_signature_runner()
+        content = f.read()
+    if litert:
+        from ai_edge_litert.interpreter import Interpreter
+
+        from bert_realformer.cpus import usable_cpu_count
+        classify = Interpreter(model_content=content, num_threads=usable_cpu_count()).get_signature_runner()
+    else:
+        classify = lite_interpreter(content).get_signature_runner()
     packed = [tokenizer.convert_tokens_to_ids(["[CLS]", *tokenizer.tokenize(text)[:seq - 2], "[SEP]"])
               for text in texts]
     batches = []

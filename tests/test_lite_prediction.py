@@ -4,6 +4,8 @@ are, weights that move between predictions followed, int8 weights near float, an
 refusals; model.tflite in the export."""
 
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -11,7 +13,7 @@ import tensorflow as tf
 
 import modeling
 from bert_realformer.errors import InputError
-from bert_realformer.training.lite import LiteFunction
+from bert_realformer.training.lite import LiteFunction, lite_interpreter
 from bert_realformer.training.prediction import Predictor
 
 STRATEGY = tf.distribute.OneDeviceStrategy("/cpu:0")
@@ -73,6 +75,23 @@ def test_each_prediction_uses_the_weights_of_its_time():
     np.testing.assert_allclose(after, graph_after, atol=1e-5)
 
 
+@pytest.mark.parametrize("lite", [False, True], ids=["graph", "lite"])
+def test_prediction_on_cpus_reads_its_batches_without_tf_data_autotuning(monkeypatch, lite):
+    """(its tuning competed with the model for a few cores: BENCHMARKS.md, "TensorFlow Lite prediction")"""
+    iterated = []
+    original = tf.data.Dataset.__iter__
+
+    def spy(dataset):
+        iterated.append(dataset.options().autotune.enabled)
+        return original(dataset)
+    model, dataset = _model(), _batches()
+    monkeypatch.setattr(tf.data.Dataset, "__iter__", spy)
+    logits = Predictor(STRATEGY, model, lite=lite).predict(dataset, logits_and_index)["logits"]
+    assert logits.shape[0] == sum(rows for rows, _ in SHAPES)
+    assert iterated == [False]
+    assert dataset.options().autotune.enabled is not False  # (the caller's dataset unchanged)
+
+
 def test_int8_is_near_float_in_less_than_half_the_bytes():
     model, dataset = _model(), _batches()
     spec = {name: s for name, s in dataset.element_spec.items()}
@@ -120,8 +139,12 @@ def test_what_lite_prediction_cannot_run_is_one_line():
 def test_the_export_holds_the_model_for_tensorflow_lite(tmp_path, thresholds):
     """model.tflite beside the SavedModel: the classifier's outputs on packed sequences, named as
     the SavedModel names them (but the string `label`); int8 near them in fewer bytes."""
+    _checked_exports(tmp_path, thresholds)
+
+
+def _checked_exports(tmp_path, thresholds):
+    """({precision: the export's model.tflite}, the features checked) after checking both exports."""
     from bert_realformer.tasks.export import LITE_MODEL, export_classifier
-    from bert_realformer.training.lite import lite_interpreter
     model = _model()
     vocab = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "bert_postln_tiny", "vocab.txt")
     ids = np.random.default_rng(2).integers(1, 60, (3, 12)).astype(np.int32)
@@ -147,3 +170,20 @@ def test_the_export_holds_the_model_for_tensorflow_lite(tmp_path, thresholds):
         if precision == "float32" and thresholds:
             np.testing.assert_array_equal(outputs["predicted"], expected["predicted"])
     assert os.path.getsize(files["int8"]) < 0.5 * os.path.getsize(files["float32"])
+    return files, features
+
+
+def test_the_exported_model_tflite_runs_without_tensorflow(tmp_path):
+    """A server with LiteRT (`ai-edge-litert`, without TensorFlow) gets the interpreter's outputs."""
+    files, features = _checked_exports(tmp_path, None)
+    code = ("import sys, numpy as np; sys.modules['tensorflow'] = None\n"
+            "from ai_edge_litert.interpreter import Interpreter\n"
+            "features = dict(np.load(sys.argv[2]))\n"
+            "classify = Interpreter(model_path=sys.argv[1]).get_signature_runner()\n"
+            "np.save(sys.argv[3], classify(**features)['probabilities'])\n")
+    np.savez(tmp_path / "features.npz", **features)
+    for precision, path in files.items():
+        subprocess.run([sys.executable, "-c", code, path, str(tmp_path / "features.npz"), str(tmp_path / "out.npy")],
+                       check=True)
+        expected = lite_interpreter(open(path, "rb").read()).get_signature_runner()(**features)["probabilities"]
+        np.testing.assert_allclose(np.load(tmp_path / "out.npy"), expected, atol=1e-6, err_msg=precision)

@@ -13,7 +13,7 @@ when `predict` is called. In float32 on CPUs without XLA, each block's intermedi
 with its GELU as one kernel (`training.fused_kernels`, unless `fused_kernels=False`: the same
 outputs to 1e-6). With `lite` (`--tflite_prediction`) the function runs converted to TensorFlow
 Lite with the current weights, on this host's CPUs (`training.lite`; with `int8`, the
-converter's dynamic-range int8).
+converter's dynamic-range int8). On CPUs the batches are read with tf.data's autotuning off.
 """
 
 import functools
@@ -67,7 +67,8 @@ class Predictor:
         self._steps = {}  # (fn, repr of the input spec) -> its traced step
         self.lite = LiteFunctions(model, int8) if lite else None
         self.int8 = Int8Layers(model) if int8 and not lite else None
-        self._fuses = fused_kernels and not int8 and not lite and not self.xla and _on_cpus(strategy)
+        self.on_cpus = _on_cpus(strategy)
+        self._fuses = fused_kernels and not int8 and not lite and not self.xla and self.on_cpus
 
     @functools.cached_property
     def fused(self) -> FusedKernels | None:
@@ -86,6 +87,8 @@ class Predictor:
 
     def predict(self, dataset: tf.data.Dataset, fn: PredictFn) -> dict[str, np.ndarray]:
         """{name: numpy array [N, ...]} of `fn`'s outputs over `dataset`, in its order."""
+        if self.on_cpus:
+            dataset = _without_autotuning(dataset)
         lite = self.lite and self.lite.get(fn, dataset.element_spec)
         if lite:
             return _gathered(map(lite, _read_ahead(dataset)))
@@ -156,6 +159,16 @@ def _read_ahead(dataset: tf.data.Dataset, batches: int = 64):
     iterator = dataset.as_numpy_iterator()
     while chunk := list(itertools.islice(iterator, batches)):
         yield from chunk
+
+
+def _without_autotuning(dataset: tf.data.Dataset) -> tf.data.Dataset:
+    """`dataset` with tf.data's autotuning off (its parallel stages at their initial parallelism).
+    On a few CPU cores its tuning competed with the model: some `predict` calls of BERT-Small's
+    graph at batch 1 took up to 1.4x as long as others, of BERT-Base in TensorFlow Lite 1.25x
+    (reading 64 batches ahead took 30 ms in some calls, 460-530 ms in others; BENCHMARKS.md)."""
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return dataset.with_options(options)
 
 
 def _check_lite(model: keras.Model, xla: bool) -> None:
