@@ -254,8 +254,9 @@ def _save(module, export_dir, names, extra_files=None):
     try:
         tf.saved_model.save(module, tmp, signatures={"serving_default": module.serve, single: module.serve,
                                                      pair: module.serve_pair})
-        for name, data in (extra_files or {}).items():
-            storage.write_atomic(os.path.join(tmp, name), data)
+        for name, data in (extra_files or {}).items():  # (inside the temporary version: plain writes)
+            with storage.open_file(os.path.join(tmp, name), "wb") as f:
+                f.write(data)
         # A SIGTERM that reached Python inside the save (in a `__del__`, where it is lost) is
         # raised here, before anything has the version's name.
         stop_if_terminated()

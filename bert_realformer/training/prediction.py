@@ -67,8 +67,8 @@ class Predictor:
         self._steps = {}  # (fn, repr of the input spec) -> its traced step
         self.lite = LiteFunctions(model, int8) if lite else None
         self.int8 = Int8Layers(model) if int8 and not lite else None
-        self.on_cpus = _on_cpus(strategy)
-        self._fuses = fused_kernels and not int8 and not lite and not self.xla and self.on_cpus
+        self._cpus_only = _on_cpus(strategy)
+        self._fuses = fused_kernels and not int8 and not lite and not self.xla and self._cpus_only
 
     @functools.cached_property
     def fused(self) -> FusedKernels | None:
@@ -87,7 +87,7 @@ class Predictor:
 
     def predict(self, dataset: tf.data.Dataset, fn: PredictFn) -> dict[str, np.ndarray]:
         """{name: numpy array [N, ...]} of `fn`'s outputs over `dataset`, in its order."""
-        if self.on_cpus:
+        if self._cpus_only:
             dataset = _without_autotuning(dataset)
         lite = self.lite and self.lite.get(fn, dataset.element_spec)
         if lite:
