@@ -9,7 +9,8 @@ sequence output), backward, SGD update. Prints a table; writes bench/results/enc
         [--max_isa=avx2]
 
 `--max_isa=avx2` keeps every framework's kernels to AVX2 (`common.MAX_ISA_ENV`): an AVX-512
-machine's approximation of an AVX2-only CPU.
+machine's approximation of an AVX2-only CPU; `--max_isa=avx2-onednn-off` with TensorFlow's own
+kernels instead of oneDNN's (TensorFlow's default on such a CPU).
 """
 
 import argparse

@@ -18,7 +18,8 @@ same weights: seeded random weights of the chosen shape, converted with convert_
         [--batch_sizes=1,64] [--cases=...] [--max_isa=avx2]
 
 `--max_isa=avx2` keeps our kernels and PyTorch's to AVX2 on an AVX-512 CPU (an approximation of
-an AVX2-only one, such as AMD Zen 3; ONNX Runtime has no such switch).
+an AVX2-only one, such as AMD Zen 3; ONNX Runtime has no such switch); `--max_isa=avx2-onednn-off`
+with TensorFlow's own kernels instead of oneDNN's (`common.MAX_ISA_ENV`).
 
 Prints a table; writes bench/results/predict_throughput-<config>-filled.json (-short.json; with
 --tag=T, -filled-T.json).

@@ -15,7 +15,8 @@ theta(t) is near theta_bar and about a third of the layer computations are skipp
 --vocab_sizes measures each case with other vocabulary sizes too (token ids of the records taken
 modulo the size): the share of the step that grows with the vocabulary (word embeddings, the MLM
 output layer, their gradients and AdamW update). `--max_isa=avx2` keeps the kernels to AVX2 on
-an AVX-512 CPU (an approximation of an AVX2-only one, such as AMD Zen 3).
+an AVX-512 CPU (an approximation of an AVX2-only one, such as AMD Zen 3); `--max_isa=avx2-onednn-off`
+with TensorFlow's own kernels instead of oneDNN's (`common.MAX_ISA_ENV`).
 
 Prints a table; writes bench/results/pretraining_step.json.
 """

@@ -12,8 +12,9 @@ A flag that does not parse is such a mistake too. An exception class with
 `modeling.ConfigError`; `bert_realformer.errors.Stopped` and `.Diverged`) is such an
 ending: `run` prints `error: <message>` and exits 2 (or the error's `exit_code`). Whatever way the
 script ends, the output directories its run claimed are released (`bert_realformer.run_claim`).
-`run` also quiets TensorFlow's start-up log (unless the user set `TF_CPP_MIN_LOG_LEVEL`) before
-`main` imports TensorFlow, and absl's INFO lines (unless `--verbosity` is given).
+`run` also quiets TensorFlow's start-up log (unless the user set `TF_CPP_MIN_LOG_LEVEL`) and turns
+on oneDNN's kernels where TensorFlow would leave them off (`cpu_kernels`) before `main` imports
+TensorFlow, and quiets absl's INFO lines (unless `--verbosity` is given).
 """
 
 import contextlib
@@ -26,7 +27,7 @@ import sys
 
 from absl import app, flags, logging
 
-from bert_realformer import report
+from bert_realformer import cpu_kernels, report
 from bert_realformer.errors import SigtermHandler, Terminated, sigterm_received, stop_if_terminated, what_survives
 
 
@@ -158,6 +159,7 @@ def script_entry(main, usage: str | None):
 def run(main):
     """`absl.app.run(main)`, printing `error: <message>` and exiting 2 on a user mistake."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    cpu_kernels.turn_on_onednn(os.environ)
 
     def guarded(argv):
         plain = not flags.FLAGS["verbosity"].present  # TensorFlow's INFO chatter off by default

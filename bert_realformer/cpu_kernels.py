@@ -1,0 +1,48 @@
+"""Which kernels TensorFlow runs on this CPU: oneDNN's wherever they beat its own.
+
+TensorFlow's Linux wheels hold two sets of CPU kernels: oneDNN's, which pick their instructions
+when they run (AVX2 and FMA, AVX-512, AMX), and TensorFlow's own (Eigen), compiled for AVX
+without FMA. TensorFlow turns oneDNN's on by default only where the CPU has AVX512_VNNI,
+AVX512_BF16, AVX_VNNI or AMX; on an x86 CPU with AVX2 and FMA but none of those (AMD Zen 1-3,
+Intel before Ice Lake) it runs its own. There oneDNN's kernels are about twice as fast: the demo's
+pretraining step takes 158 ms with them against 327 ms (BENCHMARKS.md, an AVX-512 CPU kept to
+AVX2). So the scripts turn them on there, before TensorFlow is imported, unless the user has set
+`TF_ENABLE_ONEDNN_OPTS` (0 gives TensorFlow's own kernels back).
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+from collections.abc import Mapping, MutableMapping
+
+ONEDNN_SWITCH = "TF_ENABLE_ONEDNN_OPTS"
+CPU_INFO = "/proc/cpuinfo"
+_X86_64 = ("x86_64", "amd64")
+
+
+def cpu_flags(cpu_info: str = CPU_INFO) -> frozenset[str]:
+    """The instruction-set flags Linux lists for the first CPU (empty where it lists none)."""
+    try:
+        with open(cpu_info, encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return frozenset(line.partition(":")[2].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+def turn_on_onednn(environ: MutableMapping[str, str], flags: frozenset[str] | None = None,
+                   machine: str | None = None, modules: Mapping[str, object] | None = None) -> bool:
+    """Sets `TF_ENABLE_ONEDNN_OPTS=1` in `environ` on x86-64 Linux with AVX2 and FMA, unless the
+    user set it or TensorFlow is already imported (it reads the switch once, on import); True
+    when it set it. (`flags`, `machine`, `modules`: this CPU's, this machine's, `sys.modules`.)"""
+    if ONEDNN_SWITCH in environ or "tensorflow" in (sys.modules if modules is None else modules):
+        return False
+    if not sys.platform.startswith("linux") or (machine or platform.machine()).lower() not in _X86_64:
+        return False
+    if not {"avx2", "fma"} <= (cpu_flags() if flags is None else flags):
+        return False
+    environ[ONEDNN_SWITCH] = "1"
+    return True

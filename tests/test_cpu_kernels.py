@@ -1,0 +1,68 @@
+"""oneDNN's kernels turned on where TensorFlow leaves them off (x86-64 Linux, AVX2 and FMA), and
+never against the user's own `TF_ENABLE_ONEDNN_OPTS`."""
+
+import os
+import platform
+import subprocess
+import sys
+
+import pytest
+
+from bert_realformer.cpu_kernels import ONEDNN_SWITCH, cpu_flags, turn_on_onednn
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ZEN3 = frozenset("fpu sse sse2 ssse3 sse4_1 sse4_2 avx avx2 fma bmi2".split())  # AVX2 and FMA, no AVX-512
+SANDY_BRIDGE = frozenset("fpu sse sse2 ssse3 sse4_1 sse4_2 avx".split())
+NO_TENSORFLOW = {}
+
+
+@pytest.mark.parametrize("environ,flags,machine,modules,turned_on", [
+    ({}, ZEN3, "x86_64", NO_TENSORFLOW, True),
+    ({}, ZEN3 | {"avx512f", "avx512_vnni"}, "x86_64", NO_TENSORFLOW, True),  # on already: the same
+    ({ONEDNN_SWITCH: "0"}, ZEN3, "x86_64", NO_TENSORFLOW, False),            # the user's choice stays
+    ({ONEDNN_SWITCH: "1"}, ZEN3, "x86_64", NO_TENSORFLOW, False),
+    ({}, SANDY_BRIDGE, "x86_64", NO_TENSORFLOW, False),                       # no AVX2: TensorFlow's choice
+    ({}, ZEN3 - {"fma"}, "x86_64", NO_TENSORFLOW, False),
+    ({}, ZEN3, "aarch64", NO_TENSORFLOW, False),
+    ({}, ZEN3, "x86_64", {"tensorflow": object()}, False),                   # read already: too late
+])
+def test_onednn_is_turned_on_only_on_x86_cpus_with_avx2_and_fma_and_never_against_the_user(
+        environ, flags, machine, modules, turned_on):
+    before = dict(environ)
+    assert turn_on_onednn(environ, flags, machine, modules) is turned_on
+    assert environ == ({**before, ONEDNN_SWITCH: "1"} if turned_on else before)
+
+
+def test_cpu_flags_are_read_from_the_first_cpu_of_cpuinfo(tmp_path):
+    path = tmp_path / "cpuinfo"
+    path.write_text("processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu avx avx2 fma\n\n"
+                    "processor\t: 1\nflags\t\t: fpu\n")
+    assert cpu_flags(str(path)) == {"fpu", "avx", "avx2", "fma"}
+    assert cpu_flags(str(tmp_path / "absent")) == frozenset()
+
+
+def _kernels_in_a_script(extra_env):
+    """(TF_ENABLE_ONEDNN_OPTS, TensorFlow's oneDNN switch) as a script sees them, run through the
+    scripts' runner with `extra_env` (None: the variable removed)."""
+    code = ("import os\n"
+            "from bert_realformer import runner\n"
+            "def main(argv):\n"
+            "    from tensorflow.python.util import _pywrap_util_port\n"
+            f"    print(os.environ.get({ONEDNN_SWITCH!r}), _pywrap_util_port.IsMklEnabled())\n"
+            "runner.run(main)\n")
+    env = {k: v for k, v in os.environ.items() if k != ONEDNN_SWITCH}
+    env.update(extra_env)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    switch, enabled = result.stdout.split()[-2:]
+    return switch, enabled == "True"
+
+
+@pytest.mark.skipif(not (sys.platform.startswith("linux") and platform.machine() == "x86_64"
+                         and {"avx2", "fma"} <= cpu_flags()), reason="an x86-64 Linux CPU with AVX2 and FMA")
+def test_a_script_runs_onednn_kernels_unless_the_user_turned_them_off():
+    # (On a CPU with AVX512_VNNI TensorFlow turns them on itself; on an AVX2-only one only the
+    # runner does: both end the same.)
+    assert _kernels_in_a_script({}) == ("1", True)
+    assert _kernels_in_a_script({ONEDNN_SWITCH: "0"}) == ("0", False)
