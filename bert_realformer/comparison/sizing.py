@@ -1,7 +1,8 @@
 """A study sized to a time budget (`run_study.py --time_budget_minutes`).
 
 The same study takes three times longer on one 2-core CPU than on another (the demo: about 15
-minutes on an AMD EPYC Zen 4, 45 on an AVX2-only Zen 3). With a budget, before its first run the
+minutes on an AMD EPYC Zen 4, 45 on an AVX2-only Zen 3 with TensorFlow's own kernels, before the
+scripts turned oneDNN's on there: `cpu_kernels`). With a budget, before its first run the
 study times this CPU on its own pretraining step (a probe of `PROBE_STEPS` steps in a scratch
 directory), estimates what the whole study would take, and when that is over the budget it
 scales the pretraining steps (and warm-up) and every task's epochs by one factor, saying so.
