@@ -60,6 +60,10 @@ _AVX2 = {"ONEDNN_MAX_CPU_ISA": "AVX2", "DNNL_MAX_CPU_ISA": "AVX2", "XLA_FLAGS": 
 MAX_ISA_ENV = {"avx2": {**_AVX2, "TF_ENABLE_ONEDNN_OPTS": "1"},
                "avx2-onednn-off": {**_AVX2, "TF_ENABLE_ONEDNN_OPTS": "0"},
                "native": {}}
+# What those switches cannot keep to AVX2, as each picks its instructions from the CPU itself:
+# XLA's matrix products (with --xla_cpu_max_isa=AVX2 they ran at 378-430 GFLOP/s where oneDNN kept
+# to AVX2 reached 252: BENCHMARKS.md), XNNPACK's kernels (TensorFlow Lite, LiteRT), ONNX Runtime's.
+NOT_KEPT_TO_MAX_ISA = "cannot be kept to an instruction set by --max_isa (its kernels pick them from the CPU itself)"
 
 
 def run_case_process(cmd, env=None):

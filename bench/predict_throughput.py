@@ -18,8 +18,9 @@ same weights: seeded random weights of the chosen shape, converted with convert_
         [--batch_sizes=1,64] [--cases=...] [--max_isa=avx2]
 
 `--max_isa=avx2` keeps our kernels and PyTorch's to AVX2 on an AVX-512 CPU (an approximation of
-an AVX2-only one, such as AMD Zen 3; ONNX Runtime has no such switch); `--max_isa=avx2-onednn-off`
-with TensorFlow's own kernels instead of oneDNN's (`common.MAX_ISA_ENV`).
+an AVX2-only one, such as AMD Zen 3); `--max_isa=avx2-onednn-off` with TensorFlow's own kernels
+instead of oneDNN's (`common.MAX_ISA_ENV`). ONNX Runtime, TensorFlow Lite's XNNPACK and XLA's
+matrix products cannot be kept to AVX2 so: their cases are refused with it.
 
 Prints a table; writes bench/results/predict_throughput-<config>-filled.json (-short.json; with
 --tag=T, -filled-T.json).
@@ -38,7 +39,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 sys.path.insert(0, ROOT)
 
-from common import MAX_ISA_ENV, emit_result, run_case_process, write_report  # noqa: E402
+from common import MAX_ISA_ENV, NOT_KEPT_TO_MAX_ISA, emit_result, run_case_process, write_report  # noqa: E402
 
 HF_PYTHON = os.path.join(ROOT, "bench", ".venv-hf", "bin", "python")
 VOCAB_ZH = os.path.join(ROOT, "tests", "data", "tokenization", "vocab_zh.txt")
@@ -227,8 +228,10 @@ def main():
                              "ONNX Runtime cannot be, so its cases are refused")
     parser.add_argument("--case", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.max_isa != "native" and any(name.startswith("onnxruntime") for name in args.cases.split(",")):
-        parser.error("--max_isa: ONNX Runtime has no switch to keep its kernels to an instruction set")
+    uncapped = [name for name in args.cases.split(",") if name.startswith("onnxruntime")
+                or OURS.get(name, {}).get("xla") or OURS.get(name, {}).get("lite")]
+    if args.max_isa != "native" and uncapped:
+        parser.error(f"--max_isa: {', '.join(uncapped)} (XLA, TensorFlow Lite, ONNX Runtime) {NOT_KEPT_TO_MAX_ISA}")
     if args.case:
         with open(args.case) as f:
             ours(json.load(f))

@@ -34,7 +34,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
-from common import MAX_ISA_ENV, emit_result, peoples_daily_records, run_case_process, write_report  # noqa: E402
+from common import (  # noqa: E402
+    MAX_ISA_ENV,
+    NOT_KEPT_TO_MAX_ISA,
+    emit_result,
+    peoples_daily_records,
+    run_case_process,
+    write_report,
+)
 
 CASES = {
     "post-LN": dict(layer_norm_type="post", residual_attention="none", pld=False),
@@ -114,6 +121,8 @@ def main():
     if args.case:
         emit_result(run_case(json.loads(args.case)))
         return
+    if args.xla and args.max_isa != "native":
+        parser.error(f"--max_isa: XLA {NOT_KEPT_TO_MAX_ISA}")
 
     data = peoples_daily_records(tempfile.mkdtemp(prefix="bench-pretraining-"), args.seq_length, args.max_predictions)
     results = []
