@@ -16,21 +16,10 @@ import platform
 import sys
 from collections.abc import Mapping, MutableMapping
 
+from bert_realformer.cpus import cpu_flags
+
 ONEDNN_SWITCH = "TF_ENABLE_ONEDNN_OPTS"
-CPU_INFO = "/proc/cpuinfo"
 _X86_64 = ("x86_64", "amd64")
-
-
-def cpu_flags(cpu_info: str = CPU_INFO) -> frozenset[str]:
-    """The instruction-set flags Linux lists for the first CPU (empty where it lists none)."""
-    try:
-        with open(cpu_info, encoding="ascii", errors="replace") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return frozenset(line.partition(":")[2].split())
-    except OSError:
-        pass
-    return frozenset()
 
 
 def turn_on_onednn(environ: MutableMapping[str, str], flags: frozenset[str] | None = None,

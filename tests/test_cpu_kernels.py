@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from bert_realformer.cpu_kernels import ONEDNN_SWITCH, cpu_flags, turn_on_onednn
+from bert_realformer.cpu_kernels import ONEDNN_SWITCH, turn_on_onednn
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ZEN3 = frozenset("fpu sse sse2 ssse3 sse4_1 sse4_2 avx avx2 fma bmi2".split())  # AVX2 and FMA, no AVX-512
@@ -30,14 +30,6 @@ def test_onednn_is_turned_on_only_on_x86_cpus_with_avx2_and_fma_and_never_agains
     before = dict(environ)
     assert turn_on_onednn(environ, flags, machine, modules) is turned_on
     assert environ == ({**before, ONEDNN_SWITCH: "1"} if turned_on else before)
-
-
-def test_cpu_flags_are_read_from_the_first_cpu_of_cpuinfo(tmp_path):
-    path = tmp_path / "cpuinfo"
-    path.write_text("processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu avx avx2 fma\n\n"
-                    "processor\t: 1\nflags\t\t: fpu\n")
-    assert cpu_flags(str(path)) == {"fpu", "avx", "avx2", "fma"}
-    assert cpu_flags(str(tmp_path / "absent")) == frozenset()
 
 
 def _kernels_in_a_script(extra_env):

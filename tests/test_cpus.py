@@ -1,4 +1,5 @@
-"""The CPU count that sizes worker pools: affinity and cgroup quota, not the host's cores."""
+"""The CPU count that sizes worker pools (affinity and cgroup quota, not the host's cores), and
+the CPU's instruction-set flags."""
 
 import os
 import subprocess
@@ -6,7 +7,7 @@ import sys
 
 import pytest
 
-from bert_realformer.cpus import usable_cpu_count
+from bert_realformer.cpus import cpu_flags, usable_cpu_count
 
 
 @pytest.fixture
@@ -38,3 +39,11 @@ def test_the_tokenizer_pool_default_is_the_usable_count():
     help_text = result.stdout + result.stderr
     block = help_text[help_text.index("  --num_workers:"):]
     assert "(default: '1')" in block[:block.index("(an integer)")]
+
+
+def test_cpu_flags_are_read_from_the_first_cpu_of_cpuinfo(tmp_path):
+    path = tmp_path / "cpuinfo"
+    path.write_text("processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu avx avx2 fma\n\n"
+                    "processor\t: 1\nflags\t\t: fpu\n")
+    assert cpu_flags(str(path)) == {"fpu", "avx", "avx2", "fma"}
+    assert cpu_flags(str(tmp_path / "absent")) == frozenset()
