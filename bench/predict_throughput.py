@@ -224,8 +224,9 @@ def main():
     parser.add_argument("--cases", default=",".join(DEFAULT_CASES), help=f"of {list(OURS) + list(PEERS)}")
     parser.add_argument("--tag", default="", help="bench/results/predict_throughput-CONFIG-filled[-TAG].json")
     parser.add_argument("--max_isa", default="native", choices=sorted(MAX_ISA_ENV),
-                        help="avx2: ours and PyTorch kept to AVX2 on an AVX-512 CPU (common.MAX_ISA_ENV); "
-                             "ONNX Runtime cannot be, so its cases are refused")
+                        help="avx2: ours and PyTorch kept to AVX2 on an AVX-512 CPU (common.MAX_ISA_ENV; "
+                             "avx2-onednn-off: with TensorFlow's own kernels); XLA, TensorFlow Lite and "
+                             "ONNX Runtime cannot be, so their cases are refused")
     parser.add_argument("--case", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     uncapped = [name for name in args.cases.split(",") if name.startswith("onnxruntime")

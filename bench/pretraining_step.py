@@ -115,7 +115,8 @@ def main():
     parser.add_argument("--cases", default=",".join(CASES))
     parser.add_argument("--output", default=os.path.join(ROOT, "bench", "results", "pretraining_step.json"))
     parser.add_argument("--max_isa", default="native", choices=sorted(MAX_ISA_ENV),
-                        help="avx2: the kernels kept to AVX2 on an AVX-512 CPU (common.MAX_ISA_ENV)")
+                        help="avx2: the kernels kept to AVX2 on an AVX-512 CPU (common.MAX_ISA_ENV; avx2-onednn-off: "
+                             "with TensorFlow's own kernels); not with --xla")
     parser.add_argument("--case", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.case:

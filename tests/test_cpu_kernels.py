@@ -34,7 +34,7 @@ def test_onednn_is_turned_on_only_on_x86_cpus_with_avx2_and_fma_and_never_agains
 
 def _kernels_in_a_script(extra_env):
     """(TF_ENABLE_ONEDNN_OPTS, TensorFlow's oneDNN switch) as a script sees them, run through the
-    scripts' runner with `extra_env` (None: the variable removed)."""
+    scripts' runner with the variable removed from this environment, then `extra_env` added."""
     code = ("import os\n"
             "from bert_realformer import runner\n"
             "def main(argv):\n"
