@@ -4,7 +4,10 @@ import random
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+# TensorFlow's own CPU kernels in the suite and the scripts it starts, whatever the shell sets:
+# tests that compare two prediction paths exactly, or that need a kernel without oneDNN's fusions,
+# rely on it; the tests of oneDNN's kernels start their processes with the variable at 1.
+os.environ["TF_ENABLE_ONEDNN_OPTS"] = "0"
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import pytest  # noqa: E402
