@@ -17,7 +17,7 @@ PYTHON_3_13 ?= env PYENV_VERSION=3.13.0 python3.13
 TEST_WORKERS ?= 3
 PYTEST_ARGS := -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
-.PHONY: test test-fast test-versions test-wheel fresh-fast-tier lint demo study venv clean bench-peers
+.PHONY: test test-fast test-versions test-wheel fresh-fast-tier lint demo study venv clean bench-peers bench-cpu
 
 venv: $(STAMP)
 
@@ -101,10 +101,14 @@ study-data-%: $(STAMP)
 # The demo fits this many minutes: on a slower CPU it runs a shorter pretraining and fine-tuning
 # (run_study.py --time_budget_minutes says by how much); `make demo DEMO_MINUTES=0`: the whole demo.
 DEMO_MINUTES := 15
-demo: study-data-demo_output
-	$(PY) run_study.py $(call study_flags,demo_output) --seeds=12345 --num_train_steps=600 \
+# The demo's study; $(1): the output directory, $(2): the minutes it fits (0: all of it).
+define demo_study
+	$(PY) run_study.py $(call study_flags,$(1)) --seeds=12345 --num_train_steps=600 \
 		--num_warmup_steps=60 --learning_rate=5e-4 --eval_every_steps=100 --save_checkpoints_steps=200 \
-		--time_budget_minutes=$(DEMO_MINUTES)
+		--time_budget_minutes=$(2)
+endef
+demo: study-data-demo_output
+	$(call demo_study,demo_output,$(DEMO_MINUTES))
 
 study: study-data-study_output
 	$(PY) run_study.py $(call study_flags,study_output) --seeds=1,2,3 --num_train_steps=2000 \
@@ -112,6 +116,27 @@ study: study-data-study_output
 
 clean:
 	rm -rf $(VENV) .venv-3.12 .venv-3.13 .pytest_cache
+
+# The CPU figures to take on a CPU not measured yet (AVX2-only such as AMD Zen 3, Zen 4, a Xeon
+# with AMX), in one command (one to two hours on 2 cores): BERT-Small prediction against ONNX Runtime
+# and PyTorch (batch 1 and 64, 32-512 tokens, float32, int8, TensorFlow Lite), bf16 prediction,
+# the encoder's train step against tf-models-official and transformers, the demo's pretraining
+# step with and without XLA, then the whole demo timed from its data on (in demo_timing/). Each
+# report names the CPU (bench/results/*-cpu-FAMILY-MODEL*.json).
+CPU_TAG = $$($(PY) -c 'from bert_realformer.cpus import cpu_description as d; c = d(); print("cpu-f%s-m%s" % (c.get("family"), c.get("model")))')
+DEMO_STEP = --config=demo --batch_size=32 --seq_length=64 --max_predictions=10 --cases=post-LN --steps=30
+bench-cpu: bench-peers $(STAMP)
+	$(PY) bench/predict_throughput.py --config=small --tag=$(CPU_TAG)
+	$(PY) bench/predict_throughput.py --config=small --seq_lengths=32,128 --cases=ours-graph,ours-graph-bf16 \
+		--tag=$(CPU_TAG)-bf16
+	$(PY) bench/encoder_step_peers.py --config=small --output=bench/results/encoder_step_peers-small-$(CPU_TAG).json
+	$(PY) bench/pretraining_step.py $(DEMO_STEP) --output=bench/results/pretraining_step-demo-$(CPU_TAG).json
+	$(PY) bench/pretraining_step.py $(DEMO_STEP) --xla --output=bench/results/pretraining_step-demo-$(CPU_TAG)-xla.json
+	rm -rf demo_timing && mkdir demo_timing && date +%s > demo_timing/started
+	$(MAKE) study-data-demo_timing
+	$(call demo_study,demo_timing,0)
+	echo "the whole demo (make demo DEMO_MINUTES=0): $$(( $$(date +%s) - $$(cat demo_timing/started) )) s"\
+		"on $$($(PY) -c 'from bert_realformer.cpus import *; print(cpu_summary(cpu_description()))')"
 
 # Peers for the benchmarks, each in its own virtual environment under bench/.
 bench-peers: bench/.venv-tfm/.installed bench/.venv-hf/.installed

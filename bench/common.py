@@ -12,6 +12,10 @@ import time
 
 RESULT_PREFIX = "RESULT "
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from bert_realformer.cpus import cpu_description, cpu_summary  # noqa: E402
+
 VOCAB_ZH = os.path.join(ROOT, "tests", "data", "tokenization", "vocab_zh.txt")  # the 21128-token Chinese vocabulary
 # A tiny RealFormer with the Chinese vocabulary: what the fine-tuning benchmarks train from scratch.
 TINY_CHINESE_REALFORMER = {"vocab_size": 21128, "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
@@ -93,16 +97,16 @@ def time_steps(step, steps, tokens_per_step, warmup=3):
 
 
 def write_report(path, benchmark, argv, **fields):
-    """Writes the JSON report (date, machine, exact command, fields) atomically."""
+    """Writes the JSON report (date, machine with its CPU's model and instruction sets, exact
+    command, fields) atomically."""
     report = {"benchmark": benchmark, "date": datetime.datetime.now().isoformat(timespec="seconds"),
-              "machine": {"platform": platform.platform(), "processor": platform.processor(),
-                          "cpu_count": os.cpu_count()},
+              "machine": {"platform": platform.platform(), "cpu": cpu_description(), "cpu_count": os.cpu_count()},
               "command": " ".join([f"bench/{benchmark}.py"] + list(argv)), **fields}
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path + ".tmp", "w") as f:
         json.dump(report, f, indent=2)
     os.replace(path + ".tmp", path)
-    print(f"wrote {path}")
+    print(f"wrote {path} (CPU: {cpu_summary(report['machine']['cpu'])})")
 
 
 def peoples_daily_records(work_dir, seq_length, max_predictions=20, max_documents=650):

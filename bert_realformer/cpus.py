@@ -36,13 +36,55 @@ def usable_cpu_count(cgroup_cpu_max: str = CGROUP_CPU_MAX) -> int:
     return max(1, min(count, quota) if quota else count)
 
 
-def cpu_flags(cpu_info: str = CPU_INFO) -> frozenset[str]:
-    """The instruction-set flags Linux lists for the first CPU (empty where it lists none)."""
+# The instruction sets that decide which kernels TensorFlow (oneDNN), XNNPACK, XLA and ONNX
+# Runtime pick: what a measurement's CPU has to be named by, beside its model.
+KERNEL_INSTRUCTION_SETS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx_vnni",
+                           "amx_tile", "amx_bf16", "amx_int8")
+
+
+def _first_cpu(cpu_info: str) -> dict[str, str]:
+    """The first CPU's `key: value` lines of `cpu_info` (empty where it cannot be read)."""
+    fields: dict[str, str] = {}
     try:
         with open(cpu_info, encoding="ascii", errors="replace") as f:
             for line in f:
-                if line.startswith("flags"):
-                    return frozenset(line.partition(":")[2].split())
+                if not line.strip():
+                    if fields:
+                        break
+                    continue
+                key, _, value = line.partition(":")
+                fields[key.strip()] = value.strip()
     except OSError:
         pass
-    return frozenset()
+    return fields
+
+
+def cpu_flags(cpu_info: str = CPU_INFO) -> frozenset[str]:
+    """The instruction-set flags Linux lists for the first CPU (empty where it lists none)."""
+    return frozenset(_first_cpu(cpu_info).get("flags", "").split())
+
+
+def cpu_description(cpu_info: str = CPU_INFO) -> dict:
+    """The first CPU as Linux lists it: `model_name`, `vendor`, `family` and `model` (ints; an
+    AMD Zen 3 is family 25 model 1, a Zen 4 family 25 model 17) and which of
+    `KERNEL_INSTRUCTION_SETS` it has; an empty dict where it lists none (not Linux)."""
+    fields = _first_cpu(cpu_info)
+    if not fields:
+        return {}
+    flags = set(fields.get("flags", "").split())
+
+    def number(key):
+        return int(fields[key]) if fields.get(key, "").isdigit() else None
+    return {"model_name": fields.get("model name", ""), "vendor": fields.get("vendor_id", ""),
+            "family": number("cpu family"), "model": number("model"),
+            "instruction_sets": [name for name in KERNEL_INSTRUCTION_SETS if name in flags]}
+
+
+def cpu_summary(description: dict) -> str:
+    """`cpu_description`'s dict in one line: `AMD EPYC 7B13, family 25 model 1 (avx2 fma)`."""
+    if not description:
+        return "CPU not described by this system"
+    name = description["model_name"] or description["vendor"] or "CPU"
+    if description["family"] is not None:
+        name += f", family {description['family']} model {description['model']}"
+    return f"{name} ({' '.join(description['instruction_sets']) or 'none of ' + '/'.join(KERNEL_INSTRUCTION_SETS[:2])})"

@@ -1,13 +1,15 @@
-"""The CPU count that sizes worker pools (affinity and cgroup quota, not the host's cores), and
-the CPU's instruction-set flags."""
+"""The CPU count that sizes worker pools (affinity and cgroup quota, not the host's cores), the
+CPU's instruction-set flags, and the CPU a benchmark's report names."""
 
+import json
 import os
 import subprocess
 import sys
 
 import pytest
 
-from bert_realformer.cpus import cpu_flags, usable_cpu_count
+from bench.common import write_report
+from bert_realformer.cpus import cpu_description, cpu_flags, cpu_summary, usable_cpu_count
 
 
 @pytest.fixture
@@ -47,3 +49,36 @@ def test_cpu_flags_are_read_from_the_first_cpu_of_cpuinfo(tmp_path):
                     "processor\t: 1\nflags\t\t: fpu\n")
     assert cpu_flags(str(path)) == {"fpu", "avx", "avx2", "fma"}
     assert cpu_flags(str(tmp_path / "absent")) == frozenset()
+
+
+ZEN_3 = ("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 1\n"
+         "model name\t: AMD EPYC 7B13\nflags\t\t: fpu sse4_2 avx fma avx2 bmi2 sha_ni\n\n"
+         "processor\t: 1\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 1\n"
+         "model name\t: AMD EPYC 7B13\nflags\t\t: fpu sse4_2 avx fma avx2 bmi2 sha_ni\n")
+SAPPHIRE_RAPIDS = ("processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 143\n"
+                   "model name\t: Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz\n"
+                   "flags\t\t: avx2 fma avx512f avx512_vnni avx512_bf16 avx_vnni amx_bf16 amx_tile amx_int8\n")
+
+
+def test_the_cpu_is_described_by_its_model_and_the_instruction_sets_kernels_choose_by(tmp_path):
+    zen_3, xeon = tmp_path / "zen3", tmp_path / "xeon"
+    zen_3.write_text(ZEN_3)
+    xeon.write_text(SAPPHIRE_RAPIDS)
+    assert cpu_description(str(zen_3)) == {"model_name": "AMD EPYC 7B13", "vendor": "AuthenticAMD", "family": 25,
+                                           "model": 1, "instruction_sets": ["avx2", "fma"]}
+    assert cpu_summary(cpu_description(str(zen_3))) == "AMD EPYC 7B13, family 25 model 1 (avx2 fma)"
+    assert cpu_description(str(xeon))["instruction_sets"] == [
+        "avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx_vnni", "amx_tile", "amx_bf16", "amx_int8"]
+    assert (cpu_description(str(xeon))["family"], cpu_description(str(xeon))["model"]) == (6, 143)
+    assert cpu_description(str(tmp_path / "absent")) == {}
+    assert cpu_summary({}) == "CPU not described by this system"
+
+
+def test_a_benchmark_report_names_the_cpu_it_ran_on(tmp_path, capsys):
+    path = str(tmp_path / "report.json")
+    write_report(path, "predict_throughput", ["--config=small"], rows=[])
+    with open(path) as f:
+        machine = json.load(f)["machine"]
+    assert machine["cpu"] == cpu_description()
+    assert machine["cpu"]  # (Linux lists its CPUs)
+    assert f"(CPU: {cpu_summary(machine['cpu'])})" in capsys.readouterr().out
