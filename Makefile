@@ -118,7 +118,7 @@ clean:
 	rm -rf $(VENV) .venv-3.12 .venv-3.13 .pytest_cache
 
 # The CPU figures to take on a CPU not measured yet (AVX2-only such as AMD Zen 3, Zen 4, a Xeon
-# with AMX), in one command (one to two hours on 2 cores): BERT-Small prediction against ONNX Runtime
+# with AMX), in one command: BERT-Small prediction against ONNX Runtime
 # and PyTorch (batch 1 and 64, 32-512 tokens, float32, int8, TensorFlow Lite), bf16 prediction,
 # the encoder's train step against tf-models-official and transformers, the demo's pretraining
 # step with and without XLA, then the whole demo timed from its data on (in demo_timing/). Each

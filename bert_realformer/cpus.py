@@ -87,4 +87,4 @@ def cpu_summary(description: dict) -> str:
     name = description["model_name"] or description["vendor"] or "CPU"
     if description["family"] is not None:
         name += f", family {description['family']} model {description['model']}"
-    return f"{name} ({' '.join(description['instruction_sets']) or 'none of ' + '/'.join(KERNEL_INSTRUCTION_SETS[:2])})"
+    return f"{name} ({' '.join(description['instruction_sets']) or 'no AVX2'})"
