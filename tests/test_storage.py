@@ -195,7 +195,7 @@ def test_every_script_on_ram_matches_the_same_journey_on_a_local_disk(tmp_path):
                 "model.ckpt-4.index", "training_options.json", "training_state"}  # (+ eval/, train/)
     assert pretrain <= set(remote["listing"]["pretrain"]) <= pretrain | {"train"}
     assert remote["listing"]["hf"] == ["config.json", "model.safetensors", "special_tokens_map.json",
-                                       "tokenizer_config.json", "vocab.txt"]
+                                       "tokenizer.json", "tokenizer_config.json", "vocab.txt"]
     assert len(remote["listing"]["export"]) == 1 and len(remote["listing"]["savedmodel"]) == 1
     # The SavedModels exported to ram:// serve what the local ones serve.
     assert remote["served"] == local["served"] and set(remote["served"]) == {"export", "savedmodel"}

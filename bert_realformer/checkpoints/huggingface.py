@@ -19,6 +19,7 @@ import numpy as np
 
 from bert_realformer import storage
 from bert_realformer.checkpoints.formats import WeightFormat, Weights, name_list, refuse_unless_forced, register
+from bert_realformer.checkpoints.hf_tokenizer import tokenizer_files
 from bert_realformer.checkpoints.tf1 import missing_encoder_weights
 from bert_realformer.errors import InputError
 from bert_realformer.text_files import read_text
@@ -216,18 +217,6 @@ def labels_from_hf(hf_config):
     return None if labels == [f"LABEL_{i}" for i in range(len(labels))] else labels
 
 
-def tokenizer_files(do_lower_case, max_length):
-    """{file name: text} beside vocab.txt so that `AutoTokenizer.from_pretrained(DIR)` is the
-    original's tokenizer: BertTokenizer with the same casing (accents stripped when lower-casing,
-    CJK characters split, as the original)."""
-    special = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
-               "mask_token": "[MASK]"}
-    config = {"tokenizer_class": "BertTokenizer", "do_lower_case": bool(do_lower_case),
-              "tokenize_chinese_chars": True, "strip_accents": None, "model_max_length": max_length, **special}
-    return {"tokenizer_config.json": json.dumps(config, indent=2),
-            "special_tokens_map.json": json.dumps(special, indent=2)}
-
-
 def read_hf_dir(path):
     """(BertConfig, {TF1 name: array}, vocab path or None, unused Hugging Face names, a
     classifier's labels in order or None)."""
@@ -272,7 +261,7 @@ def write_hf_dir(path, config, values, vocab_file=None, force=False, labels=None
     storage.write_atomic(os.path.join(path, "config.json"), json.dumps(hf_config, indent=2))
     if vocab_file:
         storage.write_atomic(os.path.join(path, "vocab.txt"), storage.read_bytes(vocab_file))
-        for name, text in tokenizer_files(do_lower_case, config.max_position_embeddings).items():
+        for name, text in tokenizer_files(vocab_file, do_lower_case, config.max_position_embeddings).items():
             storage.write_atomic(os.path.join(path, name), text)
     return architecture, left_out
 
