@@ -78,7 +78,7 @@ def prepare(work, config_name):
     from bert_realformer import checkpoints
     from bert_realformer.checkpoints.config_files import write_config
     model_dir, hf_dir = os.path.join(work, "model"), os.path.join(work, "hf")
-    if os.path.exists(os.path.join(hf_dir, "config.json")):
+    if os.path.exists(os.path.join(hf_dir, "tokenizer.json")):  # (a conversion of before it wrote one: again)
         return model_dir, hf_dir
     config = modeling.BertConfig(vocab_size=21128, max_position_embeddings=512, type_vocab_size=2,
                                  **CONFIGS[config_name])

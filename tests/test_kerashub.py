@@ -57,6 +57,8 @@ def test_a_classifier_to_a_kerashub_preset_and_back(tmp_path):
                      f"--output={tmp_path}/preset")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "a KerasHub BertTextClassifier preset" in result.stdout
+    assert ("note: KerasHub's tokenizer lower-cases by NFKC case folding: 117 tokens of the vocabulary never "
+            "come out of it (！ （ ） ， － ． ／ ： ...)") in result.stderr
 
     task = keras_hub.models.BertTextClassifier.from_preset(str(tmp_path / "preset"))
     theirs = np.asarray(task.predict(SENTENCES, verbose=0))  # raw text through KerasHub's preprocessor
@@ -71,6 +73,26 @@ def test_a_classifier_to_a_kerashub_preset_and_back(tmp_path):
     for name, value in saved.items():
         np.testing.assert_array_equal(again[name], value, err_msg=name)
     assert read_config(str(tmp_path / "back" / "bert_config.json")) == CONFIG
+
+
+def test_the_tokens_kerashub_folds_away_never_come_out_of_its_tokenizer():
+    """Each token `unreachable_tokens` names is one KerasHub's own tokenizer never gives for it
+    (，-> ,), while the original's gives it; tokens it does not name come out as themselves."""
+    import keras_hub
+
+    from bert_realformer.checkpoints.kerashub import unreachable_tokens
+    from tokenization import FullTokenizer
+    vocab_file = os.path.join(DATA, "tokenization", "vocab_zh.txt")
+    unreachable = unreachable_tokens(vocab_file)
+    assert {"，", "！", "１"} <= set(unreachable)
+    theirs, ours = keras_hub.models.BertTokenizer(vocabulary=vocab_file, lowercase=True), FullTokenizer(vocab_file)
+    for word in unreachable:
+        if word in ours.vocab:  # (a `##` piece's word may not be a token of its own)
+            assert ours.vocab[word] not in np.asarray(theirs(word)).tolist(), word
+    for word in ("，", "！", "１"):
+        assert ours.tokenize_to_ids(word) == [ours.vocab[word]], word
+    for word in ("中", ",", "!", "1", "hello"):
+        assert np.asarray(theirs(word)).tolist() == ours.tokenize_to_ids(word) == [ours.vocab[word]], word
 
 
 def test_pretraining_heads_keep_the_mlm_head_and_refuse_to_drop_nsp_silently(tmp_path):

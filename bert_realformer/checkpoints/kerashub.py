@@ -11,10 +11,16 @@ KerasHub's BERT is post-LN BERT with the original's tanh GELU: Pre-LN, RealForme
 activations cannot be expressed (`ConfigError`). Its `BertMaskedLM` head is its own (exact GELU
 and LayerNorm epsilon 1e-5 in the transform), so its MLM logits differ slightly from the
 original BERT's, whose weights it holds; the encoder's outputs are the same.
+
+KerasHub's `BertTokenizer` lower-cases by NFKC case folding, where the original lower-cases
+only: full-width punctuation, digits and letters become ASCII (，-> ,), so a lower-cased
+Chinese model's preset reads Chinese text with other ids than the original's. The conversion
+says so (`unreachable_tokens`).
 """
 
 import os
 import tempfile
+import unicodedata
 
 import numpy as np
 
@@ -184,6 +190,18 @@ def read_preset(path: str) -> tuple[BertConfig, dict, str | None]:
     return config, values, (vocab if storage.isfile(vocab) else None)
 
 
+def unreachable_tokens(vocab_file: str) -> list[str]:
+    """The tokens of `vocab_file` (without their `##`) that KerasHub's lower-casing tokenizer
+    never gives, because NFKC case folding changes them where the original's lower-casing does
+    not (`，`, `！`, `１`, `ß`); full-width ones first."""
+    from tokenization.reference import vocab_lines
+    words = (token.removeprefix("##") for token in vocab_lines(vocab_file) if token and not token.startswith("["))
+    folded = (word for word in words if unicodedata.normalize("NFKC", word).casefold() != word.lower())
+    unreachable = dict.fromkeys(folded)
+    full_width = [word for word in unreachable if all(0xFF00 <= ord(char) <= 0xFFEF for char in word)]
+    return full_width + [word for word in unreachable if word not in full_width]  # (the common ones first)
+
+
 @register
 class KerasHubFormat(WeightFormat):
     """A KerasHub preset directory (`keras_hub.models.BertBackbone.from_preset`), with a
@@ -202,6 +220,13 @@ class KerasHubFormat(WeightFormat):
                                         options.do_lower_case, options.max_seq_length, options.force)
         if left_out:
             weights.notes.append(f"not converted (no place in {preset}): {', '.join(left_out)}")
+        unreachable = unreachable_tokens(weights.vocab_file) if options.do_lower_case else []
+        if unreachable:
+            weights.notes.append(
+                f"note: KerasHub's tokenizer lower-cases by NFKC case folding: {len(unreachable)} tokens of the "
+                f"vocabulary never come out of it ({' '.join(unreachable[:8])} ...), so text holding such "
+                "characters gets other ids than the original tokenizer's; tokenize with this project's "
+                "tokenizer, or serve the model as --to=savedmodel")
         return [f"a KerasHub {preset} preset"]
 
     def names(self, config):
