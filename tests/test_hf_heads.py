@@ -165,8 +165,11 @@ def test_auto_tokenizer_gives_our_ids(tmp_path, cased):
     # original reads [UNK], and a word of 150 characters, which it reads as [UNK])
     texts = ["Hello, World! the café", "naïve 北京 hello world", "The a an OF", "hello \ue5e5 world",
              "hello " + "world" * 30]
+    # (and saved again by transformers, as a user's fine-tuning leaves it: transformers 5 writes
+    # tokenizer.json without vocab.txt)
     code = ("import json, sys, transformers\n"
             f"t = transformers.AutoTokenizer.from_pretrained({str(tmp_path / 'hf')!r})\n"
+            f"t.save_pretrained({str(tmp_path / 'saved')!r})\n"
             "print(json.dumps([t(x)['input_ids'] for x in json.loads(sys.stdin.read())]))\n")
     theirs = script_processes.run([sys.executable, "-c", code], input=json.dumps(texts), capture_output=True, text=True,
                             timeout=300)
@@ -174,6 +177,16 @@ def test_auto_tokenizer_gives_our_ids(tmp_path, cased):
     tokenizer = FullTokenizer(str(vocab), do_lower_case=not cased)
     ours = [[tokenizer.vocab["[CLS]"], *tokenizer.tokenize_to_ids(text), tokenizer.vocab["[SEP]"]] for text in texts]
     assert json.loads(theirs.stdout.strip().splitlines()[-1]) == ours
+
+    # Back to TF1 from that directory: vocab.txt comes from its tokenizer.json, line for line.
+    saved = tmp_path / "saved"
+    assert not (saved / "vocab.txt").exists()
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(tmp_path / "hf" / name, saved / name)
+    back = convert("--from=hf", "--to=tf1", f"--input={saved}", f"--output={tmp_path}/back")
+    assert back.returncode == 0, back.stderr[-2000:]
+    assert f"vocab.txt: the WordPiece vocabulary of {saved}/tokenizer.json (no vocab.txt beside it)" in back.stderr
+    assert (tmp_path / "back" / "vocab.txt").read_bytes() == vocab.read_bytes()
 
 
 def test_a_fine_tuned_classifier_run_leaves_for_transformers_with_its_labels(tmp_path):

@@ -93,3 +93,40 @@ def test_a_vocabulary_without_the_special_tokens_is_refused(tmp_path):
     vocab.write_text("[PAD]\n[UNK]\nhello\n", encoding="utf-8")
     with pytest.raises(InputError, match=r"vocab.txt: no \[CLS\], \[SEP\] \(a BERT vocabulary holds"):
         tokenizer_json(str(vocab), True)
+
+
+def test_vocab_txt_comes_back_from_tokenizer_json_line_for_line(tmp_path):
+    """A duplicate line of vocab.txt (the later one wins, as in the original) leaves an id no
+    token holds: it comes back as a line no text tokenizes to, so every token keeps its id."""
+    from bert_realformer.checkpoints.hf_tokenizer import vocabulary_beside, vocabulary_of
+    from tokenization.reference import load_vocab, vocab_lines
+    (tmp_path / "tokenizer.json").write_text(tokenizer_json(VOCAB_ZH, True), encoding="utf-8")
+    assert vocabulary_of(str(tmp_path / "tokenizer.json")) == vocab_lines(VOCAB_ZH)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    written = vocabulary_beside(str(tmp_path), str(scratch))
+    assert open(written, encoding="utf-8").read().splitlines() == vocab_lines(VOCAB_ZH)
+    (tmp_path / "vocab.txt").write_text("", encoding="utf-8")
+    assert vocabulary_beside(str(tmp_path), str(scratch)) is None  # (a vocab.txt beside it is read as it is)
+
+    lines = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "a", "a", "##b"]
+    vocab = tmp_path / "duplicates.txt"
+    vocab.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (tmp_path / "tokenizer.json").write_text(tokenizer_json(str(vocab), True), encoding="utf-8")
+    back = vocabulary_of(str(tmp_path / "tokenizer.json"))
+    assert back == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[gap 4]", "a", "##b"]
+    again = tmp_path / "again.txt"
+    again.write_text("\n".join(back) + "\n", encoding="utf-8")
+    assert {t: i for t, i in load_vocab(str(again)).items() if not t.startswith("[gap")} == dict(load_vocab(str(vocab)))
+
+
+def test_a_tokenizer_json_without_a_wordpiece_vocabulary_is_one_line(tmp_path):
+    from bert_realformer.checkpoints.hf_tokenizer import vocabulary_of
+    path = tmp_path / "tokenizer.json"
+    path.write_text('{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}}', encoding="utf-8")
+    with pytest.raises(InputError, match=r"tokenizer.json: no WordPiece vocabulary \(BERT's tokenizer is WordPiece; "
+                                         r"its model is 'BPE'\); pass vocab_file$"):
+        vocabulary_of(str(path))
+    path.write_text("{not json", encoding="utf-8")
+    with pytest.raises(InputError, match=r"tokenizer.json: not a tokenizer.json \("):
+        vocabulary_of(str(path))

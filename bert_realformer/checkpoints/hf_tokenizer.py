@@ -20,13 +20,19 @@ from this Python's Unicode database (`tokenization.unicode_classes`, as the refe
 One difference stays, as Hugging Face users expect it: `[MASK]`, `[CLS]`, ... written in the
 text are read as those tokens (the fill-mask pipeline relies on it), where the original splits
 them into `[`, `mask`, `]`.
+
+The other way, `vocabulary_beside` makes vocab.txt from a Hugging Face directory's
+`tokenizer.json` where it has none (transformers 5 saves a BERT tokenizer as tokenizer.json
+alone).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import types
 
+from bert_realformer import storage
 from bert_realformer.errors import InputError
 from tokenization import unicode_classes
 from tokenization.reference import load_vocab
@@ -106,3 +112,37 @@ def tokenizer_files(vocab_file: str, do_lower_case: bool, max_length: int) -> di
     return {"tokenizer.json": tokenizer_json(vocab_file, do_lower_case),
             "tokenizer_config.json": json.dumps(config, indent=2),
             "special_tokens_map.json": json.dumps(dict(SPECIAL_TOKENS), indent=2)}
+
+
+def vocabulary_of(tokenizer_file: str) -> list[str]:
+    """The lines of vocab.txt of a Hugging Face `tokenizer.json` whose model is WordPiece: its
+    tokens by id. An id no token holds (a duplicate line of the vocab.txt it came from leaves
+    one, the later line winning) becomes `[gap ID]`, a line no text tokenizes to (it holds a
+    space), so that every token keeps its id."""
+    try:
+        document = json.loads(storage.read_bytes(tokenizer_file).decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise InputError(f"{tokenizer_file}: not a tokenizer.json ({error})", options=("input",)) from None
+    model = document.get("model") if isinstance(document, dict) else None
+    vocab = model.get("vocab") if isinstance(model, dict) else None
+    if not isinstance(vocab, dict) or model.get("type") != "WordPiece" or not vocab:
+        found = model.get("type") if isinstance(model, dict) else None
+        raise InputError(f"{tokenizer_file}: no WordPiece vocabulary (BERT's tokenizer is WordPiece; its model is "
+                         f"{found!r}); pass vocab_file", options=("input", "vocab_file"))
+    unwritable = [token for token in vocab if token != token.strip() or "\n" in token]
+    if unwritable:
+        raise InputError(f"{tokenizer_file}: tokens that cannot be lines of vocab.txt (whitespace at an end or "
+                         f"inside): {unwritable[:5]!r}", options=("input", "vocab_file"))
+    by_id = {index: token for token, index in vocab.items()}
+    return [by_id.get(index, f"[gap {index}]") for index in range(max(by_id) + 1)]
+
+
+def vocabulary_beside(input_dir: str, scratch_dir: str) -> str | None:
+    """vocab.txt written into `scratch_dir` from INPUT_DIR/tokenizer.json, where INPUT_DIR has a
+    tokenizer.json and no vocab.txt; else None (the vocab.txt beside it is read as it is)."""
+    tokenizer_file = os.path.join(input_dir, "tokenizer.json")
+    if storage.isfile(os.path.join(input_dir, "vocab.txt")) or not storage.isfile(tokenizer_file):
+        return None
+    path = os.path.join(scratch_dir, "vocab.txt")
+    storage.write_atomic(path, "".join(f"{token}\n" for token in vocabulary_of(tokenizer_file)))
+    return path

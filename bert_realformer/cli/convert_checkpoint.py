@@ -8,7 +8,8 @@ a SavedModel.
         --bert_config_file=bert_config.json --vocab_file=vocab.txt
 
 --input for tf1 is a checkpoint prefix or a directory (with bert_config.json and vocab.txt, as
-released); for hf a directory with config.json, model.safetensors (and vocab.txt); for ours a
+released); for hf a directory with config.json, model.safetensors (and vocab.txt, or a
+tokenizer.json whose WordPiece vocabulary becomes vocab.txt: transformers 5 saves that alone); for ours a
 run directory or its training_state. --to=tf1 writes DIR/bert_model.ckpt.*, DIR/bert_config.json,
 DIR/vocab.txt; --to=hf writes config.json, model.safetensors, vocab.txt and the tokenizer's
 files, as the Hugging Face class of the checkpoint's head (pretraining, sequence
@@ -24,6 +25,7 @@ OUTPUT_DIR/training_options.json).
 
 import os
 import sys
+import tempfile
 
 from absl import flags
 
@@ -37,7 +39,8 @@ flags.DEFINE_string("to", None, "Format to write to --output: tf1, ours, hf, ker
 flags.DEFINE_string("input", None, "Checkpoint prefix or directory to read.")
 flags.DEFINE_string("output", None, "Directory to write.")
 flags.DEFINE_string("bert_config_file", None, "Config of the input (default: the one beside it).")
-flags.DEFINE_string("vocab_file", None, "Vocabulary of the input (default: vocab.txt beside it).")
+flags.DEFINE_string("vocab_file", None, "Vocabulary of the input (default: vocab.txt beside it; --from=hf "
+                    "without one: the WordPiece vocabulary of the tokenizer.json beside it).")
 flags.DEFINE_bool("do_lower_case", True, "--to=savedmodel, --to=hf (tokenizer_config.json) and --to=kerashub (its "
                   "tokenizer): lower-case the input text (False for cased vocabularies).")
 flags.DEFINE_integer("max_seq_length", 128, "--to=savedmodel and --to=kerashub (its preprocessor): sequence length "
@@ -63,14 +66,27 @@ LAST_FILES = ("bert_config.json", "config.json", "saved_model.pb")
 
 def main(argv):
     del argv
-    from bert_realformer.checkpoints import conversion, formats
-    from bert_realformer.tasks.export import export_model
+    from bert_realformer.checkpoints import conversion, formats, hf_tokenizer
     for name, known in (("from", formats.known()), ("to", (*formats.known(), "savedmodel"))):
         if FLAGS[name].value not in known:
             raise InputError(f"--{name}={FLAGS[name].value}: unknown format; expected one of {', '.join(known)}")
     storage.check_dir_target(FLAGS.output, "output")
-    weights = conversion.read(FLAGS["from"].value, FLAGS.input, FLAGS.bert_config_file, FLAGS.vocab_file,
-                              FLAGS.force, FLAGS.to)
+    with tempfile.TemporaryDirectory(prefix="convert-vocabulary-") as scratch:
+        vocab_file = FLAGS.vocab_file
+        if vocab_file is None and FLAGS["from"].value == "hf":
+            vocab_file = hf_tokenizer.vocabulary_beside(FLAGS.input, scratch)
+        weights = conversion.read(FLAGS["from"].value, FLAGS.input, FLAGS.bert_config_file, vocab_file,
+                                  FLAGS.force, FLAGS.to)
+        if vocab_file and not FLAGS.vocab_file:
+            weights.notes.append(f"vocab.txt: the WordPiece vocabulary of {FLAGS.input}/tokenizer.json (no vocab.txt "
+                                 "beside it)")
+        _convert(weights)
+
+
+def _convert(weights):
+    """Writes `weights` as --to says, whole or not at all, and says what it wrote."""
+    from bert_realformer.checkpoints import conversion
+    from bert_realformer.tasks.export import export_model
     if FLAGS.to == "savedmodel" and weights.vocab_file is None:
         raise InputError("--to=savedmodel needs --vocab_file (no vocab.txt beside --input)")
     if FLAGS.quantize != "none" and FLAGS.to != "savedmodel":
