@@ -170,13 +170,17 @@ def test_auto_tokenizer_gives_our_ids(tmp_path, cased):
     code = ("import json, sys, transformers\n"
             f"t = transformers.AutoTokenizer.from_pretrained({str(tmp_path / 'hf')!r})\n"
             f"t.save_pretrained({str(tmp_path / 'saved')!r})\n"
-            "print(json.dumps([t(x)['input_ids'] for x in json.loads(sys.stdin.read())]))\n")
+            "x = json.loads(sys.stdin.read())\n"
+            "print(json.dumps([t(x[0], x[1])['token_type_ids']]))\n"
+            "print(json.dumps([t(text)['input_ids'] for text in x]))\n")
     theirs = script_processes.run([sys.executable, "-c", code], input=json.dumps(texts), capture_output=True, text=True,
                             timeout=300)
     assert theirs.returncode == 0, theirs.stderr[-2000:]
     tokenizer = FullTokenizer(str(vocab), do_lower_case=not cased)
     ours = [[tokenizer.vocab["[CLS]"], *tokenizer.tokenize_to_ids(text), tokenizer.vocab["[SEP]"]] for text in texts]
     assert json.loads(theirs.stdout.strip().splitlines()[-1]) == ours
+    # A pair's second text is segment 1, as BERT was trained (sentence-pair classifiers need it).
+    assert json.loads(theirs.stdout.strip().splitlines()[-2]) == [[0] * len(ours[0]) + [1] * (len(ours[1]) - 1)]
 
     # Back to TF1 from that directory: vocab.txt comes from its tokenizer.json, line for line.
     saved = tmp_path / "saved"

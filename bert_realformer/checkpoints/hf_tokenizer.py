@@ -105,10 +105,11 @@ def tokenizer_json(vocab_file: str, do_lower_case: bool) -> str:
 
 def tokenizer_files(vocab_file: str, do_lower_case: bool, max_length: int) -> dict[str, str]:
     """{file name: text} to write beside vocab.txt: `tokenizer.json`, with the configuration that
-    makes transformers load it as it is (`PreTrainedTokenizerFast`; `do_lower_case` is recorded,
-    the pipeline already applies it)."""
+    makes transformers load it as it is (`PreTrainedTokenizerFast`, giving BERT's inputs with the
+    pair's `token_type_ids`; `do_lower_case` is recorded, the pipeline already applies it)."""
     config = {"tokenizer_class": "PreTrainedTokenizerFast", "do_lower_case": bool(do_lower_case),
-              "model_max_length": max_length, **SPECIAL_TOKENS}
+              "model_max_length": max_length, "model_input_names": ["input_ids", "token_type_ids", "attention_mask"],
+              **SPECIAL_TOKENS}
     return {"tokenizer.json": tokenizer_json(vocab_file, do_lower_case),
             "tokenizer_config.json": json.dumps(config, indent=2),
             "special_tokens_map.json": json.dumps(dict(SPECIAL_TOKENS), indent=2)}
