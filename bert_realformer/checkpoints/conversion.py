@@ -22,14 +22,14 @@ __all__ = ["Weights", "describe", "model_for", "read", "write"]
 
 
 def read(kind: str, path: str, config_file: str | None = None, vocab_file: str | None = None,
-         force: bool = False, target: str | None = None) -> Weights:
+         force: bool = False, target: str | None = None, scratch_dir: str | None = None) -> Weights:
     """The weights at `path` in format `kind` (`formats.get`). `config_file` and `vocab_file`
     default to the files beside `path`; `target` is where they go (Hugging Face weights missing
     from the config can go to tf1 and hf with `force`, not into a model that would keep random
-    weights)."""
+    weights); `scratch_dir` (`ReadOptions`) holds what a format makes while reading."""
     if not storage.exists(path) and not storage.exists(path + ".index"):
         raise InputError(f"input={path}: no such file or directory", options=("input",))
-    return formats.get(kind).read(path, ReadOptions(config_file, vocab_file, force, target))
+    return formats.get(kind).read(path, ReadOptions(config_file, vocab_file, force, target, scratch_dir))
 
 
 def describe(weights: Weights) -> str:

@@ -56,11 +56,14 @@ class Weights:
 class ReadOptions:
     """config_file, vocab_file: where they are when not beside the weights; force: read what the
     target cannot hold (listed in `Weights.notes`) instead of refusing; target: the format the
-    weights go to (a format may refuse what that target cannot take)."""
+    weights go to (a format may refuse what that target cannot take); scratch_dir: a directory
+    the caller removes once the weights are written, for files a format makes while reading
+    (vocab.txt from a Hugging Face tokenizer.json)."""
     config_file: str | None = None
     vocab_file: str | None = None
     force: bool = False
     target: str | None = None
+    scratch_dir: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)

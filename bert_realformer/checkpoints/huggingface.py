@@ -19,7 +19,7 @@ import numpy as np
 
 from bert_realformer import storage
 from bert_realformer.checkpoints.formats import WeightFormat, Weights, name_list, refuse_unless_forced, register
-from bert_realformer.checkpoints.hf_tokenizer import tokenizer_files
+from bert_realformer.checkpoints.hf_tokenizer import tokenizer_files, vocabulary_beside
 from bert_realformer.checkpoints.tf1 import missing_encoder_weights
 from bert_realformer.errors import InputError
 from bert_realformer.text_files import read_text
@@ -274,7 +274,13 @@ class HuggingFaceFormat(WeightFormat):
 
     def read(self, path, options):
         config, values, vocab, unused, labels = read_hf_dir(path)
-        weights = Weights(config, values, options.vocab_file or vocab, labels)
+        made = None
+        if options.vocab_file is None and vocab is None and options.scratch_dir is not None:
+            made = vocabulary_beside(path, options.scratch_dir)
+        weights = Weights(config, values, options.vocab_file or vocab or made, labels)
+        if made:
+            weights.notes.append(f"vocab.txt: the WordPiece vocabulary of {path}/tokenizer.json (no vocab.txt "
+                                 "beside it)")
         if unused:
             refuse_unless_forced(weights, options.force, f"{len(unused)} weights of input have no BERT equivalent "
                                  f"and would be dropped: {name_list(unused)}", "not converted (no BERT equivalent)",

@@ -29,6 +29,7 @@ from bert_realformer.checkpoints.config_files import read_config, write_config
 from bert_realformer.checkpoints.formats import WeightFormat, Weights, name_list, register
 from bert_realformer.errors import InputError
 from modeling.config import BertConfig, ConfigError
+from tokenization.reference import vocab_lines
 
 TASK_FILE = "task.json"
 OUR_CONFIG = "bert_config.json"
@@ -194,12 +195,9 @@ def unreachable_tokens(vocab_file: str) -> list[str]:
     """The tokens of `vocab_file` (without their `##`) that KerasHub's lower-casing tokenizer
     never gives, because NFKC case folding changes them where the original's lower-casing does
     not (`，`, `！`, `１`, `ß`); full-width ones first."""
-    from tokenization.reference import vocab_lines
     words = (token.removeprefix("##") for token in vocab_lines(vocab_file) if token and not token.startswith("["))
-    folded = (word for word in words if unicodedata.normalize("NFKC", word).casefold() != word.lower())
-    unreachable = dict.fromkeys(folded)
-    full_width = [word for word in unreachable if all(0xFF00 <= ord(char) <= 0xFFEF for char in word)]
-    return full_width + [word for word in unreachable if word not in full_width]  # (the common ones first)
+    folded = dict.fromkeys(word for word in words if unicodedata.normalize("NFKC", word).casefold() != word.lower())
+    return sorted(folded, key=lambda word: not all(0xFF00 <= ord(char) <= 0xFFEF for char in word))  # (stable)
 
 
 @register

@@ -66,20 +66,14 @@ LAST_FILES = ("bert_config.json", "config.json", "saved_model.pb")
 
 def main(argv):
     del argv
-    from bert_realformer.checkpoints import conversion, formats, hf_tokenizer
+    from bert_realformer.checkpoints import conversion, formats
     for name, known in (("from", formats.known()), ("to", (*formats.known(), "savedmodel"))):
         if FLAGS[name].value not in known:
             raise InputError(f"--{name}={FLAGS[name].value}: unknown format; expected one of {', '.join(known)}")
     storage.check_dir_target(FLAGS.output, "output")
-    with tempfile.TemporaryDirectory(prefix="convert-vocabulary-") as scratch:
-        vocab_file = FLAGS.vocab_file
-        if vocab_file is None and FLAGS["from"].value == "hf":
-            vocab_file = hf_tokenizer.vocabulary_beside(FLAGS.input, scratch)
-        weights = conversion.read(FLAGS["from"].value, FLAGS.input, FLAGS.bert_config_file, vocab_file,
-                                  FLAGS.force, FLAGS.to)
-        if vocab_file and not FLAGS.vocab_file:
-            weights.notes.append(f"vocab.txt: the WordPiece vocabulary of {FLAGS.input}/tokenizer.json (no vocab.txt "
-                                 "beside it)")
+    with tempfile.TemporaryDirectory(prefix="convert-") as scratch:  # (what reading makes, e.g. a vocab.txt)
+        weights = conversion.read(FLAGS["from"].value, FLAGS.input, FLAGS.bert_config_file, FLAGS.vocab_file,
+                                  FLAGS.force, FLAGS.to, scratch)
         _convert(weights)
 
 
