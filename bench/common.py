@@ -14,7 +14,13 @@ RESULT_PREFIX = "RESULT "
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from bert_realformer.cpu_kernels import turn_on_onednn  # noqa: E402
 from bert_realformer.cpus import cpu_description, cpu_summary  # noqa: E402
+
+# TensorFlow's kernels as the scripts choose them on this CPU (oneDNN's on an AVX2-only one, where
+# TensorFlow alone would run its own), for this process and every case process it starts: each
+# bench imports this module before TensorFlow.
+turn_on_onednn(os.environ)
 
 VOCAB_ZH = os.path.join(ROOT, "tests", "data", "tokenization", "vocab_zh.txt")  # the 21128-token Chinese vocabulary
 # A tiny RealFormer with the Chinese vocabulary: what the fine-tuning benchmarks train from scratch.

@@ -1,6 +1,7 @@
 """Encoder train-step throughput on this CPU: ours (post-LN and RealFormer, XLA off/on) vs
 tf-models-official 2.20's BertEncoder (Keras 2, bench/.venv-tfm) vs Hugging Face transformers'
-BertModel on PyTorch (bench/.venv-hf), same shapes, batch and sequence length, side by side in one run.
+BertModel on PyTorch (bench/.venv-hf; eager and torch.compile), same shapes, batch and sequence
+length, side by side in one run.
 
 A step: forward of the encoder, a loss on its outputs (mean squared pooled output + mean
 sequence output), backward, SGD update. Prints a table; writes bench/results/encoder_step_peers.json.
@@ -85,7 +86,8 @@ def main():
              ("ours RealFormer XLA", {"framework": "ours", "residual_attention": "sum", "xla": True}),
              ("tf-models BertEncoder", {"framework": "tfm", "xla": False}),
              ("tf-models BertEncoder XLA", {"framework": "tfm", "xla": True}),
-             ("PyTorch transformers BertModel", {"framework": "pytorch"})]
+             ("PyTorch transformers BertModel", {"framework": "pytorch"}),
+             ("PyTorch transformers BertModel, torch.compile", {"framework": "pytorch", "compile": True})]
     if args.max_isa != "native":
         print(f"the XLA cases are left out: XLA {NOT_KEPT_TO_MAX_ISA}")
         cases = [(name, extra) for name, extra in cases if not extra.get("xla")]

@@ -1,5 +1,6 @@
 """Hugging Face transformers' BertModel train step on PyTorch (forward + backward of the same
-pooled/sequence-output loss as ours, SGD update), run in bench/.venv-hf. Prints `RESULT {json}`.
+pooled/sequence-output loss as ours, SGD update), eager or with the model under `torch.compile`
+(`"compile": true`; compiled during the warm-up steps), run in bench/.venv-hf. Prints `RESULT {json}`.
 
     python hf_encoder_step.py '{"shape": {...}, "batch_size": 8, "seq_length": 128, "steps": 10}'
 """
@@ -28,10 +29,11 @@ def main():
     ids = torch.randint(0, 30522, (batch, seq))
     mask = torch.ones((batch, seq), dtype=torch.long)
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-4)
+    forward = torch.compile(model) if case.get("compile") else model
 
     def step():
         optimizer.zero_grad(set_to_none=True)
-        out = model(input_ids=ids, attention_mask=mask)
+        out = forward(input_ids=ids, attention_mask=mask)
         loss = out.pooler_output.square().mean() + out.last_hidden_state.mean()
         loss.backward()
         optimizer.step()
