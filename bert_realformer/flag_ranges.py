@@ -60,7 +60,7 @@ RANGES: Mapping[str, Range | None] = types.MappingProxyType({
     "n_best_size": POSITIVE, "max_windows_per_document": POSITIVE, "num_tpu_cores": POSITIVE,
     "max_eval_steps": POSITIVE, "max_examples": POSITIVE, "attention_examples": POSITIVE,
     "dupe_factor": POSITIVE, "held_out_articles": POSITIVE, "num_workers": POSITIVE,
-    "time_budget_minutes": NON_NEGATIVE,
+    "time_budget_minutes": NON_NEGATIVE, "time_budget_start": NON_NEGATIVE,
     "gradient_accumulation_steps": POSITIVE, "keep_checkpoint_max": POSITIVE,
     # schedule
     "learning_rate": Range(0, low_open=True), "num_train_epochs": Range(0, low_open=True),

@@ -354,6 +354,9 @@ def test_a_budget_scales_the_work_by_the_share_that_fits():
     assert 0.15 < factor < 0.35
     assert sizing.factor_for(90, 1.43, 20, 600, 3, 12) == 1.0  # it fits: as asked
     assert sizing.factor_for(1, 1.43, 20, 600, 3, 12) == sizing.SMALLEST_FACTOR  # never below a tenth
+    # minutes spent before the first run (the data prepared, the probe) come off the budget
+    assert sizing.factor_for(15, 1.43, 20, 600, 3, 12, spent_minutes=2) == pytest.approx((13 * 60 - fixed) / work)
+    assert sizing.factor_for(20, 1.43, 20, 600, 3, 12, spent_minutes=21) == sizing.SMALLEST_FACTOR
     sized = sizing.Sizing(factor=0.3, steps_per_second=1.43, start_seconds=20, estimated_minutes=46.5,
                           budget_minutes=15)
     assert sized.scaled_steps(600) == 180 and sized.scaled_steps(60) == 18 and sized.scaled_steps(2) == 1
@@ -369,6 +372,10 @@ def test_a_budget_scales_the_work_by_the_share_that_fits():
         "[study] this CPU runs the pretraining step at 1.43 steps/s: the study as asked takes about 46 minutes, "
         "over the budget of 15, so it runs 0.30 of its work: pretraining for 180 of 600 steps and 0.30 of each "
         "task's epochs")
+    assert dataclasses.replace(sized, spent_minutes=1.23).line(600) == (
+        "[study] this CPU runs the pretraining step at 1.43 steps/s: the study as asked takes about 46 minutes, "
+        "over the budget of 15 (1.2 of it spent before the first run), so it runs 0.30 of its work: pretraining "
+        "for 180 of 600 steps and 0.30 of each task's epochs")
     lines = ["step 1/20: loss 9.1 (masked_lm_loss 8.4)", "step 20/20: loss 8.0 (masked_lm_loss 7.4), 8.53 steps/s, "
              "272.8 examples/s"]
     assert sizing.rate_from_output(lines) == 8.53

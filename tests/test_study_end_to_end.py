@@ -142,20 +142,24 @@ def test_a_study_grows_by_a_seed_resumes_a_run_and_aggregates_by_seed(tmp_path):
 
 
 def test_a_study_sized_to_a_budget_runs_its_share_and_keeps_it(tmp_path):
-    """--time_budget_minutes far below what the study needs: it times the pretraining step (a
-    probe, removed after), says so, and runs a tenth of the steps and epochs; run again, it
+    """A budget already spent when the study starts (--time_budget_start 31 minutes ago, as `make
+    demo` passes the time before it prepared the data; 30 minutes): it times the pretraining step
+    (a probe, removed after), says so, and runs a tenth of the steps and epochs; run again, it
     keeps the recorded sizing (the same commands: every run re-used, no new probe)."""
     _classification_data(tmp_path / "lines")
-    flags = ("--seeds=1", "--variants=post-LN", "--num_train_steps=12", "--time_budget_minutes=0.01")
+    flags = ("--seeds=1", "--variants=post-LN", "--num_train_steps=12", "--time_budget_minutes=30",
+             f"--time_budget_start={time.time() - 31 * 60:.0f}")
     sized = _study(tmp_path, *flags)
     assert sized.returncode == 0, sized.stdout[-3000:] + sized.stderr[-3000:]
     said = [line for line in sized.stdout.splitlines() if line.startswith("[study] this CPU runs")]
     assert len(said) == 1 and re.search(
-        r"at [0-9.]+ steps/s: the study as asked takes about \d+ minutes, over the budget of 0.01, so it runs "
+        r"at [0-9.]+ steps/s: the study as asked takes about \d+ minutes, over the budget of 30 "
+        r"\(3[12]\.\d of it spent before the first run\), so it runs "
         r"0.10 of its work: pretraining for 1 of 12 steps and 0.10 of each task's epochs \(without "
         r"--time_budget_minutes: the whole study\)$", said[0]), said
     study = tmp_path / "study"
-    assert json.loads((study / "sizing.json").read_text())["factor"] == 0.1
+    recorded = json.loads((study / "sizing.json").read_text())
+    assert recorded["factor"] == 0.1 and 31 <= recorded["spent_minutes"] < 33
     assert not (study / ".sizing-probe").exists()
     assert "--num_train_steps=1 " in sized.stdout and "--num_train_epochs=0.1" in sized.stdout
     history = (study / "runs" / "post_ln" / "seed-1" / "pretraining" / "eval_history.jsonl").read_text()

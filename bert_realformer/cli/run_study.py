@@ -64,6 +64,8 @@ flags.DEFINE_float("time_budget_minutes", 0, "Fit the study into about this many
                    "the first run it times the pretraining step here and, when the study as asked would take longer, "
                    "runs that share of the pretraining steps (and warm-up) and of each task's epochs, saying so "
                    "(recorded in OUTPUT_DIR/sizing.json, kept when the study runs again). 0: as asked.")
+flags.DEFINE_float("time_budget_start", 0, "The Unix time --time_budget_minutes counts from, when it began before "
+                   "this command (e.g. `date +%s` before preparing the study's data); 0: when this command started.")
 flags.DEFINE_string("description", "", "Sentences describing the study's data, for report.md (the model's size and "
                     "schedule are described already).")
 
@@ -160,7 +162,7 @@ def main(argv):
     plan = build_plan(seeds)
     if FLAGS.time_budget_minutes:
         from bert_realformer.comparison.sizing import size
-        sizing = size(plan, FLAGS.time_budget_minutes)
+        sizing = size(plan, FLAGS.time_budget_minutes, FLAGS.time_budget_start or started)
         plan = build_plan(seeds, sizing)
         shrunk = " (without --time_budget_minutes: the whole study)" if sizing.factor < 1 else ""
         print(sizing.line(FLAGS.num_train_steps) + shrunk, flush=True)

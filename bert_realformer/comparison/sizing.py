@@ -1,16 +1,18 @@
 """A study sized to a time budget (`run_study.py --time_budget_minutes`).
 
-The same study takes three times longer on one 2-core CPU than on another (the demo: about 15
-minutes on an AMD EPYC Zen 4, 45 on an AVX2-only Zen 3 with TensorFlow's own kernels, before the
-scripts turned oneDNN's on there: `cpu_kernels`). With a budget, before its first run the
-study times this CPU on its own pretraining step (a probe of `PROBE_STEPS` steps in a scratch
-directory), estimates what the whole study would take, and when that is over the budget it
+The same study takes three times longer on one 2-core CPU than on another (the demo: 9 minutes
+on an AMD EPYC Zen 5; on a Zen 3, 15.8 by this module's estimate with the oneDNN kernels the
+scripts turn on there, `cpu_kernels`, and about 45 with TensorFlow's own). With a budget, before
+its first run the study times this CPU on its own pretraining step (a probe of `PROBE_STEPS`
+steps in a scratch directory), estimates what the whole study would take, and when that is over the budget it
 scales the pretraining steps (and warm-up) and every task's epochs by one factor, saying so.
 The estimate: every run's work is proportional to its steps, so the study costs its
 pretraining runs' steps over the measured rate, times `WORK_PER_PRETRAINING_STEP` (with the
 evaluations, the attention analysis and the fine-tuning of two tasks of about 5,000 examples for
 2 epochs: measured on the demo), plus each run's start-up (importing TensorFlow, building and
-tracing the model, saving), which no factor shrinks: the probe's time beyond its steps.
+tracing the model, saving), which no factor shrinks: the probe's time beyond its steps. The
+budget counts from the study's start, or from an earlier time it is given (`make demo`: before
+preparing the data), so the probe and whatever came before the first run are inside it.
 
 The sizing is written to OUTPUT_DIR/sizing.json before any run: a study run again (to resume,
 or with more seeds) keeps it, so its runs' commands stay what they were.
@@ -32,8 +34,8 @@ from bert_realformer.errors import InputError
 from bert_realformer.text_files import read_text
 
 PROBE_STEPS = 20
-# 1.9 measured on the demo (2 cores of an AMD EPYC Zen 5; a Zen 3's reported 1.43 steps/s and 14.6
-# minutes a variant give about the same), a tenth added
+# 1.9 measured on the demo (2 cores of an AMD EPYC Zen 5; on a Zen 3, 4.83 steps/s and 14.8 minutes
+# for 0.945 of the study, about the same), a tenth added
 WORK_PER_PRETRAINING_STEP = 2.2
 SMALLEST_FACTOR = 0.1
 SIZING_FILE = "sizing.json"
@@ -48,6 +50,7 @@ class Sizing:
     start_seconds: float           # a run's start-up and ending here (the probe's time beyond its steps)
     estimated_minutes: float       # the study as asked, estimated
     budget_minutes: float
+    spent_minutes: float = 0.0     # of the budget, gone before the first run (preparing data, the probe)
 
     def scaled_steps(self, steps: int) -> int:
         """`steps` times the factor (at least one, unless `steps` is 0)."""
@@ -66,9 +69,12 @@ class Sizing:
         """What the study says about its size."""
         asked = (f"[study] this CPU runs the pretraining step at {self.steps_per_second:.2f} steps/s: the study as "
                  f"asked takes about {self.estimated_minutes:.0f} minutes")
+        budget = f"the budget of {self.budget_minutes:g}"
+        if self.spent_minutes >= 0.1:
+            budget += f" ({self.spent_minutes:.1f} of it spent before the first run)"
         if self.factor >= 1:
-            return f"{asked}, within the budget of {self.budget_minutes:g}"
-        return (f"{asked}, over the budget of {self.budget_minutes:g}, so it runs {self.factor:.2f} of its work: "
+            return f"{asked}, within {budget}"
+        return (f"{asked}, over {budget}, so it runs {self.factor:.2f} of its work: "
                 f"pretraining for {self.scaled_steps(num_train_steps)} of {num_train_steps} steps and "
                 f"{self.factor:.2f} of each task's epochs")
 
@@ -82,14 +88,15 @@ def estimate_minutes(steps_per_second: float, start_seconds: float, pretraining_
 
 
 def factor_for(budget_minutes: float, steps_per_second: float, start_seconds: float, pretraining_steps: int,
-               pretraining_runs: int, processes: int) -> float:
-    """The share of the work that fits the budget (1 when it all fits; at least
-    `SMALLEST_FACTOR`: a study smaller than that measures nothing)."""
+               pretraining_runs: int, processes: int, spent_minutes: float = 0.0) -> float:
+    """The share of the work that fits what is left of the budget after `spent_minutes` (1 when
+    it all fits; at least `SMALLEST_FACTOR`: a study smaller than that measures nothing)."""
+    left = budget_minutes - spent_minutes
     fixed = processes * start_seconds / 60
     whole = estimate_minutes(steps_per_second, start_seconds, pretraining_steps, pretraining_runs, processes)
-    if whole <= budget_minutes:
+    if whole <= left:
         return 1.0
-    return max(SMALLEST_FACTOR, (budget_minutes - fixed) / (whole - fixed))
+    return max(SMALLEST_FACTOR, (left - fixed) / (whole - fixed))
 
 
 def rate_from_output(lines: list[str]) -> float:
@@ -123,17 +130,21 @@ def probe(plan: StudyPlan) -> tuple[float, float]:
     return rate, max(0.0, seconds - (PROBE_STEPS - 1) / rate)
 
 
-def size(plan: StudyPlan, budget_minutes: float) -> Sizing:
-    """The sizing recorded in the study's directory, else one measured now (and recorded)."""
+def size(plan: StudyPlan, budget_minutes: float, budget_started: float) -> Sizing:
+    """The sizing recorded in the study's directory, else one measured now (and recorded); the
+    budget counts from `budget_started` (a `time.time()`), so what came before the first run
+    (preparing the data, the probe itself) is taken from it."""
     found = recorded(plan.output_dir)
     if found is not None:
         return found
     rate, start = probe(plan)
+    spent = max(0.0, (time.time() - budget_started) / 60)
     runs = plan.runs()
     shape = (plan.num_train_steps, sum(run.kind == PRETRAINING for run in runs), len(runs))
-    sizing = Sizing(factor=round(factor_for(budget_minutes, rate, start, *shape), 3), steps_per_second=rate,
-                    start_seconds=round(start, 1), estimated_minutes=round(estimate_minutes(rate, start, *shape), 1),
-                    budget_minutes=budget_minutes)
+    sizing = Sizing(factor=round(factor_for(budget_minutes, rate, start, *shape, spent_minutes=spent), 3),
+                    steps_per_second=rate, start_seconds=round(start, 1),
+                    estimated_minutes=round(estimate_minutes(rate, start, *shape), 1),
+                    budget_minutes=budget_minutes, spent_minutes=round(spent, 2))
     record(sizing, plan.output_dir)
     return sizing
 
