@@ -33,7 +33,11 @@ def test_the_int8_product_is_the_quantization_it_claims_and_runs_only_where_aske
     assert 0 < model["int8_vs_float"] < 0.01
     assert model["float_unchanged"] == 0.0 and model["eager_vs_traced"] < 1e-5  # float outside `active()`
     assert model["weights_fixed_vs_int8"] < 1e-5  # the kernels that keep their converted weights: the same
-    assert model["moved_int8_vs_float"] < model["moved_by"] / 10  # the refreshed kernels follow the weights
+    # The refreshed kernels follow the weights: int8's output moves as float's does (kernels that
+    # kept the old weights would leave it where it was) and stays near it, within int8's error
+    # (larger with AVX2's 8-bit products than with VNNI's).
+    assert model["int8_moved_by"] > model["moved_by"] / 2
+    assert model["moved_int8_vs_float"] < model["moved_by"] / 4
     assert model["traces"] == 1
 
 

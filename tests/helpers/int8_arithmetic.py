@@ -6,6 +6,7 @@
 
 import json
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -53,6 +54,7 @@ def model_checks(rng):
     """A tiny encoder: int8 only inside `active()`, traced once, following refreshed weights."""
     config = modeling.BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                                  intermediate_size=64)
+    keras.utils.set_random_seed(int(rng.integers(2**31)))
     model = modeling.BertModel(config)
     features = {"input_ids": tf.constant(rng.integers(0, 100, (4, 12)), tf.int32),
                 "input_mask": tf.ones((4, 12), tf.int32), "token_type_ids": tf.zeros((4, 12), tf.int32)}
@@ -78,7 +80,7 @@ def model_checks(rng):
     fixed_out = [np.asarray(exported(features)) for _ in range(2)]
     eager_after = np.asarray(model(features, training=False)["sequence_output"])
     layer = block_dense_layers(model)[4]  # the first block's intermediate layer
-    layer.kernel.assign(layer.kernel * 3.0)  # the weights move (training): the next refresh follows
+    layer.kernel.assign(layer.kernel * -3.0)  # the weights move (training): the next refresh follows
     int8.refresh()
     moved_float, moved_int8 = np.asarray(plain(features)), np.asarray(quantized(features))
     return {"dense_layers": len(int8.layers),
@@ -89,6 +91,7 @@ def model_checks(rng):
             "eager_vs_traced": float(np.abs(eager_after - floats).max()),
             "moved_int8_vs_float": float(np.abs(moved_int8 - moved_float).max()),
             "moved_by": float(np.abs(moved_float - floats).max()),
+            "int8_moved_by": float(np.abs(moved_int8 - int8_out).max()),
             "traces": quantized.experimental_get_tracing_count()}
 
 
