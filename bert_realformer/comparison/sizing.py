@@ -4,8 +4,9 @@ The same study takes three times longer on one 2-core CPU than on another (the d
 on an AMD EPYC Zen 5; on a Zen 3, 15.8 by this module's estimate with the oneDNN kernels the
 scripts turn on there, `cpu_kernels`, and about 45 with TensorFlow's own). With a budget, before
 its first run the study times this CPU on its own pretraining step (a probe of `PROBE_STEPS`
-steps in a scratch directory), estimates what the whole study would take, and when that is over the budget it
-scales the pretraining steps (and warm-up) and every task's epochs by one factor, saying so.
+steps in a scratch directory), estimates what the whole study would take, and when that is over
+the budget it scales the pretraining steps (and warm-up) and every task's epochs by one factor,
+saying so.
 The estimate: every run's work is proportional to its steps, so the study costs its
 pretraining runs' steps over the measured rate, times `WORK_PER_PRETRAINING_STEP` (with the
 evaluations, the attention analysis and the fine-tuning of two tasks of about 5,000 examples for
