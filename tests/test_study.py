@@ -191,6 +191,38 @@ def test_collect_reads_every_kind_of_run(tmp_path):
     assert not os.path.exists(sentiment.done_marker)
 
 
+def test_stuck_fine_tuning_runs_are_named_not_taken_for_metrics(tmp_path):
+    """eval_results.txt's run keys (seed after restarts, restarts, stuck_at_step) are no metrics;
+    `stuck_runs` lists the restarted and the stuck runs and the report says which they were."""
+    from bert_realformer.comparison.report import stuck_line
+    task = plan.DownstreamTask.parse("sentiment=run_classifier.py --task_name=thucnews")
+    study = _plan(tmp_path, [task], variants=("post-LN", "RealFormer"), seeds=(1, 2))
+    results_of = {("post-LN", 1): "eval_accuracy = 0.8\nglobal_step = 10\n",
+                  ("RealFormer", 1): "eval_accuracy = 0.81\nglobal_step = 10\nrestarts = 1\nseed = 2\n",
+                  ("post-LN", 2): "eval_accuracy = 0.5\nglobal_step = 10\nrestarts = 3\nseed = 5\n"
+                                  "stuck_at_step = 6\n",
+                  ("RealFormer", 2): "eval_accuracy = 0.5\nglobal_step = 10\nstuck_at_step = 7\n"}
+    for run in study.runs():
+        if run.kind == "sentiment":
+            os.makedirs(run.directory)
+            with open(run.done_marker, "w") as f:
+                f.write(results_of[run.variant, run.seed])
+    assert {r["metric"] for r in results.collect(study)} == {"eval_accuracy"}
+    stuck = results.stuck_runs(study)
+    assert [{**run, "task": None} for run in stuck] == [
+        {"task": None, "variant": "RealFormer", "seed": 1, "restarts": 1, "final_seed": 2, "stuck_at_step": None},
+        {"task": None, "variant": "post-LN", "seed": 2, "restarts": 3, "final_seed": 5, "stuck_at_step": 6},
+        {"task": None, "variant": "RealFormer", "seed": 2, "restarts": 0, "final_seed": 2, "stuck_at_step": 7}]
+    assert {run["task"] for run in stuck} == {"sentiment"}
+    assert stuck_line(stuck, "sentiment") == (
+        "Stuck runs (a training loss at chance, `warning: this run looks stuck` in the run's log): RealFormer seed 1 "
+        "restarted once (`--on_stuck=restart`; ended with `--seed=2`); post-LN seed 2 restarted 3 times "
+        "(`--on_stuck=restart`; ended with `--seed=5`), then stayed stuck from step 6: its numbers above are a model "
+        "that learned nothing; RealFormer seed 2 stayed stuck from step 7: its numbers above are a model that learned "
+        "nothing.")
+    assert stuck_line(stuck, "word_class").startswith("No run was found stuck")
+
+
 def test_peoples_daily_articles_group_paragraphs_under_their_headlines(real_data):
     articles = real_data.peoples_daily_articles()
     assert sum(len(a) for a in articles) == len(real_data.peoples_daily_lines())

@@ -17,6 +17,9 @@ import pytest
 from helpers import script_processes
 from helpers.pretraining_runs import RECORDS, ROOT, TINY
 
+from bert_realformer.comparison import plan
+from bert_realformer.comparison.report import stuck_line
+
 pytestmark = pytest.mark.slow
 
 VOCAB = os.path.join(ROOT, "tests", "data", "tokenization", "vocab_en_uncased.txt")
@@ -111,6 +114,12 @@ def test_a_study_grows_by_a_seed_resumes_a_run_and_aggregates_by_seed(tmp_path):
 
     report = (study / "report.md").read_text()
     assert "| RealFormer | " in report and "## lines (" in report and "| *baseline (no model)* |" in report
+    # the stuck runs the report names are those whose results say so (none, or a tiny run at chance)
+    said_stuck = sorted((variant, seed) for variant in ("post-LN", "RealFormer") for seed in (1, 2)
+                        if "stuck_at_step" in (study / "runs" / plan.slug(variant) / f"seed-{seed}" / "lines" /
+                                               "eval_results.txt").read_text())
+    assert sorted((run["variant"], run["seed"]) for run in data["stuck_runs"]) == said_stuck
+    assert stuck_line(data["stuck_runs"], "lines") in report
     for plot in ("mlm_accuracy.png", "attention_entropy.png", "attention_jsd.png"):
         assert (study / plot).stat().st_size > 1000
 

@@ -157,7 +157,7 @@ def main(argv):
     seeds = _check_flags()
     from bert_realformer.comparison.execution import RunFailed, execute_plan
     from bert_realformer.comparison.report import write_report
-    from bert_realformer.comparison.results import aggregate, collect, write_results
+    from bert_realformer.comparison.results import aggregate, collect, stuck_runs, write_results
     started = time.time()
     plan = build_plan(seeds)
     if FLAGS.time_budget_minutes:
@@ -173,12 +173,13 @@ def main(argv):
         raise InputError(f"{failure}; fix it and run the same command again to go on") from None
     rows = collect(plan)
     summary = aggregate(rows, plan.variants)
-    write_results(plan, rows, summary, baselines, os.path.join(plan.output_dir, "results.json"))
+    stuck = stuck_runs(plan)
+    write_results(plan, rows, summary, baselines, os.path.join(plan.output_dir, "results.json"), stuck)
     description = (
         f"A BERT of {plan.base_config.get('num_hidden_layers')} layers, hidden {plan.base_config.get('hidden_size')}, "
         f"pretrained {plan.num_train_steps} steps (batch {FLAGS.train_batch_size}, sequence length "
         f"{FLAGS.max_seq_length}, learning rate {FLAGS.learning_rate:g}). {FLAGS.description}").strip()
-    write_report(plan, rows, summary, baselines, os.path.join(plan.output_dir, "report.md"), description)
+    write_report(plan, rows, summary, baselines, os.path.join(plan.output_dir, "report.md"), description, stuck)
     print(f"{ran} runs ran, {len(plan.runs()) - ran} re-used; wrote {plan.output_dir}/results.json and "
           f"{plan.output_dir}/report.md ({time.time() - started:.0f} s)", file=sys.stderr)
 

@@ -74,6 +74,25 @@ def _differences(summary_rows, variants, task, columns):
     return lines
 
 
+def stuck_line(stuck: list[dict], task: str) -> str:
+    """One sentence on `task`'s stuck runs (`results.stuck_runs`)."""
+    mine = [run for run in stuck if run["task"] == task]
+    if not mine:
+        return "No run was found stuck (a training loss at chance: a model that learns nothing)."
+    said = []
+    for run in mine:
+        times = {1: "once", 2: "twice"}.get(run["restarts"], f"{run['restarts']} times")
+        parts = [f"{run['variant']} seed {run['seed']}"]
+        if run["restarts"]:
+            parts.append(f"restarted {times} (`--on_stuck=restart`; ended with `--seed={run['final_seed']}`)")
+        if run["stuck_at_step"] is not None:
+            parts.append(f"stayed stuck from step {run['stuck_at_step']}: its numbers above are a model that "
+                         "learned nothing")
+        said.append(f"{parts[0]} " + ", then ".join(parts[1:]))
+    return "Stuck runs (a training loss at chance, `warning: this run looks stuck` in the run's log): " + \
+        "; ".join(said) + "."
+
+
 def _sorted_head_medians(plan, variant, key):
     """[layers, heads]: each layer's head medians sorted, averaged over seeds rank by rank."""
     per_seed = []
@@ -140,8 +159,9 @@ def plot_heads(plan, key, title, path):
     return True
 
 
-def write_report(plan: StudyPlan, rows, summary_rows, baselines, path, description: str) -> None:
-    """report.md and its three plots beside it."""
+def write_report(plan: StudyPlan, rows, summary_rows, baselines, path, description: str,
+                 stuck: list[dict] = ()) -> None:
+    """report.md and its three plots beside it; `stuck`: `results.stuck_runs(plan)`."""
     directory = os.path.dirname(path)
     variants = plan.variants
     # MLM-only studies (--no_nsp) have no NSP column.
@@ -159,7 +179,8 @@ def write_report(plan: StudyPlan, rows, summary_rows, baselines, path, descripti
     for task in plan.tasks:
         lines += [f"## {task.name} (`{task.script} {' '.join(task.flags)}`)", "",
                   *_table(summary_rows, variants, task.name, DOWNSTREAM_COLUMNS, baselines.get(task.name)), "",
-                  *_differences(summary_rows, variants, task.name, DOWNSTREAM_COLUMNS), ""]
+                  *_differences(summary_rows, variants, task.name, DOWNSTREAM_COLUMNS), "",
+                  stuck_line(stuck, task.name), ""]
     lines += ["## Attention", "", *_table(summary_rows, variants, ATTENTION, ATTENTION_COLUMNS), "",
               *_differences(summary_rows, variants, ATTENTION, ATTENTION_COLUMNS), "",
               "Per head (sorted within each layer, averaged over seeds rank by rank):", "",

@@ -7,7 +7,8 @@ per variant over seeds (`OUTPUT_DIR/results.json`).
 Rows: held-out pretraining metrics at every evaluated step (`eval_history.jsonl`); attention
 statistics (`entropy_median`, `adjacent_jsd_median`: the mean over layers and heads of each
 head's median per-token entropy, and over adjacent layer pairs of the median JSD); every
-number a downstream run's `eval_results.txt` holds, per-class figures left out.
+number a downstream run's `eval_results.txt` holds, per-class figures and what it says about
+the run itself (its seed after restarts, `restarts`, `stuck_at_step`: `stuck_runs`) left out.
 Aggregates use each run's last step.
 """
 
@@ -22,6 +23,9 @@ from bert_realformer.comparison.statistics import paired_difference, summary
 from bert_realformer.text_files import read_text
 from bert_realformer.training.eval_history import FILE_NAME as HISTORY_FILE
 from bert_realformer.training.eval_history import read_history
+
+# What a fine-tuning run's eval_results.txt says about the run, not about the model.
+RUN_KEYS = ("seed", "restarts", "stuck_at_step")
 
 
 def _key_values(path):
@@ -75,9 +79,27 @@ def collect(plan: StudyPlan) -> list[dict]:
         else:
             values = _key_values(run.done_marker)
             for metric, value in sorted(values.items()):
-                if metric != "global_step" and not metric.startswith("class_"):
+                if metric != "global_step" and metric not in RUN_KEYS and not metric.startswith("class_"):
                     add(metric, value, values.get("global_step", 0))
     return rows
+
+
+def stuck_runs(plan: StudyPlan) -> list[dict]:
+    """The finished fine-tuning runs that were stuck (`training.stuck`), in the plan's order:
+    {"task", "variant", "seed", "restarts": times it started again (`--on_stuck=restart`),
+    "final_seed": the seed it ended with, "stuck_at_step": where its last start was still found
+    stuck (its numbers are a stuck model's), else None}."""
+    found = []
+    for run in plan.runs():
+        if run.kind in (PRETRAINING, ATTENTION) or not storage.exists(run.done_marker):
+            continue
+        values = _key_values(run.done_marker)
+        if values.get("restarts") or "stuck_at_step" in values:
+            found.append({"task": run.kind, "variant": run.variant, "seed": run.seed,
+                          "restarts": int(values.get("restarts", 0)),
+                          "final_seed": int(values.get("seed", run.seed)),
+                          "stuck_at_step": int(values["stuck_at_step"]) if "stuck_at_step" in values else None})
+    return found
 
 
 def final_values(rows: list[dict]) -> dict:
@@ -110,8 +132,9 @@ def aggregate(rows: list[dict], variants) -> list[dict]:
     return result
 
 
-def write_results(plan: StudyPlan, rows, summary_rows, baselines, path) -> None:
+def write_results(plan: StudyPlan, rows, summary_rows, baselines, path, stuck: list[dict] = ()) -> None:
+    """results.json; `stuck`: `stuck_runs(plan)`."""
     data = {"variants": list(plan.variants), "seeds": list(plan.seeds), "config": plan.base_config,
             "num_train_steps": plan.num_train_steps, "baselines": baselines, "summary": summary_rows,
-            "runs": rows}
+            "runs": rows, "stuck_runs": list(stuck)}
     storage.write_atomic(path, json.dumps(data, indent=1, sort_keys=True) + "\n")

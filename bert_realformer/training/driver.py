@@ -197,7 +197,7 @@ class Driver:
                 self._say(f"warning: {state_recovery.set_aside_unreadable(state_dir, error)}")
         if not resuming:  # (once the starting weights are settled: a refused run records nothing)
             recorded_options.update(self.write_dir, adam_bias_correction=bias_correction, seed=options.seed,
-                                    ema_decay=ema_decay,
+                                    ema_decay=ema_decay, stuck=None,
                                     **({} if self._restarting else {"restarts": []}))
         if options.is_chief:
             recorded_config.record(self.model.config, options.output_dir)
@@ -305,18 +305,18 @@ class Driver:
             best.state_saved(step)
 
     def _act_on_stuck(self, task, bias_correction):
-        """Restarts a stuck run (`StuckRun`) when it may, else one warning line."""
+        """Restarts a stuck run (`StuckRun`) when it may, else warns once and records the verdict."""
         verdict = task.stuck.verdict()
         if verdict is None:
             return
         if verdict.from_loss and self._restarts_left > 0:
             raise StuckRun(verdict)
+        recorded_options.update(self.write_dir, stuck={"step": verdict.step, "reason": verdict.reason})
         self._say(f"warning: this run looks stuck: {verdict.reason}; "
                   f"{advice(task.learning_rate, bias_correction)}")
 
     def _restart(self, verdict, restarts):
-        """Sets the stuck run aside (`restarts.set_aside`) and builds the model again with the
-        next seed."""
+        """Sets the stuck run aside (`restarts.set_aside`) and builds the model with the next seed."""
         options = self.options
         seed = options.seed + 1
         self._say(f"stuck at step {verdict.step}: {verdict.reason}; starting again from the initial weights with "

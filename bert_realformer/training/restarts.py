@@ -35,4 +35,4 @@ def set_aside(output_dir: str, write_dir: str, seed: int, is_chief: bool, verdic
                 storage.makedirs(aside)
                 (storage.move_tree if storage.isdir(path) else storage.rename)(path, os.path.join(aside, name))
     restarts = [*restarts, {"seed": seed, "step": verdict.step, "reason": verdict.reason}]
-    recorded_options.update(write_dir, seed=seed + 1, restarts=restarts)
+    recorded_options.update(write_dir, seed=seed + 1, restarts=restarts, stuck=None)
