@@ -109,8 +109,10 @@ define demo_study
 		--num_warmup_steps=60 --learning_rate=5e-4 --eval_every_steps=100 --save_checkpoints_steps=200 \
 		--time_budget_minutes=$(2) --time_budget_start=$(DEMO_STARTED)
 endef
-demo: study-data-demo_output
-	$(call demo_study,demo_output,$(DEMO_MINUTES))
+# The whole demo is another study than a sized one (its runs' steps differ): its own directory.
+DEMO_DIR := $(if $(filter 0,$(DEMO_MINUTES)),demo_output_whole,demo_output)
+demo: study-data-$(DEMO_DIR)
+	$(call demo_study,$(DEMO_DIR),$(DEMO_MINUTES))
 
 study: study-data-study_output
 	$(PY) run_study.py $(call study_flags,study_output) --seeds=1,2,3 --num_train_steps=2000 \

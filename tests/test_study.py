@@ -136,6 +136,7 @@ def test_a_finished_run_is_reused_and_a_changed_command_is_refused(tmp_path, cap
                        run.done_marker)
     with pytest.raises(InputError, match="holds a run made with other flags"):
         execution.execute(changed)
+    assert "done already" not in capsys.readouterr().out  # (refused: not said to be done)
 
 
 def test_a_failing_run_names_itself_its_error_and_its_log(tmp_path):

@@ -47,11 +47,10 @@ def _check_recorded_command(run: Run) -> None:
 def execute(run: Run, stream=None) -> bool:
     """Runs `run` unless it has finished; True when it ran. Raises `RunFailed`."""
     stream = stream or sys.stdout
+    _check_recorded_command(run)
     if storage.exists(run.done_marker):
         report.say(f"[{run.name}] done already", stream)
-        _check_recorded_command(run)
         return False
-    _check_recorded_command(run)
     report.say(f"[{run.name}] {shown(run.command)}", stream)
     started = time.time()
     log = os.path.join(run.directory, LOG_FILE)
