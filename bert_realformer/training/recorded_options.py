@@ -5,10 +5,11 @@ correction (a change mid-run would change every later update), whether it keeps 
 of its weights and their decay (the training state holds them or not), and the seed (data order,
 dropout; after a restart of a stuck run, the seed it restarted with). The file also says how a fine-tuned
 classifier reads its input (length, windows, truncation), so that a later conversion to a
-SavedModel serves the texts as the run read them; and it lists a run's restarts.
+SavedModel serves the texts as the run read them; and it lists a run's restarts, and the stuck
+check's verdict where it warned instead (`stuck`, null otherwise).
 
     {"adam_bias_correction": true, "ema_decay": 0.0, "seed": 12346,
-     "restarts": [{"seed": 12345, "step": 90, "reason": "..."}],
+     "restarts": [{"seed": 12345, "step": 90, "reason": "..."}], "stuck": null,
      "classifier_input": {"max_seq_length": 128, "doc_stride": 64, "window_pooling": "max", ...}}
 
 Each worker of a multi-worker run keeps its own file beside its own training state.
