@@ -148,8 +148,9 @@ def test_a_run_made_to_stick_restarts_with_the_next_seed(tmp_path, small_sentime
     assert values["seed"] == "8" and values["restarts"] == "1"
     record = json.loads((out / "training_options.json").read_text())
     assert record["restarts"][0]["seed"] == 7
-    # the restarted run's own verdict, in its results (a study marks its numbers as a stuck model's)
-    assert values["stuck_at_step"] == str(record["stuck"]["step"])
+    # the restarted run's own verdict, recorded (a study marks its numbers as a stuck model's)
+    assert 0 < record["stuck"]["step"] <= int(values["global_step"])
+    assert record["stuck"]["reason"].startswith("the training loss has stayed within 1% of 0.6931")
 
 
 def test_a_saved_model_converted_from_a_windowed_run_reads_as_the_run_did(tmp_path):

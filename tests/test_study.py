@@ -193,21 +193,25 @@ def test_collect_reads_every_kind_of_run(tmp_path):
 
 
 def test_stuck_fine_tuning_runs_are_named_not_taken_for_metrics(tmp_path):
-    """eval_results.txt's run keys (seed after restarts, restarts, stuck_at_step) are no metrics;
-    `stuck_runs` lists the restarted and the stuck runs and the report says which they were."""
+    """eval_results.txt's run keys (seed after restarts, restarts) are no metrics; `stuck_runs`
+    lists the restarted runs and those whose training_options.json holds a stuck verdict, and the
+    report says which they were."""
     from bert_realformer.comparison.report import stuck_line
     task = plan.DownstreamTask.parse("sentiment=run_classifier.py --task_name=thucnews")
     study = _plan(tmp_path, [task], variants=("post-LN", "RealFormer"), seeds=(1, 2))
     results_of = {("post-LN", 1): "eval_accuracy = 0.8\nglobal_step = 10\n",
                   ("RealFormer", 1): "eval_accuracy = 0.81\nglobal_step = 10\nrestarts = 1\nseed = 2\n",
-                  ("post-LN", 2): "eval_accuracy = 0.5\nglobal_step = 10\nrestarts = 3\nseed = 5\n"
-                                  "stuck_at_step = 6\n",
-                  ("RealFormer", 2): "eval_accuracy = 0.5\nglobal_step = 10\nstuck_at_step = 7\n"}
+                  ("post-LN", 2): "eval_accuracy = 0.5\nglobal_step = 10\nrestarts = 3\nseed = 5\n",
+                  ("RealFormer", 2): "eval_accuracy = 0.5\nglobal_step = 10\n"}
+    verdicts = {("post-LN", 1): None, ("RealFormer", 1): None, ("post-LN", 2): {"step": 6, "reason": "..."},
+                ("RealFormer", 2): {"step": 7, "reason": "..."}}
     for run in study.runs():
         if run.kind == "sentiment":
             os.makedirs(run.directory)
             with open(run.done_marker, "w") as f:
                 f.write(results_of[run.variant, run.seed])
+            with open(os.path.join(run.directory, "training_options.json"), "w") as f:
+                json.dump({"seed": 1, "stuck": verdicts[run.variant, run.seed]}, f)
     assert {r["metric"] for r in results.collect(study)} == {"eval_accuracy"}
     stuck = results.stuck_runs(study)
     assert [{**run, "task": None} for run in stuck] == [

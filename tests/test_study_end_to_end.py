@@ -114,10 +114,10 @@ def test_a_study_grows_by_a_seed_resumes_a_run_and_aggregates_by_seed(tmp_path):
 
     report = (study / "report.md").read_text()
     assert "| RealFormer | " in report and "## lines (" in report and "| *baseline (no model)* |" in report
-    # the stuck runs the report names are those whose results say so (none, or a tiny run at chance)
+    # the stuck runs the report names are those whose records say so (none, or a tiny run at chance)
     said_stuck = sorted((variant, seed) for variant in ("post-LN", "RealFormer") for seed in (1, 2)
-                        if "stuck_at_step" in (study / "runs" / plan.slug(variant) / f"seed-{seed}" / "lines" /
-                                               "eval_results.txt").read_text())
+                        if json.loads((study / "runs" / plan.slug(variant) / f"seed-{seed}" / "lines" /
+                                       "training_options.json").read_text()).get("stuck"))
     assert sorted((run["variant"], run["seed"]) for run in data["stuck_runs"]) == said_stuck
     assert stuck_line(data["stuck_runs"], "lines") in report
     for plot in ("mlm_accuracy.png", "attention_entropy.png", "attention_jsd.png"):

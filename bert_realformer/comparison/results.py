@@ -8,7 +8,7 @@ Rows: held-out pretraining metrics at every evaluated step (`eval_history.jsonl`
 statistics (`entropy_median`, `adjacent_jsd_median`: the mean over layers and heads of each
 head's median per-token entropy, and over adjacent layer pairs of the median JSD); every
 number a downstream run's `eval_results.txt` holds, per-class figures and what it says about
-the run itself (its seed after restarts, `restarts`, `stuck_at_step`: `stuck_runs`) left out.
+the run itself (its seed after restarts, `restarts`: `stuck_runs`) left out.
 Aggregates use each run's last step.
 """
 
@@ -25,7 +25,7 @@ from bert_realformer.training.eval_history import FILE_NAME as HISTORY_FILE
 from bert_realformer.training.eval_history import read_history
 
 # What a fine-tuning run's eval_results.txt says about the run, not about the model.
-RUN_KEYS = ("seed", "restarts", "stuck_at_step")
+RUN_KEYS = ("seed", "restarts")
 
 
 def _key_values(path):
@@ -88,17 +88,19 @@ def stuck_runs(plan: StudyPlan) -> list[dict]:
     """The finished fine-tuning runs that were stuck (`training.stuck`), in the plan's order:
     {"task", "variant", "seed", "restarts": times it started again (`--on_stuck=restart`),
     "final_seed": the seed it ended with, "stuck_at_step": where its last start was still found
-    stuck (its numbers are a stuck model's), else None}."""
+    stuck (its numbers are a stuck model's; the run's training_options.json), else None}."""
+    from bert_realformer.training import recorded_options  # (here: it loads TensorFlow)
     found = []
     for run in plan.runs():
         if run.kind in (PRETRAINING, ATTENTION) or not storage.exists(run.done_marker):
             continue
         values = _key_values(run.done_marker)
-        if values.get("restarts") or "stuck_at_step" in values:
+        stuck = recorded_options.read(run.directory).get("stuck")
+        if values.get("restarts") or stuck:
             found.append({"task": run.kind, "variant": run.variant, "seed": run.seed,
                           "restarts": int(values.get("restarts", 0)),
                           "final_seed": int(values.get("seed", run.seed)),
-                          "stuck_at_step": int(values["stuck_at_step"]) if "stuck_at_step" in values else None})
+                          "stuck_at_step": int(stuck["step"]) if stuck else None})
     return found
 
 

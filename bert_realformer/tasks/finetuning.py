@@ -137,14 +137,11 @@ def _train(task, driver, tokenizer, examples, evaluate, plan, selection):
 
 def write_results(driver: Driver, task: FinetuningTask, evaluation: Evaluation) -> None:
     """OUTPUT_DIR/eval_results.txt of the final evaluation, with the run's seed and restarts when
-    it restarted, the step its stuck check warned at when it did (`stuck_at_step`); a warning line
-    when every example got one class; the task's shown metrics."""
+    it restarted; a warning line when every example got one class; the task's shown metrics."""
     result = evaluation.result
-    record = recorded_options.read(driver.write_dir)
-    if record.get("restarts"):
-        result = {**result, "seed": driver.options.seed, "restarts": len(record["restarts"])}
-    if record.get("stuck"):
-        result = {**result, "stuck_at_step": record["stuck"]["step"]}
+    restarts = recorded_options.read(driver.write_dir).get("restarts") or []
+    if restarts:
+        result = {**result, "seed": driver.options.seed, "restarts": len(restarts)}
     write_eval_results(result, os.path.join(task.options.output_dir, EVAL_RESULTS))
     said = None if evaluation.classes is None else constant_prediction(evaluation.classes, task.label_names)
     if said:
