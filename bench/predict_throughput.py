@@ -34,6 +34,7 @@ Prints a table; writes bench/results/predict_throughput-<config>-filled.json (-s
 
 import argparse
 import json
+import math
 import os
 import random
 import shutil
@@ -184,7 +185,7 @@ def ours(case):
     probabilities, seconds = timed_rounds(predict, case["rounds"])
     steady = {}
     if half_seconds is not None:
-        added_batches = -(-len(texts) // batch) - -(-len(half) // batch)
+        added_batches = math.ceil(len(texts) / batch) - math.ceil(len(half) / batch)
         steady = {"ms_per_batch_steady": 1000 * (min(seconds) - min(half_seconds)) / added_batches,
                   "half_seconds": half_seconds}
     emit_result({"examples_per_s": len(texts) / min(seconds), "ms_per_batch": 1000 * min(seconds) * batch / len(texts),

@@ -194,7 +194,7 @@ def test_collect_reads_every_kind_of_run(tmp_path):
 
 def test_stuck_fine_tuning_runs_are_named_not_taken_for_metrics(tmp_path):
     """eval_results.txt's run keys (seed after restarts, restarts) are no metrics; `stuck_runs`
-    lists the restarted runs and those whose training_options.json holds a stuck verdict, and the
+    lists the runs whose training_options.json records restarts or a stuck verdict, and the
     report says which they were."""
     from bert_realformer.comparison.report import stuck_line
     task = plan.DownstreamTask.parse("sentiment=run_classifier.py --task_name=thucnews")
@@ -203,15 +203,19 @@ def test_stuck_fine_tuning_runs_are_named_not_taken_for_metrics(tmp_path):
                   ("RealFormer", 1): "eval_accuracy = 0.81\nglobal_step = 10\nrestarts = 1\nseed = 2\n",
                   ("post-LN", 2): "eval_accuracy = 0.5\nglobal_step = 10\nrestarts = 3\nseed = 5\n",
                   ("RealFormer", 2): "eval_accuracy = 0.5\nglobal_step = 10\n"}
-    verdicts = {("post-LN", 1): None, ("RealFormer", 1): None, ("post-LN", 2): {"step": 6, "reason": "..."},
-                ("RealFormer", 2): {"step": 7, "reason": "..."}}
+
+    def record(seed, restarted, stuck_at=None):
+        return {"seed": seed, "restarts": [{"seed": s, "step": 3, "reason": "..."} for s in restarted],
+                "stuck": stuck_at and {"step": stuck_at, "reason": "..."}}
+    records = {("post-LN", 1): record(1, []), ("RealFormer", 1): record(2, [1]),
+               ("post-LN", 2): record(5, [2, 3, 4], stuck_at=6), ("RealFormer", 2): record(2, [], stuck_at=7)}
     for run in study.runs():
         if run.kind == "sentiment":
             os.makedirs(run.directory)
             with open(run.done_marker, "w") as f:
                 f.write(results_of[run.variant, run.seed])
             with open(os.path.join(run.directory, "training_options.json"), "w") as f:
-                json.dump({"seed": 1, "stuck": verdicts[run.variant, run.seed]}, f)
+                json.dump(records[run.variant, run.seed], f)
     assert {r["metric"] for r in results.collect(study)} == {"eval_accuracy"}
     stuck = results.stuck_runs(study)
     assert [{**run, "task": None} for run in stuck] == [

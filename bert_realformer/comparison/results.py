@@ -88,18 +88,18 @@ def stuck_runs(plan: StudyPlan) -> list[dict]:
     """The finished fine-tuning runs that were stuck (`training.stuck`), in the plan's order:
     {"task", "variant", "seed", "restarts": times it started again (`--on_stuck=restart`),
     "final_seed": the seed it ended with, "stuck_at_step": where its last start was still found
-    stuck (its numbers are a stuck model's; the run's training_options.json), else None}."""
+    stuck (its numbers are a stuck model's), else None}, as each run's training_options.json
+    records them."""
     from bert_realformer.training import recorded_options  # (here: it loads TensorFlow)
     found = []
     for run in plan.runs():
         if run.kind in (PRETRAINING, ATTENTION) or not storage.exists(run.done_marker):
             continue
-        values = _key_values(run.done_marker)
-        stuck = recorded_options.read(run.directory).get("stuck")
-        if values.get("restarts") or stuck:
-            found.append({"task": run.kind, "variant": run.variant, "seed": run.seed,
-                          "restarts": int(values.get("restarts", 0)),
-                          "final_seed": int(values.get("seed", run.seed)),
+        record = recorded_options.read(run.directory)
+        restarts, stuck = len(record.get("restarts") or []), record.get("stuck")
+        if restarts or stuck:
+            found.append({"task": run.kind, "variant": run.variant, "seed": run.seed, "restarts": restarts,
+                          "final_seed": int(record.get("seed", run.seed)),
                           "stuck_at_step": int(stuck["step"]) if stuck else None})
     return found
 
