@@ -192,6 +192,80 @@ def test_stuck_watch_needs_constant_evaluations_over_40_percent_of_the_run():
                               "since step 60")
 
 
+def test_stuck_watch_resumed_from_its_state_finds_what_the_whole_run_finds():
+    """Saved at each step of a run and resumed there, the watch gives the whole run's verdict at
+    its step; a verdict already said stays said."""
+    chance = np.log(2)
+    losses = {step: chance * (1.03 if step <= 30 else 1.004) for step in range(11, 101)}
+
+    def run(watch, start=10, stop=100):
+        step, verdicts = start, []
+        while step < stop:
+            end = watch.next_boundary(step)
+            watch.observe_loss(step, end, sum(losses.get(s, 0.9) for s in range(step + 1, end + 1)))
+            verdict = watch.verdict()
+            if verdict is not None:
+                verdicts.append((verdict.step, verdict.reason))
+            step = end
+        return verdicts
+
+    whole = StuckWatch(2, num_warmup_steps=10, num_train_steps=100)
+    expected = run(whole, start=0)
+    assert [step for step, _ in expected] == [70] and "over steps 31-70" in expected[0][1]
+    for saved_at in (10, 30, 40, 60, 70):
+        first = StuckWatch(2, num_warmup_steps=10, num_train_steps=100)
+        said = run(first, start=0, stop=saved_at)
+        resumed = StuckWatch(2, num_warmup_steps=10, num_train_steps=100)
+        resumed.resume(first.state())
+        assert said + run(resumed, start=saved_at) == expected, saved_at
+    # Found and not yet acted on when the state was saved: the resumed watch gives it.
+    found = StuckWatch(2, num_warmup_steps=10, num_train_steps=100)
+    found.resume({**whole.state(), "reported": 0.0})
+    assert found.verdict().reason == expected[0][1]
+
+
+def _crashing_evaluate(crash_at):
+    def evaluate(step):
+        if step == crash_at:
+            raise RuntimeError("killed")
+        return {"eval_accuracy": 0.5, "global_step": step}, None
+    return evaluate
+
+
+def test_a_stuck_run_crashed_and_resumed_is_found_at_the_whole_runs_step(tmp_path):
+    """Killed after its training state of step 16 (before any verdict): the resumed run goes on
+    with the stuck check's windows and is found stuck at the step the whole run was; a restart
+    happens there too."""
+    def task(seed, crash_at=None):
+        return monitored(classification_task(40, seed=seed, learning_rate=1e-9, num_warmup_steps=4),
+                         _crashing_evaluate(crash_at), num_classes=2, every_steps=8)
+
+    _driver(tmp_path / "whole", save_checkpoints_steps=8).train_restarting(task)
+    whole = recorded_options.read(str(tmp_path / "whole"))["stuck"]
+    assert whole["step"] == 24  # (windows of 10 from step 5: two at ln 2)
+    out = tmp_path / "resumed"
+    with pytest.raises(RuntimeError, match="killed"):
+        _driver(out, save_checkpoints_steps=8).train_restarting(lambda seed: task(seed, crash_at=16))
+    assert recorded_options.read(str(out))["stuck"] is None
+    _driver(out, save_checkpoints_steps=8).train_restarting(task)
+    assert recorded_options.read(str(out))["stuck"] == whole
+
+    restarted = tmp_path / "restarted"
+    with pytest.raises(RuntimeError, match="killed"):
+        _driver(restarted, save_checkpoints_steps=8, on_stuck="restart", max_restarts=1).train_restarting(
+            lambda seed: task(seed, crash_at=16))
+    _driver(restarted, save_checkpoints_steps=8, on_stuck="restart", max_restarts=1).train_restarting(task)
+    assert recorded_options.read(str(restarted))["restarts"][0]["step"] == 24
+
+    # A training state without the check's windows (a run without it) resumes; its windows start there.
+    older = tmp_path / "older"
+    _driver(older, save_checkpoints_steps=8).train(classification_task(8, learning_rate=1e-9, num_warmup_steps=4))
+    keys = [name for name, _ in tf.train.list_variables(str(older / "training_state"))]
+    assert "input_position/.ATTRIBUTES/VARIABLE_VALUE" in keys and not any("stuck_watch" in key for key in keys)
+    assert _driver(older, save_checkpoints_steps=8).train_restarting(task) == 40
+    assert recorded_options.read(str(older))["stuck"]["step"] == 28  # (windows from step 8)
+
+
 def _stuck_task(seed, steps=40):
     """A run that learns nothing: a learning rate so small that the loss stays at ln 2."""
     return monitored(classification_task(steps, seed=seed, learning_rate=1e-9, num_warmup_steps=4), None,

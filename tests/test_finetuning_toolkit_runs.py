@@ -14,6 +14,8 @@ from helpers import script_processes
 from helpers.in_process import completed_in_process
 from helpers.pretraining_runs import killed_after_a_save
 
+from bert_realformer.training import recorded_options
+
 pytestmark = pytest.mark.slow  # the scripts end to end
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -114,6 +116,9 @@ def test_every_option_at_once_resumes_exactly_after_sigkill(tmp_path):
     for name, value in expected.items():
         np.testing.assert_allclose(got[name], value, atol=1e-6, err_msg=name)
     assert (killed / "eval_results.txt").read_text() == (tmp_path / "whole" / "eval_results.txt").read_text()
+    # (the stuck check went on with the windows the training state held: the same verdict, or none)
+    stuck = [recorded_options.read(str(out)).get("stuck") for out in (killed, tmp_path / "whole")]
+    assert stuck[0] == stuck[1]
 
 
 @pytest.mark.parametrize("flags,said", [

@@ -41,7 +41,7 @@ from bert_realformer.training.optimization import create_optimizer
 from bert_realformer.training.prediction import PredictFn, Predictor
 from bert_realformer.training.preemption import StopAgreement, StopSignals
 from bert_realformer.training.progress import LoopSizes, Progress, write_summaries
-from bert_realformer.training.restarts import StuckRun, set_aside
+from bert_realformer.training.restarts import StuckRun, act_on_verdict, restart_line, set_aside
 from bert_realformer.training.state_saving import (
     divergence_error,
     naming_what_is_kept,
@@ -50,8 +50,8 @@ from bert_realformer.training.state_saving import (
     stop_with_state,
     what_is_kept,
 )
-from bert_realformer.training.stuck import advice
 from bert_realformer.training.trainer import TrainLoop, global_batch_slices
+from bert_realformer.training.watch_state import WatchVariables
 
 __all__ = ["Driver", "RunOptions", "StuckRun", "TrainingTask"]
 
@@ -102,6 +102,7 @@ class Driver:
         self._restarts_left = 0
         self._restarting = False  # (a restart's train(): its record keeps the restarts)
         self._averages = None  # (a training run's `WeightAverages`, when it keeps them)
+        self._watch = None  # (a training run's `watch_state.WatchVariables`, when it has a stuck check)
 
     def close(self) -> None:
         """Releases the output directory's claim (a training run's); the flow that made the
@@ -188,7 +189,8 @@ class Driver:
             try:
                 resuming = latest is not None and weights.holds_optimizer(latest)
                 bias_correction, ema_decay = self._resumed_options(resuming)
-                optimizer, loop, state, manager = self._training_objects(task, state_dir, bias_correction, ema_decay)
+                optimizer, loop, state, manager = self._training_objects(task, state_dir, bias_correction, ema_decay,
+                                                                         latest if resuming else None)
                 self._start_training(state, manager, resuming)
                 break
             except checkpoints.DamagedCheckpoint as error:
@@ -216,8 +218,9 @@ class Driver:
                     Progress(task.num_train_steps, examples_per_step, step, self.stream),
                     best, self._eval_history(task, step, best), bias_correction)
 
-    def _training_objects(self, task, state_dir, bias_correction, ema_decay):
-        """The optimizer, the step loop, the training state they make up and its manager."""
+    def _training_objects(self, task, state_dir, bias_correction, ema_decay, resumed_from):
+        """The optimizer, the step loop, the training state they make up (with the stuck check's
+        windows unless `resumed_from`, a training state, has none) and its manager."""
         options = self.options
         with self.strategy.scope():
             optimizer = create_optimizer(task.learning_rate, task.num_train_steps, task.num_warmup_steps,
@@ -230,9 +233,11 @@ class Driver:
                              task.metric_names, accumulation_steps=options.gradient_accumulation_steps,
                              loss_scaling=options.mixed_precision == "fp16", use_xla=options.use_xla,
                              averages=self._averages)
+            self._watch = WatchVariables.for_training_state(task.stuck, resumed_from)
+        watch = {} if self._watch is None else {WatchVariables.NAME: self._watch}
         averages = {} if self._averages is None else {"averages": self._averages.averages}
         state = tf.train.Checkpoint(variables=training_states.named_variables(self.model),
-                                    optimizer=optimizer, **loop.state(), **averages)
+                                    optimizer=optimizer, **loop.state(), **averages, **watch)
         manager = tf.train.CheckpointManager(state, state_dir, max_to_keep=options.keep_checkpoint_max)
         return optimizer, loop, state, manager
 
@@ -243,6 +248,7 @@ class Driver:
         sizes, agreement = LoopSizes(options.iterations_per_loop), StopAgreement(self.strategy)
         # (every worker learns whether a resumed run had already stopped early: only the chief evaluates)
         _, attempts, finish = agreement.agreed(None, sizes.next(), run.best is not None and run.best.exhausted())
+        self._act_on_stuck(task, run.bias_correction)  # (a resumed run's verdict, found before the kill)
         while step < task.num_train_steps and not finish:
             attempts = min(attempts, task.next_boundary(step, options.save_checkpoints_steps) - step)
             started = time.time()
@@ -255,6 +261,8 @@ class Driver:
             previous, step = step, int(run.optimizer.iterations.numpy())
             if diverged:
                 raise divergence_error(step, metrics, run.manager, task.learning_rate)
+            if task.stuck is not None:  # (before the save, which holds the watch's windows)
+                task.stuck.observe_loss(previous, step, loss_sum)
             sizes.record(step - previous, time.time() - started)
             run.progress.update(step, metrics)
             if run.writer is not None:
@@ -264,9 +272,7 @@ class Driver:
                 self._save(run.manager, step, run.best)
             if run.history is not None and task.periodic_eval.due(step, task.num_train_steps):
                 self._evaluate_into(run.history, task.periodic_eval, step, run.best)
-            if task.stuck is not None:
-                task.stuck.observe_loss(previous, step, loss_sum)
-                self._act_on_stuck(task, run.bias_correction)
+            self._act_on_stuck(task, run.bias_correction)
             if self.claim is not None:
                 self.claim.check_held()
             finish = run.best is not None and run.best.exhausted()
@@ -300,27 +306,19 @@ class Driver:
         return values
 
     def _save(self, manager, step, best):
+        if self._watch is not None:
+            self._watch.before_save()
         save_state(manager, step)
         if best is not None:
             best.state_saved(step)
 
     def _act_on_stuck(self, task, bias_correction):
-        """Restarts a stuck run (`StuckRun`) when it may, else warns once and records the verdict."""
-        verdict = task.stuck.verdict()
-        if verdict is None:
-            return
-        if verdict.from_loss and self._restarts_left > 0:
-            raise StuckRun(verdict)
-        recorded_options.update(self.write_dir, stuck={"step": verdict.step, "reason": verdict.reason})
-        self._say(f"warning: this run looks stuck: {verdict.reason}; "
-                  f"{advice(task.learning_rate, bias_correction)}")
+        act_on_verdict(task.stuck, self._restarts_left, self.write_dir, task.learning_rate, bias_correction, self._say)
 
     def _restart(self, verdict, restarts):
         """Sets the stuck run aside (`restarts.set_aside`) and builds the model with the next seed."""
-        options = self.options
-        seed = options.seed + 1
-        self._say(f"stuck at step {verdict.step}: {verdict.reason}; starting again from the initial weights with "
-                  f"--seed={seed} (restart {len(restarts) + 1} of at most {options.max_restarts})")
+        options, seed = self.options, self.options.seed + 1
+        self._say(restart_line(verdict, seed, restarts, options.max_restarts))
         set_aside(options.output_dir, self.write_dir, options.seed, options.is_chief, verdict, restarts)
         self.options = dataclasses.replace(options, seed=seed)
         self._restarting = True
@@ -364,6 +362,8 @@ class Driver:
                                                        options.init_checkpoint, options.reinit_top_layers, options.seed)
             if self._averages is not None and not resuming:
                 self._averages.reset()
+        if self._watch is not None and resuming:
+            self._watch.after_restore()
         self._say(*lines)
 
     # ------------------------------------------------------------------ eval / predict

@@ -1,11 +1,13 @@
-"""Starting a stuck run again (`Driver.train_restarting`): what is put aside and what is recorded."""
+"""What a stuck run's verdict leads to (`Driver.train_restarting`): a warning recorded in the run's
+record, or a restart, with what is put aside and what is recorded."""
 
 import os
+from collections.abc import Callable
 
 from bert_realformer import storage
 from bert_realformer.checkpoints import training_states
 from bert_realformer.training import recorded_options
-from bert_realformer.training.stuck import Verdict
+from bert_realformer.training.stuck import StuckWatch, Verdict, advice
 
 # What a restarted run's chief keeps of the stuck run, in OUTPUT_DIR/stuck_runs/seed-S/.
 SET_ASIDE = ("train", "eval", "eval_history.jsonl")
@@ -17,6 +19,25 @@ class StuckRun(Exception):
     def __init__(self, verdict: Verdict):
         super().__init__(verdict.reason)
         self.verdict = verdict
+
+
+def act_on_verdict(watch: StuckWatch | None, restarts_left: int, write_dir: str, learning_rate: float,
+                   bias_correction: bool, say: Callable[[str], None]) -> None:
+    """Raises `StuckRun` when the watch has a new loss verdict and the run may restart; else, for
+    a new verdict, records it in WRITE_DIR/training_options.json and warns once."""
+    verdict = None if watch is None else watch.verdict()
+    if verdict is None:
+        return
+    if verdict.from_loss and restarts_left > 0:
+        raise StuckRun(verdict)
+    recorded_options.update(write_dir, stuck={"step": verdict.step, "reason": verdict.reason})
+    say(f"warning: this run looks stuck: {verdict.reason}; {advice(learning_rate, bias_correction)}")
+
+
+def restart_line(verdict: Verdict, seed: int, restarts: list[dict], max_restarts: int) -> str:
+    """What a restart with `seed` says."""
+    return (f"stuck at step {verdict.step}: {verdict.reason}; starting again from the initial weights with "
+            f"--seed={seed} (restart {len(restarts) + 1} of at most {max_restarts})")
 
 
 def set_aside(output_dir: str, write_dir: str, seed: int, is_chief: bool, verdict: Verdict,

@@ -19,7 +19,12 @@ The driver ends its loops of steps at window boundaries (`next_boundary`), hands
 sum of each loop's step losses (`observe_loss`), and asks `verdict()` after each loop; the
 fine-tuning evaluation hands it its predictions (`observe_predictions`). Only the loss sign may
 restart a run (`--on_stuck=restart`): the losses are the same on every worker of a multi-worker
-run, the predictions only the chief sees. After a resume the windows start again.
+run, the predictions only the chief sees.
+
+A training state holds the watch's `state()` (`training.watch_state`): a run killed and resumed
+goes on with the windows it had and finds what the uninterrupted run finds, at the same step. (The
+streak of one-class evaluations is kept as of the state's save: an evaluation at the saved step
+itself comes after the save.)
 """
 
 from __future__ import annotations
@@ -67,7 +72,8 @@ class StuckWatch:
         self.stuck_windows = max(STUCK_WINDOWS, math.ceil(self.stuck_steps / self.window))
         self._window_start: int | None = None   # first step of the current window, minus one
         self._window_sum = 0.0
-        self._stuck_windows: list[tuple[int, int, float]] = []  # (first, last, mean) in a row
+        # The windows at ln K in a row: the first one's first step, how many, the sum of their means.
+        self._stuck_first, self._stuck_count, self._stuck_mean_sum = -1, 0, 0.0
         self._constant_since: int | None = None  # an evaluation that gave every example one class
         self._verdict: Verdict | None = None
         self._reported = False
@@ -94,16 +100,25 @@ class StuckWatch:
             return
         mean = self._window_sum / (step - self._window_start)
         if abs(mean - self.chance_loss) <= TOLERANCE * self.chance_loss:
-            self._stuck_windows.append((self._window_start + 1, step, mean))
+            if not self._stuck_count:
+                self._stuck_first = self._window_start + 1
+            self._stuck_count += 1
+            self._stuck_mean_sum += mean
         else:
-            self._stuck_windows = []
+            self._stuck_first, self._stuck_count, self._stuck_mean_sum = -1, 0, 0.0
         self._window_start, self._window_sum = step, 0.0
-        if len(self._stuck_windows) >= self.stuck_windows:
-            first, last = self._stuck_windows[0][0], self._stuck_windows[-1][1]
-            mean = float(np.mean([m for _, _, m in self._stuck_windows]))
-            self._verdict = Verdict(
-                f"the training loss has stayed within {TOLERANCE:.0%} of {self._chance_text}, the loss of a model "
-                f"that has learned nothing, over steps {first}-{last} (mean {mean:.4f})", step, from_loss=True)
+        self._judge_windows()
+
+    def _judge_windows(self) -> None:
+        """The loss verdict, once the windows at ln K in a row (the last ending at the current
+        window's start) are enough."""
+        if self._stuck_count < self.stuck_windows:
+            return
+        last, mean = self._window_start, self._stuck_mean_sum / self._stuck_count
+        self._verdict = Verdict(
+            f"the training loss has stayed within {TOLERANCE:.0%} of {self._chance_text}, the loss of a model "
+            f"that has learned nothing, over steps {self._stuck_first}-{last} (mean {mean:.4f})", last,
+            from_loss=True)
 
     def observe_predictions(self, step: int, predicted: np.ndarray, label_names=None) -> None:
         """The classes an evaluation at `step` predicted [N] (ids; `label_names` names them)."""
@@ -126,6 +141,31 @@ class StuckWatch:
         self._reported = True
         return self._verdict
 
+
+    def state(self) -> dict[str, float]:
+        """What the watch has seen, as numbers (steps are exact as floats): a training state
+        holds them, `resume` takes them back."""
+        return {"window_start": -1 if self._window_start is None else self._window_start,
+                "window_sum": self._window_sum, "stuck_first": self._stuck_first,
+                "stuck_count": self._stuck_count, "stuck_mean_sum": self._stuck_mean_sum,
+                "constant_since": -1 if self._constant_since is None else self._constant_since,
+                "reported": float(self._reported)}
+
+    def resume(self, state: dict[str, float]) -> None:
+        """Goes on from `state()` saved at the step a run resumes from. A verdict the windows had
+        reached and not yet acted on is given at the next `verdict()`; one already said is not
+        said again."""
+        start, since = int(state["window_start"]), int(state["constant_since"])
+        self._window_start = None if start < 0 else start
+        self._window_sum = float(state["window_sum"])
+        self._stuck_first, self._stuck_count = int(state["stuck_first"]), int(state["stuck_count"])
+        self._stuck_mean_sum = float(state["stuck_mean_sum"])
+        self._constant_since = None if since < 0 else since
+        self._reported = bool(state["reported"])
+        self._verdict = None
+        self._judge_windows()
+        if self._reported and self._verdict is None:  # (said from the evaluations)
+            self._verdict = Verdict("said before the run was resumed", self._window_start or 0, from_loss=False)
 
 def advice(learning_rate: float, bias_correction: bool) -> str:
     """What usually helps a stuck run, for the end of its warning line."""
