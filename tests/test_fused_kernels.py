@@ -7,12 +7,13 @@ import json
 import os
 import subprocess
 import sys
+from unittest import mock
 
 import numpy as np
 import tensorflow as tf
 
 import modeling
-from bert_realformer.training import fused_kernels
+from bert_realformer.training import activation_apart, fused_kernels
 from bert_realformer.training.prediction import Predictor
 
 HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "helpers", "fused_kernels_check.py")
@@ -29,7 +30,7 @@ def test_fused_kernels_compute_the_formulas_and_predict_as_the_plain_graph():
         assert error < 1e-5, (name, error)
     assert found["predictions"].pop("bf16")["fused_products"] == 0  # (--mixed_precision=bf16: the plain graph)
     for variant, result in found["predictions"].items():
-        assert result["difference"] < 1e-5, variant
+        assert result["difference"] < 1e-5 and result["apart_difference"] < 1e-5, variant  # (GELU in XLA)
         assert result["fused_products"] == 2 and result["plain_graph"] == 0, variant  # one per block
         assert result["restored"], variant
 
@@ -66,6 +67,27 @@ def test_where_the_kernel_does_not_fuse_the_gelu_prediction_runs_the_plain_graph
     assert not fused_kernels.dense_fuses(tf.nn.relu, "Relu")  # (which this TensorFlow's own kernel fuses)
     monkeypatch.undo()
     assert fused_kernels.dense_fuses(tf.nn.relu, "Relu")
+
+
+def test_the_activation_runs_apart_only_on_many_rows_and_only_where_wanted():
+    """`activation_apart.activated` takes the fused kernel under MIN_ROWS rows, the product without
+    the activation and then the compiled activation from MIN_ROWS; no compiled activation: the
+    fused kernel always. Only CPUs without AVX-512 want it."""
+    def product(rows, with_activation):
+        return tf.fill([tf.shape(rows)[0], 2], 1.0 if with_activation else 10.0)
+
+    for rows, apart, expected in ((activation_apart.MIN_ROWS - 1, lambda x: x + 5.0, 1.0),
+                                  (activation_apart.MIN_ROWS, lambda x: x + 5.0, 15.0),
+                                  (activation_apart.MIN_ROWS, None, 1.0)):
+        x = tf.zeros([rows, 3])
+        run = tf.function(lambda x: activation_apart.activated(x, lambda: product(x, True), lambda: product(x, False),
+                                                               apart))  # noqa: B023 (called at once)
+        np.testing.assert_array_equal(np.asarray(run(x)), np.full([rows, 2], expected))
+    for flags, wanted in (({"avx2", "fma"}, True), ({"avx2", "fma", "avx512f", "avx512_vnni"}, False)):
+        with mock.patch.object(activation_apart, "cpu_flags", lambda: frozenset(flags)):  # noqa: B023
+            assert activation_apart.wanted_here() is wanted
+    assert activation_apart.for_products(tf.nn.relu, wanted=False) is None
+    assert activation_apart.for_products(tf.nn.relu, wanted=True) is not None  # (XLA compiles it here)
 
 
 def test_the_fused_kernel_is_for_cpus_without_xla_only():

@@ -28,6 +28,8 @@ def test_the_int8_product_is_the_quantization_it_claims_and_runs_only_where_aske
     # far below one input step times a column's weights (what a different rounding would cost).
     assert product["from_simulation"] < 1e-4 < product["step_times_column_norm"]
     assert product["gelu_from_simulation"] < 1e-4  # GELU applied inside the product: the same formula
+    # On as many rows as make the GELU run apart, compiled by XLA (`activation_apart`): the same.
+    assert product["apart_compiled"] and product["gelu_apart_from_simulation"] < 1e-4
     assert model["dense_layers"] == 2 * 6  # query, key, value, attention output, intermediate, output
     assert model["fused_activations"] == ["GeluApproximate"] * 2  # each block's intermediate GELU
     assert 0 < model["int8_vs_float"] < 0.01

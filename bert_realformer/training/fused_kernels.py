@@ -9,10 +9,12 @@ The fused kernel is swapped in only while a prediction function is traced
 activation on a small input against the plain formula, and where this TensorFlow lacks it the
 plain graph runs: with `TF_ENABLE_ONEDNN_OPTS=0` (or a build without oneDNN) TensorFlow's own
 kernel fuses no GELU. XLA does not compile it and GPUs are not given it: the caller uses it on
-CPUs without XLA only. Measured and left out: the other dense layers' products with their bias
-fused the same way (slower: 29.4 against 26.6 ms per BERT-Base batch of 1 x 32 tokens, the
-reshapes around the kernel cost more than the bias add), and oneDNN's LayerNorm kernel
-(`_MklLayerNorm`: 3-4% faster at batch 64, slower at batch 1).
+CPUs without XLA only. On a CPU without AVX-512 oneDNN's GELU inside the product is slow, and
+products of many rows leave it out and run it compiled by XLA (`activation_apart`). Measured and
+left out: the other dense layers' products with their bias fused the same way (slower: 29.4
+against 26.6 ms per BERT-Base batch of 1 x 32 tokens, the reshapes around the kernel cost more
+than the bias add), and oneDNN's LayerNorm kernel (`_MklLayerNorm`: 3-4% faster at batch 64,
+slower at batch 1).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from bert_realformer.training import activation_apart
 from modeling import activations
 from modeling.encoder import TransformerBlock
 
@@ -55,12 +58,15 @@ def on_rows(x, product):
     return tf.reshape(out, tf.concat([tf.shape(x)[:-1], [out.shape[-1]]], 0))
 
 
-def fused_dense(x, kernel, bias, activation: str):
+def fused_dense(x, kernel, bias, activation: str, apart: Callable | None = None):
     """x [..., K] float32 -> activation(x kernel + bias) [..., N] in one kernel; `activation` is
-    one of `FUSED_ACTIVATIONS`' values (TensorFlow's names of the formulas)."""
-    return on_rows(x, lambda rows: apply_op(
-        "_FusedMatMul", name="FusedMatMul", a=rows, b=kernel, args=[bias], fused_ops=["BiasAdd", activation],
-        transpose_a=False, transpose_b=False, epsilon=0.0, leakyrelu_alpha=0.0))  # (both unused here)
+    one of `FUSED_ACTIVATIONS`' values (TensorFlow's names of the formulas). `apart`: the same
+    activation compiled by XLA, which runs after the kernel on many rows (`activation_apart`)."""
+    def product(rows, fused_ops):
+        return apply_op("_FusedMatMul", name="FusedMatMul", a=rows, b=kernel, args=[bias], fused_ops=fused_ops,
+                        transpose_a=False, transpose_b=False, epsilon=0.0, leakyrelu_alpha=0.0)  # (both unused)
+    return on_rows(x, lambda rows: activation_apart.activated(
+        rows, lambda: product(rows, ["BiasAdd", activation]), lambda: product(rows, ["BiasAdd"]), apart))
 
 
 def dense_fuses(activation_fn, activation: str) -> bool:
@@ -81,16 +87,18 @@ class FusedKernels:
     """A model's blocks' intermediate layers on the fused kernel while `active()` (see the
     module's docstring): those of the blocks whose activation the kernel has
     (`FUSED_ACTIVATIONS`) that compute in float32 (as the original's, with a bias and the
-    block's activation applied after the layer)."""
+    block's activation applied after the layer). `apart`: whether products of many rows run the
+    activation apart, compiled by XLA (`activation_apart`; None: where the CPU wants it)."""
 
-    def __init__(self, model: keras.Model):
+    def __init__(self, model: keras.Model, apart: bool | None = None):
         blocks = [block for block in blocks_with_fused_activation(model)
                   if block.intermediate.compute_dtype == "float32" and block.intermediate.use_bias
                   and block.intermediate.activation is keras.activations.linear]
         fuses = {fn: dense_fuses(fn, FUSED_ACTIVATIONS[fn]) for fn in {block.intermediate_act for block in blocks}}
         self.blocks = [block for block in blocks if fuses[block.intermediate_act]]
         self.products = [(block.intermediate,
-                          _fused_dense_call(block.intermediate, FUSED_ACTIVATIONS[block.intermediate_act]))
+                          _fused_dense_call(block.intermediate, FUSED_ACTIVATIONS[block.intermediate_act],
+                                            activation_apart.for_products(block.intermediate_act, apart)))
                          for block in self.blocks]
         if self.blocks:
             logger.info("prediction multiplies %d blocks' intermediate layers with their activation fused",
@@ -138,7 +146,7 @@ def replaced_products(products: Sequence[tuple[keras.layers.Dense, Callable]],
             block.intermediate_act = activation
 
 
-def _fused_dense_call(layer: keras.layers.Dense, activation: str):
+def _fused_dense_call(layer: keras.layers.Dense, activation: str, apart: Callable | None):
     def call(inputs, *args, **kwargs):  # (Keras may pass `training`)
-        return fused_dense(inputs, layer.kernel.value, layer.bias.value, activation)
+        return fused_dense(inputs, layer.kernel.value, layer.bias.value, activation, apart)
     return call

@@ -12,9 +12,10 @@ m the batch's minimum (or 0), moved onto the grid that holds 0 (`_input_grid`). 
 with 1 W the column sums of s_w * W8; one oneDNN kernel (`_QuantizedMatMul`, which runs with
 `TF_ENABLE_ONEDNN_OPTS=0` too) takes the uint8 input, multiplies into int32, scales and adds the
 compensated bias; the intermediate layer's kernel also applies the block's activation (GELU:
-the same formula, `fused_kernels.FUSED_ACTIVATIONS`). Attention's own products, the softmax and
-LayerNorm stay in float. A row's outputs depend a little on the rows beside it (the input's
-range is its batch's).
+the same formula, `fused_kernels.FUSED_ACTIVATIONS`; on many rows, on a CPU without AVX-512, the
+activation runs after the kernel, compiled by XLA: `activation_apart`). Attention's own
+products, the softmax and LayerNorm stay in float. A row's outputs depend a little on the rows
+beside it (the input's range is its batch's).
 
 The quantized kernels are variables of their own, refreshed from the float weights before each
 prediction (`Int8Layers.refresh`); the model's dense layers run them only inside
@@ -29,12 +30,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Callable
 
 import keras
 import numpy as np
 import tensorflow as tf
 
 from bert_realformer.errors import InputError
+from bert_realformer.training import activation_apart
 from bert_realformer.training.fused_kernels import (
     FUSED_ACTIVATIONS,
     apply_op,
@@ -50,7 +53,7 @@ _INT8_STEPS = 127.0
 
 
 def quantized_product(x, kernel8, weight_range, column_sums, bias, weights_fixed: bool = False,
-                      activation: str | None = None):
+                      activation: str | None = None, apart: Callable | None = None):
     """x [..., K] float -> x W + b [..., N] float32 (activation(x W + b) with `activation`, one of
     `FUSED_ACTIVATIONS`' values), W ~ weight_range / 127 * kernel8.
 
@@ -62,12 +65,13 @@ def quantized_product(x, kernel8, weight_range, column_sums, bias, weights_fixed
       weights_fixed: the kernel keeps `kernel8` in oneDNN's own layout after its first call
         (faster on a few rows): only where `kernel8` never changes afterwards (an exported
         model), as that kernel does not see a later change.
+      apart: `activation` compiled by XLA, run after the kernel on many rows (`activation_apart`).
     """
     return on_rows(tf.cast(x, tf.float32), lambda rows: _quantized_rows_product(
-        rows, kernel8, weight_range, column_sums, bias, weights_fixed, activation))
+        rows, kernel8, weight_range, column_sums, bias, weights_fixed, activation, apart))
 
 
-def _quantized_rows_product(rows, kernel8, weight_range, column_sums, bias, weights_fixed, activation):
+def _quantized_rows_product(rows, kernel8, weight_range, column_sums, bias, weights_fixed, activation, apart):
     """`quantized_product` of float32 rows [M, K] -> [M, N]."""
     low, high = _input_grid(tf.reduce_min(rows), tf.reduce_max(rows))
     rows8, low, high = tf.raw_ops.QuantizeV2(input=rows, min_range=low, max_range=high, T=tf.quint8,
@@ -75,8 +79,9 @@ def _quantized_rows_product(rows, kernel8, weight_range, column_sums, bias, weig
     # SCALED mode on the shifted input, whose range is high - low (the kernels' own MIN_FIRST bias
     # compensation is not exact); its scales are range / 255 and weight_range / 127.
     zero = tf.constant(0.0)
-    return _fused_quantized_matmul([rows8, tf.bitcast(kernel8, tf.qint8), bias + low * column_sums,
-                                    zero, high - low, zero, weight_range], weights_fixed, activation)
+    inputs = [rows8, tf.bitcast(kernel8, tf.qint8), bias + low * column_sums, zero, high - low, zero, weight_range]
+    return activation_apart.activated(rows, lambda: _fused_quantized_matmul(inputs, weights_fixed, activation),
+                                      lambda: _fused_quantized_matmul(inputs, weights_fixed), apart)
 
 
 def _input_grid(low, high):
@@ -111,11 +116,13 @@ class Int8Dense:
     """The int8 form of one `Dense` (no activation): its quantized kernel, weight range and
     column sums as variables, refreshed from the layer's float kernel."""
 
-    def __init__(self, layer: keras.layers.Dense, activation: str | None = None):
+    def __init__(self, layer: keras.layers.Dense, activation: str | None = None, apart: Callable | None = None):
         if layer.activation is not keras.activations.linear or not layer.use_bias:
             raise ValueError(f"{layer.name}: int8 covers dense layers with a bias and no activation")
         self.layer = layer
         self.activation = activation  # applied in the product (`FUSED_ACTIVATIONS`), or None
+        self.apart = apart  # the activation compiled by XLA, for many rows (`activation_apart`), or None
+        self.apart_allowed = True  # (not in an exported model)
         inputs, units = layer.kernel.shape
         self.kernel8 = tf.Variable(tf.zeros([inputs, units], tf.int8), trainable=False, name="kernel8")
         self.weight_range = tf.Variable(0.0, trainable=False, name="weight_range")
@@ -134,19 +141,25 @@ class Int8Dense:
 
     def __call__(self, inputs, *args, **kwargs):
         out = quantized_product(inputs, self.kernel8, self.weight_range, self.column_sums,
-                                tf.cast(self.layer.bias, tf.float32), self.weights_fixed, self.activation)
+                                tf.cast(self.layer.bias, tf.float32), self.weights_fixed, self.activation,
+                                self.apart if self.apart_allowed else None)
         return tf.cast(out, inputs.dtype)
 
 
 class Int8Layers:
-    """The int8 forms of a model's block dense layers (see the module's docstring)."""
+    """The int8 forms of a model's block dense layers (see the module's docstring). `apart`:
+    whether products of many rows run the activation apart, compiled by XLA (`activation_apart`;
+    None: where the CPU wants it)."""
 
-    def __init__(self, model: keras.Model):
+    def __init__(self, model: keras.Model, apart: bool | None = None):
         check_int8_kernels()
         # The blocks whose activation the intermediate product applies (their own is skipped).
         self.fused_blocks = blocks_with_fused_activation(model)
         fused = {id(block.intermediate): FUSED_ACTIVATIONS[block.intermediate_act] for block in self.fused_blocks}
-        self.layers = [Int8Dense(layer, fused.get(id(layer))) for layer in block_dense_layers(model)]
+        compiled = {id(block.intermediate): activation_apart.for_products(block.intermediate_act, apart)
+                    for block in self.fused_blocks}
+        self.layers = [Int8Dense(layer, fused.get(id(layer)), compiled.get(id(layer)))
+                       for layer in block_dense_layers(model)]
         if not self.layers:
             raise ValueError("the model has no Transformer blocks to quantize")
 
@@ -167,15 +180,16 @@ class Int8Layers:
     def active(self, weights_fixed: bool = False):
         """Inside: the block dense layers compute in int8 (what is traced here keeps it);
         `weights_fixed`: the traced function never runs after a later `refresh` (an exported
-        model), so its kernels may keep their weights converted (`quantized_product`)."""
+        model), so its kernels may keep their weights converted (`quantized_product`), and it
+        holds no XLA-compiled activation (`activation_apart`)."""
         for int8 in self.layers:
-            int8.weights_fixed = weights_fixed
+            int8.weights_fixed, int8.apart_allowed = weights_fixed, not weights_fixed
         try:
             with replaced_products([(int8.layer, int8) for int8 in self.layers], self.fused_blocks):
                 yield
         finally:
             for int8 in self.layers:
-                int8.weights_fixed = False
+                int8.weights_fixed, int8.apart_allowed = False, True
 
 
 def check_int8_kernels() -> None:

@@ -4,6 +4,7 @@ kernels are on (the test suite turns them off for its own processes): prints one
     TF_ENABLE_ONEDNN_OPTS=1 python tests/helpers/fused_kernels_check.py
 """
 
+import contextlib
 import json
 import math
 
@@ -12,6 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 import modeling
+from bert_realformer.training import activation_apart
 from bert_realformer.training.fused_kernels import fused_dense
 from bert_realformer.training.prediction import Predictor
 
@@ -36,17 +38,23 @@ def product_errors(rng):
         errors[name] = float(np.abs(got - formula(before)).max())
         if name == "GeluApproximate":  # (far from the other formula: the kernels tell them apart)
             errors["GeluApproximate_vs_erf"] = float(np.abs(got - NUMPY_ACTIVATIONS["GeluExact"](before)).max())
+    # The GELU apart, compiled by XLA, on as many rows as need it (`activation_apart`).
+    many = rng.standard_normal((activation_apart.MIN_ROWS + 8, 48)).astype(np.float32)
+    apart = activation_apart.compiled(modeling.activations.gelu)
+    got = np.asarray(tf.function(fused_dense)(many, kernel, bias, "GeluApproximate", apart), np.float64)
+    errors["GeluApproximate_apart"] = float(np.abs(got - NUMPY_ACTIVATIONS["GeluApproximate"](
+        many.astype(np.float64) @ kernel + bias)).max())
     return errors
 
 
 def predictions(rng):
     """For each variant: fused vs plain predictions, the fused products in the traced step, and
     the layers' own calls back after tracing."""
-    ids = rng.integers(1, 50, (6, 12))
+    ids = rng.integers(1, 50, (90, 12))  # (a batch of 88 x 12 tokens: the GELU runs apart where wanted)
     mask = np.ones_like(ids)
     mask[3:, 8:] = 0
     features = {"input_ids": ids, "input_mask": mask, "segment_ids": np.zeros_like(ids)}
-    dataset = tf.data.Dataset.from_tensor_slices(features).batch(4)
+    dataset = tf.data.Dataset.from_tensor_slices(features).batch(88)
     found = {}
     for layer_norm_type, residual in (("post", "none"), ("pre", "none"), ("post", "sum")):
         config = modeling.BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
@@ -56,10 +64,15 @@ def predictions(rng):
         model = modeling.BertClassifier(config, num_labels=3)
         model({k: v[:1] for k, v in features.items()})
         strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
-        fused, plain = Predictor(strategy, model), Predictor(strategy, model, fused_kernels=False)
-        got, want = (p.predict(dataset, logits)["logits"] for p in (fused, plain))
+        fused, plain, apart = Predictor(strategy, model), Predictor(strategy, model, fused_kernels=False), \
+            Predictor(strategy, model)
+        with gelu_apart(False):
+            got = fused.predict(dataset, logits)["logits"]
+        want = plain.predict(dataset, logits)["logits"]
+        with gelu_apart(True):  # (as on a CPU without AVX-512)
+            got_apart = apart.predict(dataset, logits)["logits"]
         found[f"{layer_norm_type}-{residual}"] = {
-            "difference": float(np.abs(got - want).max()),
+            "difference": float(np.abs(got - want).max()), "apart_difference": float(np.abs(got_apart - want).max()),
             "fused_products": _op_count(fused, "_FusedMatMul"), "plain_graph": _op_count(plain, "_FusedMatMul"),
             "restored": not any("call" in vars(layer) for layer in model._flatten_layers())}
     keras.mixed_precision.set_global_policy("mixed_bfloat16")  # bf16 products: not fused
@@ -72,6 +85,17 @@ def predictions(rng):
     finally:
         keras.mixed_precision.set_global_policy("float32")
     return found
+
+
+@contextlib.contextmanager
+def gelu_apart(wanted):
+    """Inside: the products run the GELU apart (`activation_apart`) as `wanted`, whatever the CPU."""
+    wanted_here = activation_apart.wanted_here
+    activation_apart.wanted_here = lambda: wanted
+    try:
+        yield
+    finally:
+        activation_apart.wanted_here = wanted_here
 
 
 def _op_count(predictor, op_type):

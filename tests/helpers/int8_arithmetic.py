@@ -11,6 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 import modeling
+from bert_realformer.training import activation_apart
 from bert_realformer.training.fused_kernels import block_dense_layers
 from bert_realformer.training.int8 import Int8Layers, quantized_product
 from modeling import activations
@@ -44,8 +45,19 @@ def product_errors(rng):
                              tf.constant((w8.sum(0) * s_w).astype(np.float32)), tf.constant(b),
                              activation="GeluApproximate")
     simulated_gelu = np.asarray(activations.gelu(tf.constant(simulated, tf.float32)), np.float64)
+    # Enough rows for the GELU to run apart, compiled by XLA: the same rows again and again (the
+    # same range, so the same quantization) give the same numbers.
+    apart = activation_apart.compiled(activations.gelu)
+    copies = activation_apart.MIN_ROWS // len(x) + 1
+    column_sums = tf.constant((w8.sum(0) * s_w).astype(np.float32))
+    gelu_apart = quantized_product(tf.constant(np.tile(x, (copies, 1))), tf.constant(w8.astype(np.int8)),
+                                   tf.constant(127 * s_w, tf.float32), column_sums, tf.constant(b),
+                                   activation="GeluApproximate", apart=apart)
+    gelu_apart = np.asarray(gelu_apart, np.float64).reshape(copies, *simulated.shape)
     return {"error": float(np.abs(got - exact).max()), "within_bound": bool(np.all(np.abs(got - exact) <= bound)),
             "gelu_from_simulation": float(np.abs(np.asarray(gelu, np.float64) - simulated_gelu).max()),
+            "apart_compiled": apart is not None,
+            "gelu_apart_from_simulation": float(np.abs(gelu_apart - simulated_gelu).max()),
             "bound": float(bound.max()), "from_simulation": float(np.abs(got - simulated).max()),
             "step_times_column_norm": float(s_x * np.abs(s_w * w8).sum(0).max())}
 
