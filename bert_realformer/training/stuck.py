@@ -141,7 +141,6 @@ class StuckWatch:
         self._reported = True
         return self._verdict
 
-
     def state(self) -> dict[str, float]:
         """What the watch has seen, as numbers (steps are exact as floats): a training state
         holds them, `resume` takes them back."""
@@ -166,6 +165,7 @@ class StuckWatch:
         self._judge_windows()
         if self._reported and self._verdict is None:  # (said from the evaluations)
             self._verdict = Verdict("said before the run was resumed", self._window_start or 0, from_loss=False)
+
 
 def advice(learning_rate: float, bias_correction: bool) -> str:
     """What usually helps a stuck run, for the end of its warning line."""
