@@ -237,7 +237,7 @@ def test_a_stuck_run_crashed_and_resumed_is_found_at_the_whole_runs_step(tmp_pat
     with the stuck check's windows and is found stuck at the step the whole run was; a restart
     happens there too."""
     def task(seed, crash_at=None):
-        return monitored(classification_task(40, seed=seed, learning_rate=1e-9, num_warmup_steps=4),
+        return monitored(classification_task(30, seed=seed, learning_rate=1e-9, num_warmup_steps=4),
                          _crashing_evaluate(crash_at), num_classes=2, every_steps=8)
 
     _driver(tmp_path / "whole", save_checkpoints_steps=8).train_restarting(task)
@@ -262,7 +262,7 @@ def test_a_stuck_run_crashed_and_resumed_is_found_at_the_whole_runs_step(tmp_pat
     _driver(older, save_checkpoints_steps=8).train(classification_task(8, learning_rate=1e-9, num_warmup_steps=4))
     keys = [name for name, _ in tf.train.list_variables(str(older / "training_state"))]
     assert "input_position/.ATTRIBUTES/VARIABLE_VALUE" in keys and not any("stuck_watch" in key for key in keys)
-    assert _driver(older, save_checkpoints_steps=8).train_restarting(task) == 40
+    assert _driver(older, save_checkpoints_steps=8).train_restarting(task) == 30
     assert recorded_options.read(str(older))["stuck"]["step"] == 28  # (windows from step 8)
 
 
