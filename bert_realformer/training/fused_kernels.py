@@ -87,10 +87,10 @@ class FusedKernels:
     """A model's blocks' intermediate layers on the fused kernel while `active()` (see the
     module's docstring): those of the blocks whose activation the kernel has
     (`FUSED_ACTIVATIONS`) that compute in float32 (as the original's, with a bias and the
-    block's activation applied after the layer). `apart`: whether products of many rows run the
-    activation apart, compiled by XLA (`activation_apart`; None: where the CPU wants it)."""
+    block's activation applied after the layer); products of many rows run the activation apart
+    where the CPU wants it (`activation_apart`)."""
 
-    def __init__(self, model: keras.Model, apart: bool | None = None):
+    def __init__(self, model: keras.Model):
         blocks = [block for block in blocks_with_fused_activation(model)
                   if block.intermediate.compute_dtype == "float32" and block.intermediate.use_bias
                   and block.intermediate.activation is keras.activations.linear]
@@ -98,7 +98,7 @@ class FusedKernels:
         self.blocks = [block for block in blocks if fuses[block.intermediate_act]]
         self.products = [(block.intermediate,
                           _fused_dense_call(block.intermediate, FUSED_ACTIVATIONS[block.intermediate_act],
-                                            activation_apart.for_products(block.intermediate_act, apart)))
+                                            activation_apart.for_products(block.intermediate_act)))
                          for block in self.blocks]
         if self.blocks:
             logger.info("prediction multiplies %d blocks' intermediate layers with their activation fused",

@@ -122,7 +122,6 @@ class Int8Dense:
         self.layer = layer
         self.activation = activation  # applied in the product (`FUSED_ACTIVATIONS`), or None
         self.apart = apart  # the activation compiled by XLA, for many rows (`activation_apart`), or None
-        self.apart_allowed = True  # (not in an exported model)
         inputs, units = layer.kernel.shape
         self.kernel8 = tf.Variable(tf.zeros([inputs, units], tf.int8), trainable=False, name="kernel8")
         self.weight_range = tf.Variable(0.0, trainable=False, name="weight_range")
@@ -142,21 +141,20 @@ class Int8Dense:
     def __call__(self, inputs, *args, **kwargs):
         out = quantized_product(inputs, self.kernel8, self.weight_range, self.column_sums,
                                 tf.cast(self.layer.bias, tf.float32), self.weights_fixed, self.activation,
-                                self.apart if self.apart_allowed else None)
+                                None if self.weights_fixed else self.apart)  # (an export holds no XLA)
         return tf.cast(out, inputs.dtype)
 
 
 class Int8Layers:
-    """The int8 forms of a model's block dense layers (see the module's docstring). `apart`:
-    whether products of many rows run the activation apart, compiled by XLA (`activation_apart`;
-    None: where the CPU wants it)."""
+    """The int8 forms of a model's block dense layers (see the module's docstring); products of
+    many rows run the activation apart where the CPU wants it (`activation_apart`)."""
 
-    def __init__(self, model: keras.Model, apart: bool | None = None):
+    def __init__(self, model: keras.Model):
         check_int8_kernels()
         # The blocks whose activation the intermediate product applies (their own is skipped).
         self.fused_blocks = blocks_with_fused_activation(model)
         fused = {id(block.intermediate): FUSED_ACTIVATIONS[block.intermediate_act] for block in self.fused_blocks}
-        compiled = {id(block.intermediate): activation_apart.for_products(block.intermediate_act, apart)
+        compiled = {id(block.intermediate): activation_apart.for_products(block.intermediate_act)
                     for block in self.fused_blocks}
         self.layers = [Int8Dense(layer, fused.get(id(layer)), compiled.get(id(layer)))
                        for layer in block_dense_layers(model)]
@@ -183,13 +181,13 @@ class Int8Layers:
         model), so its kernels may keep their weights converted (`quantized_product`), and it
         holds no XLA-compiled activation (`activation_apart`)."""
         for int8 in self.layers:
-            int8.weights_fixed, int8.apart_allowed = weights_fixed, not weights_fixed
+            int8.weights_fixed = weights_fixed
         try:
             with replaced_products([(int8.layer, int8) for int8 in self.layers], self.fused_blocks):
                 yield
         finally:
             for int8 in self.layers:
-                int8.weights_fixed, int8.apart_allowed = False, True
+                int8.weights_fixed = False
 
 
 def check_int8_kernels() -> None:
