@@ -55,18 +55,21 @@ LABELS = ["0", "1"]
 # (TensorFlow's graph; `-strategy`: run by the distribution strategy's step, as multi-device
 # prediction is; `-unfused`: the intermediate product and its GELU as separate ops, as before the
 # fused kernel; `-gelu-inside`: the GELU inside oneDNN's product on every batch, as before it ran
-# apart on CPUs without AVX-512, `training.activation_apart`), XLA or TensorFlow Lite, the exported
-# SavedModel called on raw text, the export's model.tflite called on batches tokenized beforehand
-# (as the peers are; `litert-`: by LiteRT's interpreter, `ai-edge-litert`, rather than
-# TensorFlow's); the peers.
+# apart on CPUs without AVX-512, `training.activation_apart`; `-ln-ops`: the model's LayerNorm ops
+# on every batch, as before oneDNN's kernel normalized many rows, `training.layer_norm_kernel`), XLA
+# or TensorFlow Lite, the exported SavedModel called on raw text, the export's model.tflite called
+# on batches tokenized beforehand (as the peers are; `litert-`: by LiteRT's interpreter,
+# `ai-edge-litert`, rather than TensorFlow's); the peers.
 OURS = {"ours-graph": {"xla": False}, "ours-graph-strategy": {"xla": False, "strategy_step": True},
         "ours-graph-unfused": {"xla": False, "unfused": True},
         "ours-graph-gelu-inside": {"xla": False, "gelu_inside": True},
+        "ours-graph-ln-ops": {"xla": False, "layer_norm_ops": True},
         "ours-xla": {"xla": True},
         "ours-graph-bf16": {"xla": False, "precision": "bf16"},
         "ours-xla-bf16": {"xla": True, "precision": "bf16"},
         "ours-int8": {"xla": False, "quantize": "int8"},
         "ours-int8-gelu-inside": {"xla": False, "quantize": "int8", "gelu_inside": True},
+        "ours-int8-ln-ops": {"xla": False, "quantize": "int8", "layer_norm_ops": True},
         "ours-tflite": {"xla": False, "lite": True},
         "ours-tflite-int8": {"xla": False, "lite": True, "quantize": "int8"},
         "savedmodel": {"saved_model": True},
@@ -149,6 +152,9 @@ def ours(case):
     if settings.get("gelu_inside"):
         from bert_realformer.training import activation_apart
         activation_apart.wanted_here = lambda: False
+    if settings.get("layer_norm_ops"):
+        from bert_realformer.training import layer_norm_kernel
+        layer_norm_kernel.kernel_runs = lambda: False
     config = read_config(os.path.join(model_dir, "bert_config.json"))
     options = RunOptions(output_dir=os.path.join(case["work_dir"], f"run-{seq}-{batch}-{case['name']}"),
                          init_checkpoint=model_dir, mixed_precision=settings.get("precision", "none"),

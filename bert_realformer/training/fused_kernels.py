@@ -13,8 +13,8 @@ CPUs without XLA only. On a CPU without AVX-512 oneDNN's GELU inside the product
 products of many rows leave it out and run it compiled by XLA (`activation_apart`). Measured and
 left out: the other dense layers' products with their bias fused the same way (slower: 29.4
 against 26.6 ms per BERT-Base batch of 1 x 32 tokens, the reshapes around the kernel cost more
-than the bias add), and oneDNN's LayerNorm kernel (`_MklLayerNorm`: 3-4% faster at batch 64,
-slower at batch 1).
+than the bias add). oneDNN's LayerNorm kernel, slower than the model's ops at batch 1, normalizes
+batches of many rows only (`layer_norm_kernel`).
 """
 
 from __future__ import annotations

@@ -9,11 +9,13 @@ shapes: their lengths are the buckets of `padding.bucket_step` (the datasets cut
 mapping the driver's `trim`), and a last, partial batch is filled up to the size of the first
 with empty rows, whose outputs are dropped. With `int8` (`--quantize=int8`) the Transformer
 blocks' dense layers run in int8 (`training.int8`), quantized from the weights the model holds
-when `predict` is called. In float32 on CPUs without XLA, each block's intermediate product runs
-with its GELU as one kernel (`training.fused_kernels`, unless `fused_kernels=False`: the same
-outputs to 1e-6). With `lite` (`--tflite_prediction`) the function runs converted to TensorFlow
-Lite with the current weights, on this host's CPUs (`training.lite`; with `int8`, the
-converter's dynamic-range int8). On CPUs the batches are read with tf.data's autotuning off.
+when `predict` is called. On CPUs without XLA, in float32 each block's intermediate product runs
+with its GELU as one kernel (`training.fused_kernels`), and in float32 and int8 batches of many
+rows are normalized by oneDNN's LayerNorm (`training.layer_norm_kernel`); `fused_kernels=False`
+leaves both out (the same outputs to 1e-6). With `lite` (`--tflite_prediction`) the function
+runs converted to TensorFlow Lite with the current weights, on this host's CPUs
+(`training.lite`; with `int8`, the converter's dynamic-range int8). On CPUs the batches are
+read with tf.data's autotuning off.
 """
 
 import functools
@@ -28,6 +30,7 @@ import tensorflow as tf
 from bert_realformer.errors import InputError
 from bert_realformer.training.fused_kernels import FusedKernels
 from bert_realformer.training.int8 import Int8Layers
+from bert_realformer.training.layer_norm_kernel import LayerNormKernels
 from bert_realformer.training.lite import LiteFunctions
 from bert_realformer.training.padding import trim_to_bucket, trim_to_longest
 
@@ -68,12 +71,18 @@ class Predictor:
         self.lite = LiteFunctions(model, int8) if lite else None
         self.int8 = Int8Layers(model) if int8 and not lite else None
         self._cpus_only = _on_cpus(strategy)
-        self._fuses = fused_kernels and not int8 and not lite and not self.xla and self._cpus_only
+        self._normalizes = fused_kernels and not lite and not self.xla and self._cpus_only
+        self._fuses = self._normalizes and not int8
 
     @functools.cached_property
     def fused(self) -> FusedKernels | None:
         """The fused kernels' swap, made at the first trace (it tries the kernels), or None."""
         return FusedKernels(self.model) if self._fuses else None
+
+    @functools.cached_property
+    def layer_norms(self) -> LayerNormKernels | None:
+        """oneDNN's LayerNorm's swap, made at the first trace (it tries the kernel), or None."""
+        return LayerNormKernels(self.model) if self._normalizes else None
 
     @property
     def lite_precision(self) -> str | None:
@@ -119,6 +128,8 @@ class Predictor:
             fn = _within(self.int8.active, fn)
         if self.fused is not None:
             fn = _within(self.fused.active, fn)
+        if self.layer_norms is not None:
+            fn = _within(self.layer_norms.active, fn)
         # (without AutoGraph: the model has no tensor-dependent Python control flow to convert)
         if self.xla:
             compiled = tf.function(lambda features: fn(model, features), jit_compile=True, autograph=False)
