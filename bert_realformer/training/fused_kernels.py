@@ -127,11 +127,12 @@ def blocks_with_fused_activation(model: keras.Model) -> list[TransformerBlock]:
 
 
 @contextlib.contextmanager
-def replaced_products(products: Sequence[tuple[keras.layers.Dense, Callable]],
+def replaced_products(products: Sequence[tuple[keras.layers.Layer, Callable]],
                       activated_blocks: Sequence[TransformerBlock]):
-    """Inside: each (dense layer, product) of `products` has the layer call the product (inputs
-    [..., K] -> [..., N]), and the blocks of `activated_blocks` skip their own activation (their
-    intermediate layer's product applies it)."""
+    """Inside: each (layer, product) of `products` has the layer call the product (a dense
+    layer's: inputs [..., K] -> [..., N]; a LayerNorm's: [..., H] -> [..., H]), and the blocks
+    of `activated_blocks` skip their own activation (their intermediate layer's product applies
+    it)."""
     own_activations = [block.intermediate_act for block in activated_blocks]
     for layer, product in products:
         layer.call = product

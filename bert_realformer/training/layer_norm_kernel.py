@@ -17,7 +17,6 @@ build without oneDNN) the model's ops run. Swapped in only while a prediction fu
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 
@@ -25,7 +24,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_realformer.training.fused_kernels import apply_op, on_rows
+from bert_realformer.training.fused_kernels import apply_op, on_rows, replaced_products
 from modeling.layers import LayerNorm
 
 logger = logging.getLogger(__name__)
@@ -69,16 +68,9 @@ class LayerNormKernels:
         if self.layers:
             logger.info("prediction normalizes batches of %d rows or more with oneDNN's LayerNorm", MIN_ROWS)
 
-    @contextlib.contextmanager
     def active(self):
         """Inside: what is traced runs the kernel on many rows."""
-        for layer in self.layers:
-            layer.call = functools.partial(_call, layer)
-        try:
-            yield
-        finally:
-            for layer in self.layers:
-                del layer.call
+        return replaced_products([(layer, functools.partial(_call, layer)) for layer in self.layers], ())
 
 
 def _call(layer: LayerNorm, inputs):
