@@ -74,6 +74,7 @@ OURS = {"ours-graph": {"xla": False}, "ours-graph-strategy": {"xla": False, "str
         "ours-tflite-int8": {"xla": False, "lite": True, "quantize": "int8"},
         "savedmodel": {"saved_model": True},
         "savedmodel-int8": {"saved_model": True, "quantize": "int8"},
+        "savedmodel-int8-ln-ops": {"saved_model": True, "quantize": "int8", "layer_norm_ops": True},
         "tflite-export": {"lite": True, "lite_export": True},
         "tflite-export-int8": {"lite": True, "lite_export": True, "quantize": "int8"},
         "litert-export": {"lite": True, "lite_export": True, "litert": True},

@@ -1,14 +1,16 @@
 """oneDNN's LayerNorm in CPU prediction (`training.layer_norm_kernel`): the kernel against the
 formula in NumPy, the branch taken by the rows, float and int8 predictions equal to the model's
 own ops for every variant with the kernel really in the traced step, and nothing swapped where
-it does not run or does not apply."""
+it does not run or does not apply; the int8 export with the kernel, the float export without."""
 
 import keras
 import numpy as np
 import tensorflow as tf
 
 import modeling
+from bert_realformer.tasks.export import ClassifierServing, export_classifier
 from bert_realformer.training import layer_norm_kernel
+from bert_realformer.training.int8 import Int8Layers
 from bert_realformer.training.layer_norm_kernel import MIN_ROWS, LayerNormKernels
 from bert_realformer.training.prediction import Predictor
 
@@ -105,3 +107,47 @@ def test_nothing_is_swapped_where_the_kernel_does_not_run_or_does_not_apply(monk
     assert not layer_norm_kernel.kernel_runs.__wrapped__()
     monkeypatch.setattr(layer_norm_kernel, "kernel_runs", lambda: False)
     assert LayerNormKernels(model).layers == []
+
+
+def _saved_op_count(export_path, op_type):
+    """The ops of `op_type` in a SavedModel's graph and its functions."""
+    from tensorflow.core.protobuf import saved_model_pb2
+    saved = saved_model_pb2.SavedModel.FromString(tf.io.gfile.GFile(f"{export_path}/saved_model.pb", "rb").read())
+    graph = saved.meta_graphs[0].graph_def
+    return sum(node.op == op_type for node in (*graph.node, *(n for f in graph.library.function for n in f.node_def)))
+
+
+def test_the_int8_export_normalizes_many_rows_by_the_kernel_and_the_float_export_by_the_model_ops(
+        tmp_path, monkeypatch):
+    """An int8 SavedModel (which needs oneDNN's int8 kernels anyway) holds the kernel for the
+    embeddings' LayerNorm and two a block, and serves a request of 40 texts x 16 tokens (past
+    MIN_ROWS) as an int8 export with the model's ops does; a float export holds none (any
+    TensorFlow serves it)."""
+    import tensorflow_text  # noqa: F401  (registers the tokenizer's ops)
+
+    words = [f"w{i}" for i in range(40)]
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("".join(f"{token}\n" for token in ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]))
+    config = modeling.BertConfig(vocab_size=45, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                 intermediate_size=64, max_position_embeddings=16)
+    keras.utils.set_random_seed(5)
+    model = modeling.BertClassifier(config, num_labels=3)
+    model.build()
+    rng = np.random.default_rng(6)
+    texts = tf.constant([" ".join(rng.choice(words, 14)) for _ in range(40)])  # ([CLS] + 14 + [SEP])
+    assert 40 * 16 >= MIN_ROWS
+
+    def served(name):
+        path = export_classifier(model, str(vocab), True, 16, ["a", "b", "c"], str(tmp_path / name),
+                                 int8=Int8Layers(model))
+        return path, tf.saved_model.load(path).signatures["classify"](text_a=texts)["probabilities"].numpy()
+    kernel_path, kernel = served("kernel")
+    monkeypatch.setattr(layer_norm_kernel, "kernel_runs", lambda: False)
+    ops_path, own_ops = served("ops")
+    assert _saved_op_count(kernel_path, "_MklLayerNorm") == 5 and _saved_op_count(ops_path, "_MklLayerNorm") == 0
+    assert np.abs(kernel - own_ops).max() < 5e-3
+    assert not any("call" in vars(layer) for layer in model._flatten_layers())
+    monkeypatch.undo()
+    float_serving = ClassifierServing(model, str(vocab), True, 16, ["a", "b", "c"])
+    graph = float_serving.model_outputs.get_concrete_function().graph.as_graph_def()
+    assert not any(node.op == "_MklLayerNorm" for f in graph.library.function for node in f.node_def)

@@ -16,7 +16,10 @@ exported with `doc_stride` takes texts of any length: text_a is cut into overlap
 as run_classifier.py --doc_stride cuts it, and a text's windows are combined into one row the
 same way (`window_pooling`). Given `int8` (`training.int8.Int8Layers`, `--quantize=int8`), the
 model's Transformer blocks run their dense layers in int8, the quantized kernels stored in the
-SavedModel (serving it needs a TensorFlow with oneDNN's kernels, as the run did).
+SavedModel (serving it needs a TensorFlow with oneDNN's kernels, as the run did), and requests of
+many rows are normalized by oneDNN's LayerNorm as the run's prediction is
+(`training.layer_norm_kernel`; a float export keeps the model's LayerNorm ops, which any
+TensorFlow runs).
 
 A classifier exported with `tflite` (`--tflite_prediction`) also holds EXPORT_DIR/<version>/
 model.tflite: the model on packed sequences for TensorFlow Lite runtimes (signature
@@ -40,6 +43,7 @@ from bert_realformer import storage
 from bert_realformer.checkpoints.training_states import named_variables
 from bert_realformer.errors import InputError, stop_if_terminated
 from bert_realformer.tasks.classification.windows import served_reading
+from bert_realformer.training.layer_norm_kernel import LayerNormKernels
 from bert_realformer.training.padding import padded_length
 from tokenization.fast import FastTokenizer
 
@@ -119,9 +123,11 @@ class TextServing(tf.Module):
         self._truncation = truncation
         self.model_variables = named_variables(model)  # tracked, so the SavedModel holds them
         self._int8 = int8
+        self._layer_norms = None
         if int8 is not None:
             int8.refresh()
             self.int8_variables = int8.variables
+            self._layer_norms = LayerNormKernels(model)
         self._tokenizer = FastTokenizer(vocab_file, do_lower_case=do_lower_case)
         self.wordpiece = self._tokenizer._wordpiece
         self._max_seq_length = max_seq_length
@@ -137,7 +143,10 @@ class TextServing(tf.Module):
 
     @tf.function(input_signature=[_features_spec()], autograph=False)
     def model_outputs(self, features):
-        with self._int8.active(weights_fixed=True) if self._int8 is not None else contextlib.nullcontext():
+        with contextlib.ExitStack() as kernels:
+            if self._int8 is not None:
+                kernels.enter_context(self._int8.active(weights_fixed=True))
+                kernels.enter_context(self._layer_norms.active())
             return self.forward(features)
 
     def texts_outputs(self, ids_a, ids_b):

@@ -11,8 +11,9 @@ the model's to about 1e-6.
 
 The kernel is tried once per process against the model's formula; where TensorFlow lacks it (a
 build without oneDNN) the model's ops run. Swapped in only while a prediction function is traced
-(`LayerNormKernels.active()`), never in training (it has no gradient), nor in an exported model
-(an op of oneDNN's own, which a TensorFlow Serving built without oneDNN cannot run).
+(`LayerNormKernels.active()`), never in training (it has no gradient), nor in a float exported
+model (an op of oneDNN's own, which a TensorFlow Serving built without oneDNN cannot run; an int8
+export, which needs oneDNN's int8 kernels anyway, has it).
 """
 
 from __future__ import annotations
