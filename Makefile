@@ -133,6 +133,7 @@ bench-cpu: bench-peers $(STAMP)
 	$(PY) bench/predict_throughput.py --config=small --tag=$(CPU_TAG)
 	$(PY) bench/predict_throughput.py --config=small --seq_lengths=32,128 --cases=ours-graph,ours-graph-bf16 \
 		--tag=$(CPU_TAG)-bf16
+	$(PY) bench/int8_products.py --tag=$(CPU_TAG)
 	$(PY) bench/encoder_step_peers.py --config=small --output=bench/results/encoder_step_peers-small-$(CPU_TAG).json
 	$(PY) bench/pretraining_step.py $(DEMO_STEP) --output=bench/results/pretraining_step-demo-$(CPU_TAG).json
 	$(PY) bench/pretraining_step.py $(DEMO_STEP) --xla --output=bench/results/pretraining_step-demo-$(CPU_TAG)-xla.json
