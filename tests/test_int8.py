@@ -54,6 +54,7 @@ def test_a_run_predicting_in_int8_follows_weights_that_moved_between_predictions
     """When training moves the weights between two predictions of a run, the next one
     quantizes them anew and its int8 kernels use them (int8 near float both times; the kernels
     that keep their converted weights, an exported model's, would not), in the same step."""
+    import keras
     import numpy as np
     import tensorflow as tf
 
@@ -63,6 +64,7 @@ def test_a_run_predicting_in_int8_follows_weights_that_moved_between_predictions
 
     config = modeling.BertConfig(vocab_size=50, hidden_size=256, num_hidden_layers=1, num_attention_heads=4,
                                  intermediate_size=1024, max_position_embeddings=32)
+    keras.utils.set_random_seed(0)
     model = modeling.BertClassifier(config, num_labels=3)
     ids = np.random.default_rng(3).integers(1, 50, (8, 16))
     features = {"input_ids": ids, "input_mask": np.ones_like(ids), "segment_ids": np.zeros_like(ids)}
@@ -81,7 +83,9 @@ def test_a_run_predicting_in_int8_follows_weights_that_moved_between_predictions
     after = predictor.predict(dataset, logits)["logits"]
     float_after = plain.predict(dataset, logits)["logits"]
     moved = np.abs(float_after - float_before).max()
-    assert np.abs(before - float_before).max() < 0.05 and np.abs(after - float_after).max() < moved / 10
+    # Kernels still holding the old weights would be off by about `moved`; fresh ones by int8's
+    # rounding alone (moved over it: 9-49x over 12 random inits, 5.6x in one more).
+    assert np.abs(before - float_before).max() < 0.05 and np.abs(after - float_after).max() < moved / 4
     again = predictor.predict(dataset, logits)["logits"]
     assert predictor.traces == 1
     np.testing.assert_allclose(again, after, atol=1e-6)
