@@ -42,6 +42,7 @@ def best_ms(call, calls):
 
 
 def shape_of(text):
+    """"MxKxN" -> (M, K, N)."""
     return tuple(int(n) for n in text.split("x"))
 
 

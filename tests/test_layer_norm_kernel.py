@@ -44,11 +44,15 @@ def test_many_rows_take_the_kernel_and_few_the_model_ops(monkeypatch):
     np.testing.assert_array_equal(np.asarray(call(many)), np.full(many.shape, 7.0))
 
 
-def _op_count(predictor, op_type):
-    """The ops of `op_type` in the predictor's traced step, its functions' (a cond's branches) too."""
-    graph = next(iter(predictor._steps.values())).get_concrete_function().graph.as_graph_def()
-    nodes = [*graph.node, *(node for function in graph.library.function for node in function.node_def)]
+def _op_count(graph_def, op_type):
+    """The ops of `op_type` in a graph and its functions (a cond's branches, a called function)."""
+    nodes = [*graph_def.node, *(node for function in graph_def.library.function for node in function.node_def)]
     return sum(node.op == op_type for node in nodes)
+
+
+def _traced_op_count(predictor, op_type):
+    """The ops of `op_type` in the predictor's traced step."""
+    return _op_count(next(iter(predictor._steps.values())).get_concrete_function().graph.as_graph_def(), op_type)
 
 
 def _logits(model, batch):
@@ -79,7 +83,8 @@ def test_predictions_with_the_kernel_equal_the_model_ops_for_every_variant_in_fl
             kernel, own_ops = (Predictor(strategy, model, int8=int8, fused_kernels=fused) for fused in (True, False))
             got, want = (p.predict(dataset, _logits)["logits"] for p in (kernel, own_ops))
             assert np.abs(got - want).max() < bound, (layer_norm_type, residual, int8)
-            assert _op_count(kernel, "_MklLayerNorm") == norms and _op_count(own_ops, "_MklLayerNorm") == 0
+            assert (_traced_op_count(kernel, "_MklLayerNorm") == norms
+                    and _traced_op_count(own_ops, "_MklLayerNorm") == 0)
             assert not any("call" in vars(layer) for layer in model._flatten_layers())
 
 
@@ -113,8 +118,7 @@ def _saved_op_count(export_path, op_type):
     """The ops of `op_type` in a SavedModel's graph and its functions."""
     from tensorflow.core.protobuf import saved_model_pb2
     saved = saved_model_pb2.SavedModel.FromString(tf.io.gfile.GFile(f"{export_path}/saved_model.pb", "rb").read())
-    graph = saved.meta_graphs[0].graph_def
-    return sum(node.op == op_type for node in (*graph.node, *(n for f in graph.library.function for n in f.node_def)))
+    return _op_count(saved.meta_graphs[0].graph_def, op_type)
 
 
 def test_the_int8_export_normalizes_many_rows_by_the_kernel_and_the_float_export_by_the_model_ops(
@@ -149,5 +153,4 @@ def test_the_int8_export_normalizes_many_rows_by_the_kernel_and_the_float_export
     assert not any("call" in vars(layer) for layer in model._flatten_layers())
     monkeypatch.undo()
     float_serving = ClassifierServing(model, str(vocab), True, 16, ["a", "b", "c"])
-    graph = float_serving.model_outputs.get_concrete_function().graph.as_graph_def()
-    assert not any(node.op == "_MklLayerNorm" for f in graph.library.function for node in f.node_def)
+    assert _op_count(float_serving.model_outputs.get_concrete_function().graph.as_graph_def(), "_MklLayerNorm") == 0
