@@ -29,6 +29,7 @@ HF_PYTHON = os.path.join(ROOT, "bench", ".venv-hf", "bin", "python")
 WORK = os.path.join(ROOT, "bench", ".work", "int8_products")
 THREADS = 2
 GRAPH_PRODUCTS = 10  # products per call of the graph's function: its call's own cost spread over them
+GRAPH_KERNELS = {"tensorflow-onednn": "1", "tensorflow-own": "0"}  # (TF_ENABLE_ONEDNN_OPTS for each)
 
 
 def best_ms(call, calls):
@@ -144,10 +145,9 @@ def main():
     runtimes = {"tensorflow-lite": run_case_process([sys.executable, __file__, "--case=tflite", *common]),
                 "onnxruntime": run_case_process([HF_PYTHON, os.path.join(ROOT, "bench", "peers", "ort_products.py"),
                                                  WORK, *common]),
-                "tensorflow-onednn": run_case_process([sys.executable, __file__, "--case=graph", *common],
-                                                      env={"TF_ENABLE_ONEDNN_OPTS": "1"}),
-                "tensorflow-own": run_case_process([sys.executable, __file__, "--case=graph", *common],
-                                                   env={"TF_ENABLE_ONEDNN_OPTS": "0"})}
+                **{name: run_case_process([sys.executable, __file__, "--case=graph", *common],
+                                          env={"TF_ENABLE_ONEDNN_OPTS": switch})
+                   for name, switch in GRAPH_KERNELS.items()}}
     if None in runtimes.values():
         raise SystemExit("a case failed (above)")
     rows = []
