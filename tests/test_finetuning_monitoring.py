@@ -1,7 +1,8 @@
 """Watching a fine-tuning run in-process (the driver on a tiny classifier): the best checkpoint
 and early stopping against a scripted metric, a crashed and resumed run picking the same best
-step with the same weights, the stuck check on a run made to stick (a warning; a restart with the
-next seed, recorded and kept on resume), and the Adam bias correction a run started with."""
+step with the same weights, the stuck check on a run made to stick (a warning, and a later leaving of
+chance beside it; a restart with the next seed, recorded and kept on resume), and the Adam bias
+correction a run started with."""
 
 import io
 import json
@@ -175,6 +176,70 @@ def test_stuck_watch_a_run_that_leaves_chance_late_is_not_stuck():
         step = end
 
 
+def _feed(watch, losses, step):
+    """One loop to the watch's next boundary at each mean loss of `losses`, from `step`; returns
+    the last step."""
+    for loss in losses:
+        end = watch.next_boundary(step)
+        watch.observe_loss(step, end, (end - step) * loss)
+        step = end
+    return step
+
+
+def test_stuck_watch_after_a_warning_sees_the_run_leave_chance():
+    """Warm-up 10, 200 steps, windows of 20: the verdict at step 90 (four windows at ln 2); the
+    windows go on, one within the band says nothing, the first below it is said once, and the
+    watch then lets the run go to its end."""
+    chance = np.log(2)
+    watch = StuckWatch(2, num_warmup_steps=10, num_train_steps=200)
+    assert _feed(watch, [0.9] + [chance] * 4, 0) == 90 and watch.verdict().step == 90
+    assert watch.next_boundary(90) == 110
+    assert _feed(watch, [chance * 0.995], 90) == 110 and watch.left_chance() is None
+    assert _feed(watch, [0.6], 110) == 130
+    left = watch.left_chance()
+    assert left.step == 130 and left.from_loss
+    assert left.reason == "the training loss averaged 0.6000 over steps 111-130, below ln 2 = 0.6931: the run is " \
+        "learning after all"
+    assert watch.left_chance() is None and watch.next_boundary(130) == 200
+
+    # A verdict from the evaluations (the loss may sit below ln K on unbalanced classes): no watch after it.
+    by_predictions = StuckWatch(2, num_warmup_steps=10, num_train_steps=100)
+    for step in (20, 40, 60):
+        by_predictions.observe_predictions(step, np.zeros(8))
+    assert not by_predictions.verdict().from_loss and by_predictions.next_boundary(60) == 100
+
+
+def test_a_warned_run_that_leaves_chance_is_recorded_once_beside_its_warning(tmp_path):
+    """`act_on_verdict` after each loop: the warning, then the leaving window in
+    training_options.json and the log; a resumed run's watch that sees a later window leave chance
+    again adds nothing."""
+    from bert_realformer.training.restarts import act_on_verdict
+    said = []
+
+    def act(watch):
+        act_on_verdict(watch, 0, str(tmp_path), 1e-3, True, said.append)
+
+    chance = np.log(2)
+    watch = StuckWatch(2, num_warmup_steps=10, num_train_steps=200)
+    _feed(watch, [0.9] + [chance] * 4, 0)
+    act(watch)
+    saved = watch.state()  # (at step 90)
+    resumed, twin = StuckWatch(2, 10, 200), StuckWatch(2, 10, 200)
+    resumed.resume(saved)
+    twin.resume(saved)
+    _feed(watch, [0.6], 90)
+    act(watch)
+    stuck = recorded_options.read(str(tmp_path))["stuck"]
+    assert stuck["step"] == 90 and stuck["left_at_step"] == 110
+    assert said[0].startswith("warning: this run looks stuck") and len(said) == 2
+    assert said[1] == f"this run has left chance since its warning: {stuck['left_reason']}"
+    for resumed_watch in (resumed, twin):
+        _feed(resumed_watch, [chance, 0.5], 90)
+    assert twin.left_chance().step == 130  # what the resumed watch sees
+    act(resumed)
+    assert recorded_options.read(str(tmp_path))["stuck"] == stuck and len(said) == 2
+
+
 def test_stuck_watch_needs_constant_evaluations_over_40_percent_of_the_run():
     watch = StuckWatch(3, num_warmup_steps=10, num_train_steps=100)  # 36 steps
     watch.observe_predictions(10, np.zeros(20))   # during warm-up: not judged
@@ -218,9 +283,12 @@ def test_stuck_watch_resumed_from_its_state_finds_what_the_whole_run_finds():
         resumed = StuckWatch(2, num_warmup_steps=10, num_train_steps=100)
         resumed.resume(first.state())
         assert said + run(resumed, start=saved_at) == expected, saved_at
-    # Found and not yet acted on when the state was saved: the resumed watch gives it.
+    # Found and not yet acted on when the state was saved (the save comes before the act, at the
+    # verdict's step): the resumed watch gives it.
+    at_verdict = StuckWatch(2, num_warmup_steps=10, num_train_steps=100)
+    run(at_verdict, start=0, stop=70)
     found = StuckWatch(2, num_warmup_steps=10, num_train_steps=100)
-    found.resume({**whole.state(), "reported": 0.0})
+    found.resume({**at_verdict.state(), "reported": 0.0})
     assert found.verdict().reason == expected[0][1]
 
 

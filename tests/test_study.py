@@ -195,7 +195,7 @@ def test_collect_reads_every_kind_of_run(tmp_path):
 def test_stuck_fine_tuning_runs_are_named_not_taken_for_metrics(tmp_path):
     """eval_results.txt's run keys (seed after restarts, restarts) are no metrics; `stuck_runs`
     lists the runs whose training_options.json records restarts or a stuck verdict, and the
-    report says which they were."""
+    report says which they were: stuck to the end, or found stuck and left chance later."""
     from bert_realformer.comparison.report import stuck_line
     task = plan.DownstreamTask.parse("sentiment=run_classifier.py --task_name=thucnews")
     study = _plan(tmp_path, [task], variants=("post-LN", "RealFormer"), seeds=(1, 2))
@@ -204,11 +204,15 @@ def test_stuck_fine_tuning_runs_are_named_not_taken_for_metrics(tmp_path):
                   ("post-LN", 2): "eval_accuracy = 0.5\nglobal_step = 10\nrestarts = 3\nseed = 5\n",
                   ("RealFormer", 2): "eval_accuracy = 0.5\nglobal_step = 10\n"}
 
-    def record(seed, restarted, stuck_at=None):
+    def record(seed, restarted, stuck_at=None, left_at=None):
+        stuck = stuck_at and {"step": stuck_at, "reason": "..."}
+        if left_at:
+            stuck.update(left_at_step=left_at, left_reason="...")
         return {"seed": seed, "restarts": [{"seed": s, "step": 3, "reason": "..."} for s in restarted],
-                "stuck": stuck_at and {"step": stuck_at, "reason": "..."}}
+                "stuck": stuck}
     records = {("post-LN", 1): record(1, []), ("RealFormer", 1): record(2, [1]),
-               ("post-LN", 2): record(5, [2, 3, 4], stuck_at=6), ("RealFormer", 2): record(2, [], stuck_at=7)}
+               ("post-LN", 2): record(5, [2, 3, 4], stuck_at=6),
+               ("RealFormer", 2): record(2, [], stuck_at=7, left_at=9)}
     for run in study.runs():
         if run.kind == "sentiment":
             os.makedirs(run.directory)
@@ -219,16 +223,19 @@ def test_stuck_fine_tuning_runs_are_named_not_taken_for_metrics(tmp_path):
     assert {r["metric"] for r in results.collect(study)} == {"eval_accuracy"}
     stuck = results.stuck_runs(study)
     assert [{**run, "task": None} for run in stuck] == [
-        {"task": None, "variant": "RealFormer", "seed": 1, "restarts": 1, "final_seed": 2, "stuck_at_step": None},
-        {"task": None, "variant": "post-LN", "seed": 2, "restarts": 3, "final_seed": 5, "stuck_at_step": 6},
-        {"task": None, "variant": "RealFormer", "seed": 2, "restarts": 0, "final_seed": 2, "stuck_at_step": 7}]
+        {"task": None, "variant": "RealFormer", "seed": 1, "restarts": 1, "final_seed": 2, "stuck_at_step": None,
+         "left_at_step": None},
+        {"task": None, "variant": "post-LN", "seed": 2, "restarts": 3, "final_seed": 5, "stuck_at_step": 6,
+         "left_at_step": None},
+        {"task": None, "variant": "RealFormer", "seed": 2, "restarts": 0, "final_seed": 2, "stuck_at_step": 7,
+         "left_at_step": 9}]
     assert {run["task"] for run in stuck} == {"sentiment"}
     assert stuck_line(stuck, "sentiment") == (
         "Stuck runs (a training loss at chance, `warning: this run looks stuck` in the run's log): RealFormer seed 1 "
         "restarted once (`--on_stuck=restart`; ended with `--seed=2`); post-LN seed 2 restarted 3 times "
         "(`--on_stuck=restart`; ended with `--seed=5`), then stayed stuck from step 6: its numbers above are a model "
-        "that learned nothing; RealFormer seed 2 stayed stuck from step 7: its numbers above are a model that learned "
-        "nothing.")
+        "that learned nothing; RealFormer seed 2 was found stuck at step 7 and left chance by step 9: its numbers "
+        "above are a model that learned late.")
     assert stuck_line(stuck, "word_class").startswith("No run was found stuck")
 
 

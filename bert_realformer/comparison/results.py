@@ -88,8 +88,9 @@ def stuck_runs(plan: StudyPlan) -> list[dict]:
     """The finished fine-tuning runs that were stuck (`training.stuck`), in the plan's order:
     {"task", "variant", "seed", "restarts": times it started again (`--on_stuck=restart`),
     "final_seed": the seed it ended with, "stuck_at_step": where its last start was still found
-    stuck (its numbers are a stuck model's), else None}, as each run's training_options.json
-    records them."""
+    stuck, else None, "left_at_step": where that start left chance after all (its numbers are a
+    model that learned late), else None (with "stuck_at_step": a stuck model's numbers)}, as each
+    run's training_options.json records them."""
     from bert_realformer.training import recorded_options  # (here: it loads TensorFlow)
     found = []
     for run in plan.runs():
@@ -100,7 +101,8 @@ def stuck_runs(plan: StudyPlan) -> list[dict]:
         if restarts or stuck:
             found.append({"task": run.kind, "variant": run.variant, "seed": run.seed, "restarts": restarts,
                           "final_seed": int(record.get("seed", run.seed)),
-                          "stuck_at_step": int(stuck["step"]) if stuck else None})
+                          "stuck_at_step": int(stuck["step"]) if stuck else None,
+                          "left_at_step": int(stuck["left_at_step"]) if stuck and "left_at_step" in stuck else None})
     return found
 
 

@@ -24,14 +24,29 @@ class StuckRun(Exception):
 def act_on_verdict(watch: StuckWatch | None, restarts_left: int, write_dir: str, learning_rate: float,
                    bias_correction: bool, say: Callable[[str], None]) -> None:
     """Raises `StuckRun` when the watch has a new loss verdict and the run may restart; else, for
-    a new verdict, records it in WRITE_DIR/training_options.json and warns once."""
-    verdict = None if watch is None else watch.verdict()
+    a new verdict, records it in WRITE_DIR/training_options.json and warns once. A run that left
+    chance after its warning says so once, and its record's `stuck` gains `left_at_step` and
+    `left_reason`."""
+    if watch is None:
+        return
+    _record_leaving(watch.left_chance(), write_dir, say)
+    verdict = watch.verdict()
     if verdict is None:
         return
     if verdict.from_loss and restarts_left > 0:
         raise StuckRun(verdict)
     recorded_options.update(write_dir, stuck={"step": verdict.step, "reason": verdict.reason})
     say(f"warning: this run looks stuck: {verdict.reason}; {advice(learning_rate, bias_correction)}")
+
+
+def _record_leaving(left: Verdict | None, write_dir: str, say: Callable[[str], None]) -> None:
+    """Records the window that left chance beside the warning (once: a resumed run's watch may
+    see a later window leave it again)."""
+    stuck = None if left is None else recorded_options.read(write_dir).get("stuck")
+    if not stuck or "left_at_step" in stuck:
+        return
+    recorded_options.update(write_dir, stuck={**stuck, "left_at_step": left.step, "left_reason": left.reason})
+    say(f"this run has left chance since its warning: {left.reason}")
 
 
 def restart_line(verdict: Verdict, seed: int, restarts: list[dict], max_restarts: int) -> str:

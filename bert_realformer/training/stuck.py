@@ -13,7 +13,10 @@ such runs by hand). Two signs, after warm-up:
 
 Runs that learn can sit at ln K for a while after warm-up before they leave it (a small model
 from scratch for a third of its run); the 40% keeps those from being called stuck, and still
-finds a stuck run by half of its steps.
+finds a stuck run by half of its steps. Some leave it later still (a small model fine-tuned from
+a barely pretrained one): after a loss verdict that did not restart the run, the watch goes on
+with its windows, and the first one whose mean lies below the band says that the run has left
+chance after all (`left_chance()`), so that its numbers are not taken for a stuck model's.
 
 The driver ends its loops of steps at window boundaries (`next_boundary`), hands the watch the
 sum of each loop's step losses (`observe_loss`), and asks `verdict()` after each loop; the
@@ -77,11 +80,13 @@ class StuckWatch:
         self._constant_since: int | None = None  # an evaluation that gave every example one class
         self._verdict: Verdict | None = None
         self._reported = False
+        self._left: Verdict | None = None  # the window that left ln K after a loss verdict
+        self._left_reported = False
 
     def next_boundary(self, step: int) -> int:
         """The first step after `step` at which a loop of steps should end: the end of
         warm-up, then the end of each window (`num_train_steps` when there is none)."""
-        if self.chance_loss is None or self._verdict is not None:
+        if self.chance_loss is None or not self._watching_loss():
             return self.num_train_steps
         if step < self.num_warmup_steps:
             return self.num_warmup_steps
@@ -91,7 +96,7 @@ class StuckWatch:
     def observe_loss(self, previous_step: int, step: int, loss_sum: float) -> None:
         """The steps `previous_step + 1` .. `step` (one loop, not across a boundary) had losses
         summing to `loss_sum`."""
-        if self.chance_loss is None or self._verdict is not None or step <= self.num_warmup_steps:
+        if self.chance_loss is None or not self._watching_loss() or step <= self.num_warmup_steps:
             return
         if self._window_start is None:
             self._window_start = max(previous_step, self.num_warmup_steps)
@@ -99,6 +104,9 @@ class StuckWatch:
         if step - self._window_start < self.window:
             return
         mean = self._window_sum / (step - self._window_start)
+        if self._verdict is not None:
+            self._see_leaving(step, mean)
+            return
         if abs(mean - self.chance_loss) <= TOLERANCE * self.chance_loss:
             if not self._stuck_count:
                 self._stuck_first = self._window_start + 1
@@ -108,6 +116,18 @@ class StuckWatch:
             self._stuck_first, self._stuck_count, self._stuck_mean_sum = -1, 0, 0.0
         self._window_start, self._window_sum = step, 0.0
         self._judge_windows()
+
+    def _watching_loss(self) -> bool:
+        """Whether the loss windows go on: until a verdict, and after a loss verdict until the run
+        leaves chance."""
+        return self._verdict is None or (self._verdict.from_loss and self._left is None)
+
+    def _see_leaving(self, step: int, mean: float) -> None:
+        """After a loss verdict: the window ending at `step` had mean loss `mean`."""
+        if mean < (1 - TOLERANCE) * self.chance_loss:
+            self._left = Verdict(f"the training loss averaged {mean:.4f} over steps {self._window_start + 1}-{step}, "
+                                 f"below {self._chance_text}: the run is learning after all", step, from_loss=True)
+        self._window_start, self._window_sum = step, 0.0
 
     def _judge_windows(self) -> None:
         """The loss verdict, once the windows at ln K in a row (the last ending at the current
@@ -140,6 +160,14 @@ class StuckWatch:
             return None
         self._reported = True
         return self._verdict
+
+    def left_chance(self) -> Verdict | None:
+        """The window after a loss verdict whose mean loss lay below the band (`reason`, its last
+        `step`), the first time it is asked for after it was seen (else None)."""
+        if self._left is None or self._left_reported:
+            return None
+        self._left_reported = True
+        return self._left
 
     def state(self) -> dict[str, float]:
         """What the watch has seen, as numbers (steps are exact as floats): a training state
