@@ -1,6 +1,7 @@
 """The error types the scripts end on: user mistakes (a flag, a file, a line of data), runs
 stopped on purpose (a signal) and runs that diverged."""
 
+import contextlib
 import os
 import signal
 
@@ -58,6 +59,7 @@ class SigtermHandler:
     def __init__(self):
         self.pid = os.getpid()
         self.received = False
+        self.deferred = 0  # (`sigterm_deferred` blocks around: remember the signal, raise on leaving)
 
     def __call__(self, signal_number, frame):
         if os.getpid() != self.pid:
@@ -65,13 +67,33 @@ class SigtermHandler:
             os.kill(os.getpid(), signal.SIGTERM)
             return
         self.received = True
-        raise Terminated()
+        if not self.deferred:
+            raise Terminated()
 
 
 def sigterm_received() -> bool:
     """Whether the script's SIGTERM handler has run in this process."""
     handler = signal.getsignal(signal.SIGTERM)
     return isinstance(handler, SigtermHandler) and handler.received
+
+
+@contextlib.contextmanager
+def sigterm_deferred():
+    """Within the block the scripts' SIGTERM handler only remembers a signal; `Terminated` is
+    raised on leaving it. For a library call that catches the exceptions met inside it and prints
+    their tracebacks (TensorFlow's SavedModel writer traces functions inside `except Exception:
+    traceback.print_exc()`, and a `Terminated` met in its tracing can come out as another error),
+    so that a stop there ends with the script's one line alone."""
+    handler = signal.getsignal(signal.SIGTERM)
+    if not isinstance(handler, SigtermHandler):
+        yield
+        return
+    handler.deferred += 1
+    try:
+        yield
+    finally:
+        handler.deferred -= 1
+    stop_if_terminated()
 
 
 def stop_if_terminated() -> None:

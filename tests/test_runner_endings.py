@@ -128,6 +128,36 @@ def test_an_error_a_library_made_of_the_sigterm_ends_as_the_sigterm(capsys):
     assert ending == (143, f"error: stopped by SIGTERM; {runner.INTACT}")
 
 
+def test_a_sigterm_in_a_deferred_block_is_raised_on_leaving_it(capsys):
+    """Inside `sigterm_deferred` (around TensorFlow's SavedModel writer, which prints the
+    traceback of any exception it catches) the signal is only remembered: the block runs to its
+    end, prints nothing, and `Terminated` comes on leaving it; outside the scripts' handler the
+    block changes nothing."""
+    import os
+    import signal
+    import traceback
+
+    from bert_realformer.errors import SigtermHandler, Terminated, sigterm_deferred
+
+    ran_to_the_end = []
+    previous = signal.signal(signal.SIGTERM, SigtermHandler())
+    try:
+        with pytest.raises(Terminated), sigterm_deferred():
+            try:  # (a library's own handling)
+                os.kill(os.getpid(), signal.SIGTERM)
+                sum(range(1000))  # (bytecodes, where the handler runs)
+            except Exception:
+                traceback.print_exc()
+            ran_to_the_end.append(True)
+        assert signal.getsignal(signal.SIGTERM).deferred == 0
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert ran_to_the_end == [True] and capsys.readouterr().err == ""
+    with sigterm_deferred():  # (the default handler here: nothing to defer)
+        ran_to_the_end.append(True)
+    assert ran_to_the_end == [True, True]
+
+
 def _raise(error):
     raise error
 

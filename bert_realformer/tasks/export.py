@@ -41,7 +41,7 @@ import tensorflow as tf
 import modeling
 from bert_realformer import storage
 from bert_realformer.checkpoints.training_states import named_variables
-from bert_realformer.errors import InputError, stop_if_terminated
+from bert_realformer.errors import InputError, sigterm_deferred, stop_if_terminated
 from bert_realformer.tasks.classification.windows import served_reading
 from bert_realformer.training.layer_norm_kernel import LayerNormKernels
 from bert_realformer.training.padding import padded_length
@@ -261,8 +261,9 @@ def _save(module, export_dir, names, extra_files=None):
     single, pair = names
     moving = False
     try:
-        tf.saved_model.save(module, tmp, signatures={"serving_default": module.serve, single: module.serve,
-                                                     pair: module.serve_pair})
+        with sigterm_deferred():  # (its tracing would print the traceback of a stop met inside it)
+            tf.saved_model.save(module, tmp, signatures={"serving_default": module.serve, single: module.serve,
+                                                         pair: module.serve_pair})
         for name, data in (extra_files or {}).items():  # (inside the temporary version: plain writes)
             with storage.open_file(os.path.join(tmp, name), "wb") as f:
                 f.write(data)
