@@ -85,7 +85,7 @@ def stuck_line(stuck: list[dict], task: str) -> str:
         parts = [f"{run['variant']} seed {run['seed']}"]
         if run["restarts"]:
             parts.append(f"restarted {times} (`--on_stuck=restart`; ended with `--seed={run['final_seed']}`)")
-        if run.get("left_at_step") is not None:
+        if run["left_at_step"] is not None:
             parts.append(f"was found stuck at step {run['stuck_at_step']} and left chance by step "
                          f"{run['left_at_step']}: its numbers above are a model that learned late")
         elif run["stuck_at_step"] is not None:

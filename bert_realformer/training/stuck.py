@@ -106,8 +106,7 @@ class StuckWatch:
         mean = self._window_sum / (step - self._window_start)
         if self._verdict is not None:
             self._see_leaving(step, mean)
-            return
-        if abs(mean - self.chance_loss) <= TOLERANCE * self.chance_loss:
+        elif abs(mean - self.chance_loss) <= TOLERANCE * self.chance_loss:
             if not self._stuck_count:
                 self._stuck_first = self._window_start + 1
             self._stuck_count += 1
@@ -115,7 +114,8 @@ class StuckWatch:
         else:
             self._stuck_first, self._stuck_count, self._stuck_mean_sum = -1, 0, 0.0
         self._window_start, self._window_sum = step, 0.0
-        self._judge_windows()
+        if self._verdict is None:
+            self._judge_windows()
 
     def _watching_loss(self) -> bool:
         """Whether the loss windows go on: until a verdict, and after a loss verdict until the run
@@ -127,7 +127,6 @@ class StuckWatch:
         if mean < (1 - TOLERANCE) * self.chance_loss:
             self._left = Verdict(f"the training loss averaged {mean:.4f} over steps {self._window_start + 1}-{step}, "
                                  f"below {self._chance_text}: the run is learning after all", step, from_loss=True)
-        self._window_start, self._window_sum = step, 0.0
 
     def _judge_windows(self) -> None:
         """The loss verdict, once the windows at ln K in a row (the last ending at the current
