@@ -73,6 +73,7 @@ RANGES: Mapping[str, Range | None] = types.MappingProxyType({
     # loops, checkpoints, evaluation
     "save_checkpoints_steps": POSITIVE, "iterations_per_loop": POSITIVE, "eval_every_steps": NON_NEGATIVE,
     "early_stopping_patience": NON_NEGATIVE, "max_restarts": NON_NEGATIVE, "shuffle_buffer_size": NON_NEGATIVE,
+    "restart_deadline": NON_NEGATIVE,
     # data creation
     "masked_lm_prob": SHARE, "short_seq_prob": PROBABILITY,
     # seeds: numpy's (which Keras seeds) take 0 .. 2**32 - 1; the data creation's Python

@@ -2,11 +2,13 @@
 and early stopping against a scripted metric, a crashed and resumed run picking the same best
 step with the same weights, the stuck check on a run made to stick (a warning, and a later leaving of
 chance beside it; a restart with the next seed, recorded and kept on resume), and the Adam bias
-correction a run started with."""
+correction a run started with; a restart deadline no new attempt can meet."""
 
 import io
 import json
 import shutil
+import time
+import types
 
 import numpy as np
 import pytest
@@ -21,6 +23,7 @@ from bert_realformer.training import best_checkpoint, recorded_options
 from bert_realformer.training.best_checkpoint import Selection
 from bert_realformer.training.driver import Driver, RunOptions
 from bert_realformer.training.monitoring import monitored
+from bert_realformer.training.restarts import RestartDeadline
 from bert_realformer.training.stuck import StuckWatch
 
 EVERY = 4
@@ -385,6 +388,56 @@ def test_on_stuck_restart_starts_again_with_the_next_seed_and_a_resume_keeps_it(
     assert driver.options.seed == 7
     assert "resuming with --seed=7, the seed this run restarted with; --seed=5 applies to new runs" in \
         resumed.getvalue()
+
+
+def test_restart_deadline_by_hand():
+    """A restart is allowed when the new attempt, at this attempt's pace, would end by the
+    deadline: 40 steps in 20 s from step 10 (0.5 s/step), 100 steps again take 50 s."""
+    now = [1000.0]
+    deadline = RestartDeadline(1080.0, 10, clock=lambda: now[0])
+    assert deadline.refusal(10, 100) is None  # (no pace yet: a restart now ends now)
+    now[0] = 1020.0
+    assert deadline.refusal(50, 100) is None  # ends at 1070, before 1080
+    now[0] = 1040.0
+    assert deadline.refusal(90, 100).startswith("started again it would end about ")  # 1040 + 50 = 1090
+    assert "after --restart_deadline (" in deadline.refusal(90, 100)
+    assert RestartDeadline(0.0, 0, clock=lambda: now[0]).refusal(90, 100) is None  # 0: no limit
+
+
+def test_a_stuck_run_past_its_restart_deadline_warns_and_goes_on(tmp_path):
+    """--on_stuck=restart with restarts left but a deadline no new attempt can meet: no restart,
+    the warning says why, and the record keeps it; a deadline far off restarts as before."""
+    out, stream, seeds = tmp_path / "late", io.StringIO(), []
+
+    def task(seed):
+        seeds.append(seed)
+        return _stuck_task(seed, steps=30)
+
+    driver = _driver(out, stream, on_stuck="restart", max_restarts=2, seed=5, restart_deadline=time.time())
+    assert driver.train_restarting(task) == 30
+    assert seeds == [5]
+    warning = [line for line in stream.getvalue().splitlines() if "looks stuck" in line]
+    assert len(warning) == 1 and "; no restart: started again it would end about " in warning[0]
+    stuck = recorded_options.read(str(out))["stuck"]
+    assert stuck["no_restart"].startswith("started again it would end about ") and not (out / "stuck_runs").exists()
+
+    seeds.clear()
+    driver = _driver(tmp_path / "early", on_stuck="restart", max_restarts=1, seed=5,
+                     restart_deadline=time.time() + 3600)
+    assert driver.train_restarting(task) == 30 and seeds == [5, 6]
+
+
+def test_a_restart_deadline_is_refused_for_several_workers():
+    from bert_realformer.commandline.training_flags import restart_deadline_for
+
+    def strategy(jobs):
+        resolver = types.SimpleNamespace(task_type="worker", cluster_spec=lambda: tf.train.ClusterSpec(jobs))
+        return types.SimpleNamespace(cluster_resolver=resolver)
+    assert restart_deadline_for(5.0, tf.distribute.OneDeviceStrategy("/cpu:0")) == 5.0
+    assert restart_deadline_for(5.0, strategy({"worker": ["localhost:1"]})) == 5.0  # (one process)
+    assert restart_deadline_for(0.0, strategy({"worker": ["localhost:1", "localhost:2"]})) == 0.0
+    with pytest.raises(InputError, match=r"^--restart_deadline: not for a multi-worker run"):
+        restart_deadline_for(5.0, strategy({"chief": ["localhost:1"], "worker": ["localhost:2"]}))
 
 
 # ---------------------------------------------------------------------- Adam bias correction

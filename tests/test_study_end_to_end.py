@@ -39,7 +39,7 @@ def _classification_data(directory):
     return (dev_long if train_long > 30 else 30 - dev_long) / 30
 
 
-def _study(tmp_path, *flags, stop_at=None):
+def _study(tmp_path, *flags, stop_at=None, task_flags=""):
     config = tmp_path / "base.json"
     config.write_text(json.dumps({k: v for k, v in TINY.items() if k != "residual_attention"}))
     command = [sys.executable, os.path.join(ROOT, "run_study.py"), f"--output_dir={tmp_path / 'study'}",
@@ -49,7 +49,7 @@ def _study(tmp_path, *flags, stop_at=None):
                "--eval_every_steps=3", "--max_eval_steps=2", "--eval_batch_size=8", "--attention_examples=16",
                "--variants=post-LN,RealFormer",
                f"--task=lines=run_classifier.py --task_name=generic --data_dir={tmp_path / 'lines'} "
-               "--max_seq_length=32 --train_batch_size=8 --num_train_epochs=1", *flags]
+               f"--max_seq_length=32 --train_batch_size=8 --num_train_epochs=1{task_flags}", *flags]
     if stop_at is None:
         return script_processes.run(command, capture_output=True, text=True, timeout=900)
     # SIGTERM once the study prints `stop_at` (a run it starts), a moment into that run
@@ -154,11 +154,13 @@ def test_a_study_sized_to_a_budget_runs_its_share_and_keeps_it(tmp_path):
     """A budget already spent when the study starts (--time_budget_start 31 minutes ago, as `make
     demo` passes the time before it prepared the data; 30 minutes): it times the pretraining step
     (a probe, removed after), says so, and runs a tenth of the steps and epochs; run again, it
-    keeps the recorded sizing (the same commands: every run re-used, no new probe)."""
+    keeps the recorded sizing (the same commands: every run re-used, no new probe). The task run,
+    restarting when stuck and last, may restart only while the budget lasts."""
     _classification_data(tmp_path / "lines")
+    started = round(time.time() - 31 * 60)
     flags = ("--seeds=1", "--variants=post-LN", "--num_train_steps=12", "--time_budget_minutes=30",
-             f"--time_budget_start={time.time() - 31 * 60:.0f}")
-    sized = _study(tmp_path, *flags)
+             f"--time_budget_start={started}")
+    sized = _study(tmp_path, *flags, task_flags=" --on_stuck=restart")
     assert sized.returncode == 0, sized.stdout[-3000:] + sized.stderr[-3000:]
     said = [line for line in sized.stdout.splitlines() if line.startswith("[study] this CPU runs")]
     assert len(said) == 1 and re.search(
@@ -169,12 +171,14 @@ def test_a_study_sized_to_a_budget_runs_its_share_and_keeps_it(tmp_path):
     study = tmp_path / "study"
     recorded = json.loads((study / "sizing.json").read_text())
     assert recorded["factor"] == 0.1 and 31 <= recorded["spent_minutes"] < 33
+    assert recorded["budget_ends_at"] == started + 30 * 60
+    assert f"--do_train --do_eval --restart_deadline={started + 30 * 60}\n" in sized.stdout
     assert not (study / ".sizing-probe").exists()
     assert "--num_train_steps=1 " in sized.stdout and "--num_train_epochs=0.1" in sized.stdout
     history = (study / "runs" / "post_ln" / "seed-1" / "pretraining" / "eval_history.jsonl").read_text()
     assert [json.loads(line)["step"] for line in history.splitlines()] == [0, 1]
 
-    again = _study(tmp_path, *flags)
+    again = _study(tmp_path, *flags, task_flags=" --on_stuck=restart")
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert "0 runs ran, 3 re-used" in again.stderr
     assert [line for line in again.stdout.splitlines() if line.startswith("[study] this CPU runs")] == said

@@ -63,7 +63,9 @@ flags.DEFINE_integer("attention_examples", 256, "Held-out examples for the atten
 flags.DEFINE_float("time_budget_minutes", 0, "Fit the study into about this many minutes on this machine: before "
                    "the first run it times the pretraining step here and, when the study as asked would take longer, "
                    "runs that share of the pretraining steps (and warm-up) and of each task's epochs, saying so "
-                   "(recorded in OUTPUT_DIR/sizing.json, kept when the study runs again). 0: as asked.")
+                   "(recorded in OUTPUT_DIR/sizing.json, kept when the study runs again); a stuck fine-tuning run "
+                   "restarts (--on_stuck=restart) only while the budget has room for it (--restart_deadline). "
+                   "0: as asked.")
 flags.DEFINE_float("time_budget_start", 0, "The Unix time --time_budget_minutes counts from, when it began before "
                    "this command (e.g. `date +%s` before preparing the study's data); 0: when this command started.")
 flags.DEFINE_string("description", "", "Sentences describing the study's data, for report.md (the model's size and "
@@ -102,7 +104,8 @@ def _base_config():
 
 
 def build_plan(seeds, sizing=None):
-    """The study's plan; with `sizing` (`comparison.sizing.Sizing`), its share of the steps and epochs."""
+    """The study's plan; with `sizing` (`comparison.sizing.Sizing`), its share of the steps and epochs, and
+    the --restart_deadline of each task run that restarts when stuck."""
     from bert_realformer.comparison.plan import DownstreamTask, StudyPlan
     steps, warmup = FLAGS.num_train_steps, FLAGS.num_warmup_steps
     if sizing is not None:
@@ -120,11 +123,15 @@ def build_plan(seeds, sizing=None):
         tasks = [sizing.scaled_task(task) for task in tasks]
     if len({t.name for t in tasks}) != len(tasks):
         raise InputError("--task: two tasks have the same name")
-    return StudyPlan(output_dir=FLAGS.output_dir, variants=tuple(FLAGS.variants), seeds=tuple(seeds),
+    plan = StudyPlan(output_dir=FLAGS.output_dir, variants=tuple(FLAGS.variants), seeds=tuple(seeds),
                      base_config=_base_config(), pretraining_flags=pretraining,
                      num_train_steps=steps, tasks=tasks, vocab_file=FLAGS.vocab_file,
                      attention_input=FLAGS.eval_input_file, attention_examples=FLAGS.attention_examples,
                      init_checkpoint=FLAGS.init_checkpoint)
+    if sizing is not None:
+        from bert_realformer.comparison.sizing import restart_deadlines
+        plan.restart_deadlines = restart_deadlines(sizing, plan.runs(), steps, len(tasks))
+    return plan
 
 
 def _pretraining_flag_value(name, default):

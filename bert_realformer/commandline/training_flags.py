@@ -105,6 +105,10 @@ def define_monitoring_flags():
                       "steps after warm-up: warn (one line), or restart from the initial checkpoint with the next "
                       "--seed, at most --max_restarts times.")
     flags.DEFINE_integer("max_restarts", 3, "--on_stuck=restart: restarts at most.", lower_bound=0)
+    flags.DEFINE_float("restart_deadline", 0, "--on_stuck=restart: restart only when the run, started again at its "
+                       "pace so far, would end by this time (Unix seconds, e.g. `date -d 18:00 +%s`); later, warn and "
+                       "go on. 0: no limit. One machine only (a multi-worker run refuses it). run_study.py "
+                       "--time_budget_minutes gives it to each restarting task run.")
 
 
 def define_layerwise_flags():
@@ -263,9 +267,21 @@ def run_options(strategy, output_dir, init_checkpoint):
         keep_checkpoint_max=FLAGS.keep_checkpoint_max, is_chief=chief, write_dir=write_dir,
         claim_output_dir=chief and FLAGS.do_train, seed_globally=True,
         **({"on_stuck": FLAGS.on_stuck, "max_restarts": FLAGS.max_restarts, "keep_recorded_seed": FLAGS.do_train,
+            "restart_deadline": restart_deadline_for(FLAGS.restart_deadline, strategy),
             "layerwise_lr_decay": FLAGS.layerwise_lr_decay, "reinit_top_layers": FLAGS.reinit_top_layers,
             "ema_decay": FLAGS.ema_decay, "adversary": adversary_from_flags(), "quantize": FLAGS.quantize}
            if finetuning else {}))
+
+
+def restart_deadline_for(deadline: float, strategy) -> float:
+    """--restart_deadline, refused for several processes: each would judge the time by its own
+    clock and pace, and one restarting without the others would leave them waiting."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    spec = resolver.cluster_spec() if resolver is not None and resolver.task_type else None
+    if deadline and spec is not None and sum(spec.num_tasks(job) for job in spec.jobs) > 1:
+        raise InputError("--restart_deadline: not for a multi-worker run (each worker would judge the time on its "
+                         "own); leave it at 0 there")
+    return deadline
 
 
 def adversary_from_flags():

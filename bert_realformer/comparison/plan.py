@@ -106,6 +106,8 @@ class StudyPlan:
     attention_input: str           # held-out TFRecords for analyze_attention.py
     attention_examples: int = 256
     init_checkpoint: str | None = None
+    # {task run's name: its --restart_deadline} (`sizing.restart_deadlines`), for the tasks that restart
+    restart_deadlines: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def config_path(self, variant: str) -> str:
         return os.path.join(self.output_dir, "configs", f"{slug(variant)}.json")
@@ -157,7 +159,10 @@ class StudyPlan:
                  f"--seed={seed}"]
         flags += [f"--{name}" for name in ("do_train", "do_eval") if task.flag(name) is None
                   and f"--{name}" not in task.flags and f"--no{name}" not in task.flags]
-        return Run(f"{task.name} {variant} seed {seed}", variant, seed, task.name, directory,
+        name = f"{task.name} {variant} seed {seed}"
+        if name in self.restart_deadlines and task.flag("on_stuck") == "restart" and not task.flag("restart_deadline"):
+            flags.append(f"--restart_deadline={self.restart_deadlines[name]:.0f}")
+        return Run(name, variant, seed, task.name, directory,
                    (task.script, *flags), os.path.join(directory, "eval_results.txt"))
 
 

@@ -15,6 +15,11 @@ tracing the model, saving), which no factor shrinks: the probe's time beyond its
 budget counts from the study's start, or from an earlier time it is given (`make demo`: before
 preparing the data), so the probe and whatever came before the first run are inside it.
 
+A stuck fine-tuning run that restarts (`--on_stuck=restart`) runs again in time no estimate
+counted: each task run is given `--restart_deadline`, the budget's end less the estimated time of
+the runs after it (`restart_deadlines`), and restarts only when, started again, it would end by
+then: on a CPU the study just fits, the budget has no room for a restart and the run warns instead.
+
 The sizing is written to OUTPUT_DIR/sizing.json before any run: a study run again (to resume,
 or with more seeds) keeps it, so its runs' commands stay what they were.
 """
@@ -30,7 +35,7 @@ import time
 
 from bert_realformer import storage
 from bert_realformer.comparison.execution import write_configs
-from bert_realformer.comparison.plan import PRETRAINING, DownstreamTask, StudyPlan, python_command
+from bert_realformer.comparison.plan import ATTENTION, PRETRAINING, DownstreamTask, Run, StudyPlan, python_command
 from bert_realformer.errors import InputError
 from bert_realformer.text_files import read_text
 
@@ -38,6 +43,9 @@ PROBE_STEPS = 20
 # 1.9 measured on the demo (2 cores of an AMD EPYC Zen 5; on a Zen 3, 4.83 steps/s and 14.8 minutes
 # for 0.945 of the study, about the same), a tenth added
 WORK_PER_PRETRAINING_STEP = 2.2
+# Of that work, a variant's pretraining run (with its evaluations); the rest is its fine-tuning
+# runs' (on the demo, 2 cores of an AMD EPYC Zen 2: 128 s of 209 for post-LN, 139 s of 261 for pre-LN)
+PRETRAINING_SHARE = 0.6
 SMALLEST_FACTOR = 0.1
 SIZING_FILE = "sizing.json"
 _RATE = re.compile(r"^step \d+/\d+: .*?([0-9.]+) steps/s")
@@ -52,6 +60,7 @@ class Sizing:
     estimated_minutes: float       # the study as asked, estimated
     budget_minutes: float
     spent_minutes: float = 0.0     # of the budget, gone before the first run (preparing data, the probe)
+    budget_ends_at: float = 0.0    # Unix seconds (0: a sizing recorded before restarts were fitted)
 
     def scaled_steps(self, steps: int) -> int:
         """`steps` times the factor (at least one, unless `steps` is 0)."""
@@ -78,6 +87,22 @@ class Sizing:
         return (f"{asked}, over {budget}, so it runs {self.factor:.2f} of its work: "
                 f"pretraining for {self.scaled_steps(num_train_steps)} of {num_train_steps} steps and "
                 f"{self.factor:.2f} of each task's epochs")
+
+
+def restart_deadlines(sizing: Sizing, runs: list[Run], num_train_steps: int, num_tasks: int) -> dict[str, float]:
+    """{task run's name: the Unix time it must end by for the runs after it to end within the
+    budget}, from the sizing's estimate of each run (`runs`: a sized plan's, in order;
+    `num_train_steps`: its pretraining steps); {} for a sizing recorded without the budget's end."""
+    if not sizing.budget_ends_at:
+        return {}
+    work = num_train_steps / sizing.steps_per_second * WORK_PER_PRETRAINING_STEP  # (a variant's, per seed)
+    seconds = {PRETRAINING: work * PRETRAINING_SHARE, ATTENTION: 0.0}
+    deadlines, after = {}, 0.0
+    for run in reversed(runs):
+        if run.kind not in seconds:
+            deadlines[run.name] = sizing.budget_ends_at - after
+        after += sizing.start_seconds + seconds.get(run.kind, work * (1 - PRETRAINING_SHARE) / max(1, num_tasks))
+    return deadlines
 
 
 def estimate_minutes(steps_per_second: float, start_seconds: float, pretraining_steps: int, pretraining_runs: int,
@@ -145,7 +170,8 @@ def size(plan: StudyPlan, budget_minutes: float, budget_started: float) -> Sizin
     sizing = Sizing(factor=round(factor_for(budget_minutes, rate, start, *shape, spent_minutes=spent), 3),
                     steps_per_second=rate, start_seconds=round(start, 1),
                     estimated_minutes=round(estimate_minutes(rate, start, *shape), 1),
-                    budget_minutes=budget_minutes, spent_minutes=round(spent, 2))
+                    budget_minutes=budget_minutes, spent_minutes=round(spent, 2),
+                    budget_ends_at=round(budget_started + budget_minutes * 60))
     record(sizing, plan.output_dir)
     return sizing
 

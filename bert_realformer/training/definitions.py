@@ -39,6 +39,7 @@ class RunOptions:
     write_dir: str | None = None           # where this worker's training state goes (default output_dir)
     on_stuck: str = "warn"                 # warn | restart (`train_restarting`: from the start, next seed)
     max_restarts: int = 3
+    restart_deadline: float = 0.0          # Unix seconds: no restart that would end later (`RestartDeadline`)
     keep_recorded_seed: bool = False       # a resumed run takes the seed it started (or restarted) with
     layerwise_lr_decay: float = 1.0        # each encoder layer's rate this times the one above (`layerwise`)
     reinit_top_layers: int = 0             # top encoder layers (and the pooler) re-initialised before training

@@ -41,7 +41,7 @@ from bert_realformer.training.optimization import create_optimizer
 from bert_realformer.training.prediction import PredictFn, Predictor
 from bert_realformer.training.preemption import StopAgreement, StopSignals
 from bert_realformer.training.progress import LoopSizes, Progress, write_summaries
-from bert_realformer.training.restarts import StuckRun, act_on_verdict, restart_line, set_aside
+from bert_realformer.training.restarts import RestartDeadline, StuckRun, act_on_verdict, restart_line, set_aside
 from bert_realformer.training.state_saving import (
     divergence_error,
     naming_what_is_kept,
@@ -69,6 +69,7 @@ class _Run:
     best: BestCheckpoint | None
     history: EvalHistory | None
     bias_correction: bool
+    deadline: RestartDeadline
 
 
 class Driver:
@@ -105,8 +106,7 @@ class Driver:
         self._watch = None  # (a training run's `watch_state.WatchVariables`, when it has a stuck check)
 
     def close(self) -> None:
-        """Releases the output directory's claim (a training run's); the flow that made the
-        driver closes it whatever way the run ends."""
+        """Releases the output directory's claim (a training run's), whatever way the run ends."""
         if self.claim is not None:
             self.claim.release()
 
@@ -124,8 +124,7 @@ class Driver:
         if latest is None or not weights.holds_optimizer(latest):
             return options
         seed, line = recorded_options.resumed_seed(write_dir, options.seed)
-        if line:
-            self._say(line)
+        self._say(*([line] if line else []))
         return dataclasses.replace(options, seed=seed)
 
     def _build(self, seed):
@@ -216,7 +215,8 @@ class Driver:
             best = BestCheckpoint.for_run(options.output_dir, task.keep_best, resuming)
         return _Run(optimizer, loop, manager, iterator, writer, examples_per_step,
                     Progress(task.num_train_steps, examples_per_step, step, self.stream),
-                    best, self._eval_history(task, step, best), bias_correction)
+                    best, self._eval_history(task, step, best), bias_correction,
+                    RestartDeadline(options.restart_deadline, step))
 
     def _training_objects(self, task, state_dir, bias_correction, ema_decay, resumed_from):
         """The optimizer, the step loop, the training state they make up (with the stuck check's
@@ -248,7 +248,7 @@ class Driver:
         sizes, agreement = LoopSizes(options.iterations_per_loop), StopAgreement(self.strategy)
         # (every worker learns whether a resumed run had already stopped early: only the chief evaluates)
         _, attempts, finish = agreement.agreed(None, sizes.next(), run.best is not None and run.best.exhausted())
-        self._act_on_stuck(task, run.bias_correction)  # (a resumed run's verdict, found before the kill)
+        self._act_on_stuck(task, run, step)  # (a resumed run's verdict, found before the kill)
         while step < task.num_train_steps and not finish:
             attempts = min(attempts, task.next_boundary(step, options.save_checkpoints_steps) - step)
             started = time.time()
@@ -272,7 +272,7 @@ class Driver:
                 self._save(run.manager, step, run.best)
             if run.history is not None and task.periodic_eval.due(step, task.num_train_steps):
                 self._evaluate_into(run.history, task.periodic_eval, step, run.best)
-            self._act_on_stuck(task, run.bias_correction)
+            self._act_on_stuck(task, run, step)
             if self.claim is not None:
                 self.claim.check_held()
             finish = run.best is not None and run.best.exhausted()
@@ -285,9 +285,9 @@ class Driver:
 
     def train_restarting(self, make_task: Callable[[int], TrainingTask]) -> int:
         """`train(make_task(seed))`; with `on_stuck="restart"`, a run whose training loss shows
-        it stuck (`training.stuck`) starts again from its initial weights with the next seed,
-        at most `max_restarts` times (counted over the run's life: a resumed run keeps its count).
-        Each restart is said, and recorded in WRITE_DIR/training_options.json."""
+        it stuck (`training.stuck`) starts again from its initial weights with the next seed, at most
+        `max_restarts` times (over the run's life: a resumed run keeps its count) and not past
+        `restart_deadline`. Each restart is said, and recorded in WRITE_DIR/training_options.json."""
         while True:
             restarts = recorded_options.read(self.write_dir).get("restarts", [])
             self._restarts_left = self.options.max_restarts - len(restarts) if self.options.on_stuck == "restart" else 0
@@ -297,8 +297,7 @@ class Driver:
                 self._restart(stuck.verdict, restarts)
 
     def _resumed_options(self, resuming):
-        """(whether AdamW corrects its moments, the weight averages' decay): the options' for a
-        new run; a resumed one goes on as it started (`recorded_options.resumed`)."""
+        """(AdamW's bias correction, the averages' decay): the options', or as a resumed run started."""
         if not resuming:
             return self.options.adam_bias_correction, self.options.ema_decay
         values, lines = recorded_options.resumed(self.write_dir, self.options)
@@ -312,8 +311,9 @@ class Driver:
         if best is not None:
             best.state_saved(step)
 
-    def _act_on_stuck(self, task, bias_correction):
-        act_on_verdict(task.stuck, self._restarts_left, self.write_dir, task.learning_rate, bias_correction, self._say)
+    def _act_on_stuck(self, task, run, step):
+        act_on_verdict(task.stuck, self._restarts_left, self.write_dir, task.learning_rate, run.bias_correction,
+                       self._say, run.deadline.refusal(step, task.num_train_steps))
 
     def _restart(self, verdict, restarts):
         """Sets the stuck run aside (`restarts.set_aside`) and builds the model with the next seed."""

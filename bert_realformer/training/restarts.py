@@ -2,6 +2,7 @@
 record, or a restart, with what is put aside and what is recorded."""
 
 import os
+import time
 from collections.abc import Callable
 
 from bert_realformer import storage
@@ -21,11 +22,35 @@ class StuckRun(Exception):
         self.verdict = verdict
 
 
+class RestartDeadline:
+    """`--restart_deadline`: a stuck run starts again only when, at the pace of its attempt so far
+    (the steps since `first_step`, tracing and evaluations included), the new attempt would
+    end by `at` (Unix seconds; 0: no limit). A study sized to a time budget gives each fine-tuning
+    run the time its later runs leave (`comparison.sizing`), so restarts use only the budget's room."""
+
+    def __init__(self, at: float, first_step: int, clock: Callable[[], float] = time.time):
+        self.at, self.clock = at, clock
+        self._started = (clock(), first_step)
+
+    def refusal(self, step: int, total_steps: int) -> str | None:
+        """Why a restart at `step` of `total_steps` would end too late (None: it may restart)."""
+        if not self.at:
+            return None
+        (then, first_step), now = self._started, self.clock()
+        pace = (now - then) / (step - first_step) if step > first_step else 0.0  # (s/step; 0: not known yet)
+        ends = now + pace * total_steps
+        if ends <= self.at:
+            return None
+        return (f"started again it would end about {time.strftime('%H:%M:%S', time.localtime(ends))}, after "
+                f"--restart_deadline ({time.strftime('%H:%M:%S', time.localtime(self.at))})")
+
+
 def act_on_verdict(watch: StuckWatch | None, restarts_left: int, write_dir: str, learning_rate: float,
-                   bias_correction: bool, say: Callable[[str], None]) -> None:
-    """Raises `StuckRun` when the watch has a new loss verdict and the run may restart; else, for
-    a new verdict, records it in WRITE_DIR/training_options.json and warns once. A run that left
-    chance after its warning says so once, and its record's `stuck` gains `left_at_step` and
+                   bias_correction: bool, say: Callable[[str], None], refused: str | None = None) -> None:
+    """Raises `StuckRun` when the watch has a new loss verdict and the run may restart (restarts
+    left, and no `refused`: why `RestartDeadline` refuses one now); else, for a new verdict,
+    records it in WRITE_DIR/training_options.json and warns once, with the refusal. A run that left chance
+    after its warning says so once, and its record's `stuck` gains `left_at_step` and
     `left_reason`."""
     if watch is None:
         return
@@ -33,10 +58,14 @@ def act_on_verdict(watch: StuckWatch | None, restarts_left: int, write_dir: str,
     verdict = watch.verdict()
     if verdict is None:
         return
-    if verdict.from_loss and restarts_left > 0:
+    may_restart = verdict.from_loss and restarts_left > 0
+    if may_restart and refused is None:
         raise StuckRun(verdict)
-    recorded_options.update(write_dir, stuck={"step": verdict.step, "reason": verdict.reason})
-    say(f"warning: this run looks stuck: {verdict.reason}; {advice(learning_rate, bias_correction)}")
+    refused = refused if may_restart else None
+    recorded_options.update(write_dir, stuck={"step": verdict.step, "reason": verdict.reason,
+                                              **({"no_restart": refused} if refused else {})})
+    no_restart = f"; no restart: {refused}" if refused else ""
+    say(f"warning: this run looks stuck: {verdict.reason}{no_restart}; {advice(learning_rate, bias_correction)}")
 
 
 def _record_leaving(left: Verdict | None, write_dir: str, say: Callable[[str], None]) -> None:
