@@ -98,8 +98,8 @@ study-data-%: $(STAMP)
 	$(PY) prepare_study_data.py --output_dir=$*/data
 	echo '$(STUDY_MODEL)' > $*/base_config.json
 
-# The demo fits this many minutes: on a slower CPU it runs a shorter pretraining and fine-tuning
-# (run_study.py --time_budget_minutes says by how much); `make demo DEMO_MINUTES=0`: the whole demo.
+# The demo fits this many minutes: on a slower CPU it runs a shorter fine-tuning, then a shorter
+# pretraining (run_study.py --time_budget_minutes says by how much); `make demo DEMO_MINUTES=0`: the whole demo.
 # The minutes count from make's start (DEMO_STARTED), so preparing the data is inside them.
 DEMO_MINUTES := 15
 DEMO_STARTED := $(shell date +%s)

@@ -390,40 +390,54 @@ def test_the_study_says_which_run_of_how_many_and_the_time_left_by_kind():
     assert progress.line(3, "pretrain pre-LN seed 1", to_do).endswith("about 10m40s left)")
 
 
-def test_a_budget_scales_the_work_by_the_share_that_fits():
-    """The estimate and the factor by hand: 3 pretraining runs of 600 steps at 1.43 steps/s
-    (the demo on an AVX2-only AMD EPYC Zen 3), 12 processes starting in 20 s each."""
+def test_a_budget_cuts_the_epochs_first_then_the_pretraining_steps():
+    """The estimate and the shares by hand: 3 pretraining runs of 600 steps at 1.43 steps/s (the
+    demo on an AVX2-only AMD EPYC Zen 3 with TensorFlow's own kernels), 12 processes starting in
+    20 s each: 3 * 600 / 1.43 * 2.2 = 2769 s of work, 1662 s the pretraining's (0.6), 1108 s the
+    tasks'; 240 s of start-ups."""
     from bert_realformer.comparison import sizing
     work = 3 * 600 / 1.43 * sizing.WORK_PER_PRETRAINING_STEP
-    fixed = 12 * 20
+    pretraining, finetuning, fixed = 0.6 * work, 0.4 * work, 12 * 20
     assert sizing.estimate_minutes(1.43, 20, 600, 3, 12) == pytest.approx((work + fixed) / 60)
-    factor = sizing.factor_for(15, 1.43, 20, 600, 3, 12)
-    assert factor == pytest.approx((15 * 60 - fixed) / work)
-    assert 0.15 < factor < 0.35
-    assert sizing.factor_for(90, 1.43, 20, 600, 3, 12) == 1.0  # it fits: as asked
-    assert sizing.factor_for(1, 1.43, 20, 600, 3, 12) == sizing.SMALLEST_FACTOR  # never below a tenth
+    assert sizing.factors_for(60, 1.43, 20, 600, 3, 12) == (1.0, 1.0)  # it fits: as asked
+    # 45 minutes: the whole pretraining, the epochs that fit what is left of it
+    assert sizing.factors_for(45, 1.43, 20, 600, 3, 12) == pytest.approx(
+        (1.0, (45 * 60 - fixed - pretraining) / finetuning))
+    # 25: half the epochs (the floor), the pretraining steps that fit what is left
+    steps, epochs = sizing.factors_for(25, 1.43, 20, 600, 3, 12)
+    assert epochs == sizing.FINETUNING_FLOOR == 0.5
+    assert steps == pytest.approx((25 * 60 - fixed - 0.5 * finetuning) / pretraining) and 0.4 < steps < 0.45
     # minutes spent before the first run (the data prepared, the probe) come off the budget
-    assert sizing.factor_for(15, 1.43, 20, 600, 3, 12, spent_minutes=2) == pytest.approx((13 * 60 - fixed) / work)
-    assert sizing.factor_for(20, 1.43, 20, 600, 3, 12, spent_minutes=21) == sizing.SMALLEST_FACTOR
-    sized = sizing.Sizing(factor=0.3, steps_per_second=1.43, start_seconds=20, estimated_minutes=46.5,
-                          budget_minutes=15)
+    assert sizing.factors_for(25, 1.43, 20, 600, 3, 12, spent_minutes=2)[0] == pytest.approx(
+        (23 * 60 - fixed - 0.5 * finetuning) / pretraining)
+    # 15: under a tenth of the pretraining, so a tenth and the epochs cut below half (never under a tenth)
+    assert sizing.factors_for(15, 1.43, 20, 600, 3, 12) == pytest.approx(
+        (0.1, (15 * 60 - fixed - 0.1 * pretraining) / finetuning))
+    assert sizing.factors_for(1, 1.43, 20, 600, 3, 12) == (0.1, 0.1)
+    assert sizing.factors_for(20, 1.43, 20, 600, 3, 12, spent_minutes=21) == (0.1, 0.1)
+
+    sized = sizing.Sizing(factor=0.3, finetuning_factor=0.5, steps_per_second=1.43, start_seconds=20,
+                          estimated_minutes=46.5, budget_minutes=15)
     assert sized.scaled_steps(600) == 180 and sized.scaled_steps(60) == 18 and sized.scaled_steps(2) == 1
     def task(*flags):
         return plan.DownstreamTask("t", "run_classifier.py", flags)
     assert sized.scaled_task(task("--num_train_epochs=2", "--task_name=x")).flags == (
-        "--task_name=x", "--num_train_epochs=0.6")
-    assert sized.scaled_task(task("--task_name=x")).flags == ("--task_name=x", "--num_train_epochs=0.9")
-    whole = dataclasses.replace(sized, factor=1.0)
-    assert whole.scaled_task(task("--num_train_epochs=2")).flags == ("--num_train_epochs=2",)
+        "--task_name=x", "--num_train_epochs=1")
+    assert sized.scaled_task(task("--task_name=x")).flags == ("--task_name=x", "--num_train_epochs=1.5")
+    steps_only = dataclasses.replace(sized, finetuning_factor=1.0)
+    assert steps_only.scaled_task(task("--num_train_epochs=2")).flags == ("--num_train_epochs=2",)
+    assert steps_only.shrunk and not dataclasses.replace(sized, factor=1.0, finetuning_factor=1.0).shrunk
     assert sized.scaled_steps(0) == 0
+    # a sizing recorded with one factor for both
+    assert sizing.Sizing(factor=0.3, steps_per_second=1, start_seconds=1, estimated_minutes=1,
+                         budget_minutes=1).finetuning_factor == 0.3
     assert sized.line(600) == (
         "[study] this CPU runs the pretraining step at 1.43 steps/s: the study as asked takes about 46 minutes, "
-        "over the budget of 15, so it runs 0.30 of its work: pretraining for 180 of 600 steps and 0.30 of each "
-        "task's epochs")
+        "over the budget of 15, so it runs 0.50 of each task's epochs and pretraining for 180 of 600 steps")
     assert dataclasses.replace(sized, spent_minutes=1.23).line(600) == (
         "[study] this CPU runs the pretraining step at 1.43 steps/s: the study as asked takes about 46 minutes, "
-        "over the budget of 15 (1.2 of it spent before the first run), so it runs 0.30 of its work: pretraining "
-        "for 180 of 600 steps and 0.30 of each task's epochs")
+        "over the budget of 15 (1.2 of it spent before the first run), so it runs 0.50 of each task's epochs and "
+        "pretraining for 180 of 600 steps")
     lines = ["step 1/20: loss 9.1 (masked_lm_loss 8.4)", "step 20/20: loss 8.0 (masked_lm_loss 7.4), 8.53 steps/s, "
              "272.8 examples/s"]
     assert sizing.rate_from_output(lines) == 8.53

@@ -166,11 +166,11 @@ def test_a_study_sized_to_a_budget_runs_its_share_and_keeps_it(tmp_path):
     assert len(said) == 1 and re.search(
         r"at [0-9.]+ steps/s: the study as asked takes about \d+ minutes, over the budget of 30 "
         r"\(3[12]\.\d of it spent before the first run\), so it runs "
-        r"0.10 of its work: pretraining for 1 of 12 steps and 0.10 of each task's epochs \(without "
+        r"0.10 of each task's epochs and pretraining for 1 of 12 steps \(without "
         r"--time_budget_minutes: the whole study\)$", said[0]), said
     study = tmp_path / "study"
     recorded = json.loads((study / "sizing.json").read_text())
-    assert recorded["factor"] == 0.1 and 31 <= recorded["spent_minutes"] < 33
+    assert recorded["factor"] == recorded["finetuning_factor"] == 0.1 and 31 <= recorded["spent_minutes"] < 33
     assert recorded["budget_ends_at"] == started + 30 * 60
     assert f"--do_train --do_eval --restart_deadline={started + 30 * 60}\n" in sized.stdout
     assert not (study / ".sizing-probe").exists()

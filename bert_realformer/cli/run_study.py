@@ -62,10 +62,10 @@ flags.DEFINE_multi_string("task", [], "A downstream task, NAME=SCRIPT --flag=val
 flags.DEFINE_integer("attention_examples", 256, "Held-out examples for the attention analysis.")
 flags.DEFINE_float("time_budget_minutes", 0, "Fit the study into about this many minutes on this machine: before "
                    "the first run it times the pretraining step here and, when the study as asked would take longer, "
-                   "runs that share of the pretraining steps (and warm-up) and of each task's epochs, saying so "
-                   "(recorded in OUTPUT_DIR/sizing.json, kept when the study runs again); a stuck fine-tuning run "
-                   "restarts (--on_stuck=restart) only while the budget has room for it (--restart_deadline). "
-                   "0: as asked.")
+                   "runs fewer epochs of each task (down to half), then fewer pretraining steps (and warm-up), "
+                   "saying so (recorded in OUTPUT_DIR/sizing.json, kept when the study runs again); a stuck "
+                   "fine-tuning run restarts (--on_stuck=restart) only while the budget has room for it "
+                   "(--restart_deadline). 0: as asked.")
 flags.DEFINE_float("time_budget_start", 0, "The Unix time --time_budget_minutes counts from, when it began before "
                    "this command (e.g. `date +%s` before preparing the study's data); 0: when this command started.")
 flags.DEFINE_string("description", "", "Sentences describing the study's data, for report.md (the model's size and "
@@ -104,7 +104,7 @@ def _base_config():
 
 
 def build_plan(seeds, sizing=None):
-    """The study's plan; with `sizing` (`comparison.sizing.Sizing`), its share of the steps and epochs, and
+    """The study's plan; with `sizing` (`comparison.sizing.Sizing`), its shares of the steps and epochs, and
     the --restart_deadline of each task run that restarts when stuck."""
     from bert_realformer.comparison.plan import DownstreamTask, StudyPlan
     steps, warmup = FLAGS.num_train_steps, FLAGS.num_warmup_steps
@@ -130,7 +130,7 @@ def build_plan(seeds, sizing=None):
                      init_checkpoint=FLAGS.init_checkpoint)
     if sizing is not None:
         from bert_realformer.comparison.sizing import restart_deadlines
-        plan.restart_deadlines = restart_deadlines(sizing, plan.runs(), steps, len(tasks))
+        plan.restart_deadlines = restart_deadlines(sizing, plan.runs(), FLAGS.num_train_steps, len(tasks))
     return plan
 
 
@@ -171,7 +171,7 @@ def main(argv):
         from bert_realformer.comparison.sizing import size
         sizing = size(plan, FLAGS.time_budget_minutes, FLAGS.time_budget_start or started)
         plan = build_plan(seeds, sizing)
-        shrunk = " (without --time_budget_minutes: the whole study)" if sizing.factor < 1 else ""
+        shrunk = " (without --time_budget_minutes: the whole study)" if sizing.shrunk else ""
         print(sizing.line(FLAGS.num_train_steps) + shrunk, flush=True)
     baselines = _baselines(plan)
     try:

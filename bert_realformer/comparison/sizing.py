@@ -5,15 +5,19 @@ on an AMD EPYC Zen 5; on a Zen 3, 15.8 by this module's estimate with the oneDNN
 scripts turn on there, `cpu_kernels`, and about 45 with TensorFlow's own). With a budget, before
 its first run the study times this CPU on its own pretraining step (a probe of `PROBE_STEPS`
 steps in a scratch directory), estimates what the whole study would take, and when that is over
-the budget it scales the pretraining steps (and warm-up) and every task's epochs by one factor,
-saying so.
-The estimate: every run's work is proportional to its steps, so the study costs its
-pretraining runs' steps over the measured rate, times `WORK_PER_PRETRAINING_STEP` (with the
+the budget it runs less, saying so: first fewer epochs of every task, down to
+`FINETUNING_FLOOR` of them, then fewer pretraining steps (and warm-up), down to
+`SMALLEST_FACTOR` of them, and only then fewer epochs again. The pretraining is what the study
+compares (its curves, its attention, the checkpoint every task starts from), so it is the last
+to be cut; a task's accuracy settles in fewer epochs than it is given.
+The estimate: every run's work is proportional to its steps, so a variant's work per seed is
+its pretraining steps over the measured rate, times `WORK_PER_PRETRAINING_STEP` (with the
 evaluations, the attention analysis and the fine-tuning of two tasks of about 5,000 examples for
-2 epochs: measured on the demo), plus each run's start-up (importing TensorFlow, building and
-tracing the model, saving), which no factor shrinks: the probe's time beyond its steps. The
-budget counts from the study's start, or from an earlier time it is given (`make demo`: before
-preparing the data), so the probe and whatever came before the first run are inside it.
+2 epochs: measured on the demo), `PRETRAINING_SHARE` of it the pretraining's, the rest the
+tasks'; plus each run's start-up (importing TensorFlow, building and tracing the model,
+saving), which no factor shrinks: the probe's time beyond its steps. The budget counts from the
+study's start, or from an earlier time it is given (`make demo`: before preparing the data), so
+the probe and whatever came before the first run are inside it.
 
 A stuck fine-tuning run that restarts (`--on_stuck=restart`) runs again in time no estimate
 counted: each task run is given `--restart_deadline`, the budget's end less the estimated time of
@@ -46,6 +50,7 @@ WORK_PER_PRETRAINING_STEP = 2.2
 # Of that work, a variant's pretraining run (with its evaluations); the rest is its fine-tuning
 # runs' (on the demo, 2 cores of an AMD EPYC Zen 2: 128 s of 209 for post-LN, 139 s of 261 for pre-LN)
 PRETRAINING_SHARE = 0.6
+FINETUNING_FLOOR = 0.5
 SMALLEST_FACTOR = 0.1
 SIZING_FILE = "sizing.json"
 _RATE = re.compile(r"^step \d+/\d+: .*?([0-9.]+) steps/s")
@@ -53,7 +58,8 @@ _RATE = re.compile(r"^step \d+/\d+: .*?([0-9.]+) steps/s")
 
 @dataclasses.dataclass(frozen=True)
 class Sizing:
-    """What the study runs: `factor` of the pretraining steps and of each task's epochs."""
+    """What the study runs: `factor` of the pretraining steps, `finetuning_factor` of each task's
+    epochs."""
     factor: float
     steps_per_second: float        # this CPU's pretraining step rate (the probe's)
     start_seconds: float           # a run's start-up and ending here (the probe's time beyond its steps)
@@ -61,19 +67,30 @@ class Sizing:
     budget_minutes: float
     spent_minutes: float = 0.0     # of the budget, gone before the first run (preparing data, the probe)
     budget_ends_at: float = 0.0    # Unix seconds (0: a sizing recorded before restarts were fitted)
+    finetuning_factor: float | None = None  # (None: `factor`, as a sizing recorded before the two were apart)
+
+    def __post_init__(self):
+        if self.finetuning_factor is None:
+            object.__setattr__(self, "finetuning_factor", self.factor)
+
+    @property
+    def shrunk(self) -> bool:
+        """Whether the study runs less than asked."""
+        return self.factor < 1 or self.finetuning_factor < 1
 
     def scaled_steps(self, steps: int) -> int:
         """`steps` times the factor (at least one, unless `steps` is 0)."""
         return steps if self.factor >= 1 or not steps else max(1, round(steps * self.factor))
 
     def scaled_task(self, task: DownstreamTask, default_epochs: float = 3.0) -> DownstreamTask:
-        """`task` with its `--num_train_epochs` times the factor (the scripts' default 3 when it
-        does not set it), given last."""
-        if self.factor >= 1:
+        """`task` with its `--num_train_epochs` times the fine-tuning factor (the scripts' default
+        3 when it does not set it), given last."""
+        if self.finetuning_factor >= 1:
             return task
         epochs = float(task.flag("num_train_epochs") or default_epochs)
+        scaled = round(epochs * self.finetuning_factor, 3)
         kept = tuple(flag for flag in task.flags if not flag.startswith("--num_train_epochs="))
-        return dataclasses.replace(task, flags=(*kept, f"--num_train_epochs={round(epochs * self.factor, 3):g}"))
+        return dataclasses.replace(task, flags=(*kept, f"--num_train_epochs={scaled:g}"))
 
     def line(self, num_train_steps: int) -> str:
         """What the study says about its size."""
@@ -82,26 +99,32 @@ class Sizing:
         budget = f"the budget of {self.budget_minutes:g}"
         if self.spent_minutes >= 0.1:
             budget += f" ({self.spent_minutes:.1f} of it spent before the first run)"
-        if self.factor >= 1:
+        if not self.shrunk:
             return f"{asked}, within {budget}"
-        return (f"{asked}, over {budget}, so it runs {self.factor:.2f} of its work: "
-                f"pretraining for {self.scaled_steps(num_train_steps)} of {num_train_steps} steps and "
-                f"{self.factor:.2f} of each task's epochs")
+        return (f"{asked}, over {budget}, so it runs {self.finetuning_factor:.2f} of each task's epochs and "
+                f"pretraining for {self.scaled_steps(num_train_steps)} of {num_train_steps} steps")
+
+    def variant_seconds(self, num_train_steps: int) -> tuple[float, float]:
+        """(the pretraining's work, the fine-tuning's) of one variant and seed, as sized, in seconds,
+        start-ups aside; `num_train_steps`: the pretraining steps as asked."""
+        work = num_train_steps / self.steps_per_second * WORK_PER_PRETRAINING_STEP
+        return work * PRETRAINING_SHARE * self.factor, work * (1 - PRETRAINING_SHARE) * self.finetuning_factor
 
 
 def restart_deadlines(sizing: Sizing, runs: list[Run], num_train_steps: int, num_tasks: int) -> dict[str, float]:
     """{task run's name: the Unix time it must end by for the runs after it to end within the
-    budget}, from the sizing's estimate of each run (`runs`: a sized plan's, in order;
-    `num_train_steps`: its pretraining steps); {} for a sizing recorded without the budget's end."""
+    budget}, from the sizing's estimate of each run (`runs`: the sized plan's, in order;
+    `num_train_steps`: the pretraining steps as asked); {} for a sizing recorded without the
+    budget's end."""
     if not sizing.budget_ends_at:
         return {}
-    work = num_train_steps / sizing.steps_per_second * WORK_PER_PRETRAINING_STEP  # (a variant's, per seed)
-    seconds = {PRETRAINING: work * PRETRAINING_SHARE, ATTENTION: 0.0}
+    pretraining, finetuning = sizing.variant_seconds(num_train_steps)
+    seconds = {PRETRAINING: pretraining, ATTENTION: 0.0}
     deadlines, after = {}, 0.0
     for run in reversed(runs):
         if run.kind not in seconds:
             deadlines[run.name] = sizing.budget_ends_at - after
-        after += sizing.start_seconds + seconds.get(run.kind, work * (1 - PRETRAINING_SHARE) / max(1, num_tasks))
+        after += sizing.start_seconds + seconds.get(run.kind, finetuning / max(1, num_tasks))
     return deadlines
 
 
@@ -113,16 +136,22 @@ def estimate_minutes(steps_per_second: float, start_seconds: float, pretraining_
     return (work + processes * start_seconds) / 60
 
 
-def factor_for(budget_minutes: float, steps_per_second: float, start_seconds: float, pretraining_steps: int,
-               pretraining_runs: int, processes: int, spent_minutes: float = 0.0) -> float:
-    """The share of the work that fits what is left of the budget after `spent_minutes` (1 when
-    it all fits; at least `SMALLEST_FACTOR`: a study smaller than that measures nothing)."""
-    left = budget_minutes - spent_minutes
-    fixed = processes * start_seconds / 60
-    whole = estimate_minutes(steps_per_second, start_seconds, pretraining_steps, pretraining_runs, processes)
-    if whole <= left:
-        return 1.0
-    return max(SMALLEST_FACTOR, (left - fixed) / (whole - fixed))
+def factors_for(budget_minutes: float, steps_per_second: float, start_seconds: float, pretraining_steps: int,
+                pretraining_runs: int, processes: int, spent_minutes: float = 0.0) -> tuple[float, float]:
+    """(the share of the pretraining steps, the share of the tasks' epochs) that fit what is left
+    of the budget after `spent_minutes`: (1, 1) when it all fits; else the epochs cut first, to
+    `FINETUNING_FLOOR`, then the steps, to `SMALLEST_FACTOR`, then the epochs again, to it (a
+    study smaller than that measures nothing)."""
+    left = budget_minutes - spent_minutes - processes * start_seconds / 60
+    whole = estimate_minutes(steps_per_second, 0.0, pretraining_steps, pretraining_runs, processes)
+    pretraining, finetuning = whole * PRETRAINING_SHARE, whole * (1 - PRETRAINING_SHARE)
+    if pretraining + finetuning <= left:
+        return 1.0, 1.0
+    if pretraining + FINETUNING_FLOOR * finetuning <= left:
+        return 1.0, (left - pretraining) / finetuning
+    if SMALLEST_FACTOR * pretraining + FINETUNING_FLOOR * finetuning <= left:
+        return (left - FINETUNING_FLOOR * finetuning) / pretraining, FINETUNING_FLOOR
+    return SMALLEST_FACTOR, max(SMALLEST_FACTOR, (left - SMALLEST_FACTOR * pretraining) / finetuning)
 
 
 def rate_from_output(lines: list[str]) -> float:
@@ -167,7 +196,8 @@ def size(plan: StudyPlan, budget_minutes: float, budget_started: float) -> Sizin
     spent = max(0.0, (time.time() - budget_started) / 60)
     runs = plan.runs()
     shape = (plan.num_train_steps, sum(run.kind == PRETRAINING for run in runs), len(runs))
-    sizing = Sizing(factor=round(factor_for(budget_minutes, rate, start, *shape, spent_minutes=spent), 3),
+    factor, finetuning_factor = factors_for(budget_minutes, rate, start, *shape, spent_minutes=spent)
+    sizing = Sizing(factor=round(factor, 3), finetuning_factor=round(finetuning_factor, 3),
                     steps_per_second=rate, start_seconds=round(start, 1),
                     estimated_minutes=round(estimate_minutes(rate, start, *shape), 1),
                     budget_minutes=budget_minutes, spent_minutes=round(spent, 2),
