@@ -418,6 +418,7 @@ def test_a_stuck_run_past_its_restart_deadline_warns_and_goes_on(tmp_path):
     assert seeds == [5]
     warning = [line for line in stream.getvalue().splitlines() if "looks stuck" in line]
     assert len(warning) == 1 and "; no restart: started again it would end about " in warning[0]
+    assert warning[0].endswith("or --adam_bias_correction")  # (no --on_stuck=restart: it has it)
     stuck = recorded_options.read(str(out))["stuck"]
     assert stuck["no_restart"].startswith("started again it would end about ") and not (out / "stuck_runs").exists()
 

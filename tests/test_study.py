@@ -446,8 +446,9 @@ def test_a_budget_cuts_the_epochs_first_then_the_pretraining_steps():
 
 
 def test_each_restarting_task_run_must_end_before_the_runs_after_it(tmp_path):
-    """The deadlines by hand: 100 pretraining steps at 2 steps/s make a variant's work 110 s
-    (x 2.2): 66 s its pretraining (0.6), 22 s each of its two tasks; every run starts in 10 s."""
+    """The deadlines by hand: 100 pretraining steps at 2 steps/s make a variant's expected work
+    100 s (x 2.0, the estimate without its margin): 60 s its pretraining (0.6), 20 s each of its
+    two tasks; every run starts in 10 s."""
     from bert_realformer.comparison import sizing
     sized = sizing.Sizing(factor=1.0, steps_per_second=2.0, start_seconds=10, estimated_minutes=5,
                           budget_minutes=15, budget_ends_at=10000)
@@ -455,14 +456,17 @@ def test_each_restarting_task_run_must_end_before_the_runs_after_it(tmp_path):
              plan.DownstreamTask("b", "run_classifier.py", ())]
     study = _plan(tmp_path, tasks, variants=("post-LN", "RealFormer"), seeds=(1,))
     deadlines = sizing.restart_deadlines(sized, study.runs(), 100, 2)
-    assert sized.start_seconds + 110 * sizing.PRETRAINING_SHARE == 76
-    assert deadlines == pytest.approx({"b RealFormer seed 1": 10000, "a RealFormer seed 1": 10000 - 32,
-                                       "b post-LN seed 1": 10000 - 32 * 2 - 10 - 76,
-                                       "a post-LN seed 1": 10000 - 32 * 3 - 10 - 76})
+    assert sized.variant_seconds(100) == pytest.approx((60, 40))
+    assert deadlines == pytest.approx({"b RealFormer seed 1": 10000, "a RealFormer seed 1": 10000 - 30,
+                                       "b post-LN seed 1": 10000 - 30 * 2 - 10 - 70,
+                                       "a post-LN seed 1": 10000 - 30 * 3 - 10 - 70})
+    # as sized: 0.5 of the pretraining steps, 0.25 of the epochs
+    assert dataclasses.replace(sized, factor=0.5, finetuning_factor=0.25).variant_seconds(100) == pytest.approx(
+        (30, 10))
     study.restart_deadlines = deadlines
     commands = {run.name: run.command for run in study.runs()}
-    assert "--restart_deadline=9818" in commands["a post-LN seed 1"]
-    assert "--restart_deadline=9968" in commands["a RealFormer seed 1"]
+    assert "--restart_deadline=9830" in commands["a post-LN seed 1"]
+    assert "--restart_deadline=9970" in commands["a RealFormer seed 1"]
     # a task that does not restart, or that sets its own deadline, is left as it is
     assert not any(word.startswith("--restart_deadline") for word in commands["b post-LN seed 1"])
     own = plan.DownstreamTask("a", "run_classifier.py", ("--on_stuck=restart", "--restart_deadline=5"))

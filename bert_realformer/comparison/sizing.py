@@ -20,9 +20,10 @@ study's start, or from an earlier time it is given (`make demo`: before preparin
 the probe and whatever came before the first run are inside it.
 
 A stuck fine-tuning run that restarts (`--on_stuck=restart`) runs again in time no estimate
-counted: each task run is given `--restart_deadline`, the budget's end less the estimated time of
-the runs after it (`restart_deadlines`), and restarts only when, started again, it would end by
-then: on a CPU the study just fits, the budget has no room for a restart and the run warns instead.
+counted: each task run is given `--restart_deadline`, the budget's end less the expected time of
+the runs after it (`restart_deadlines`: the estimate without its margin of a tenth), and restarts
+only when, started again, it would end by then. Restarts take the room the margin leaves when the
+study runs as fast as expected; a study behind its schedule refuses them, and the run warns instead.
 
 The sizing is written to OUTPUT_DIR/sizing.json before any run: a study run again (to resume,
 or with more seeds) keeps it, so its runs' commands stay what they were.
@@ -44,11 +45,14 @@ from bert_realformer.errors import InputError
 from bert_realformer.text_files import read_text
 
 PROBE_STEPS = 20
-# 1.9 measured on the demo (2 cores of an AMD EPYC Zen 5; on a Zen 3, 4.83 steps/s and 14.8 minutes
-# for 0.945 of the study, about the same), a tenth added
+# Measured on the demo: 1.9 on 2 cores of an AMD EPYC Zen 5; on a Zen 3, 4.83 steps/s and 14.8
+# minutes for 0.945 of the study, about the same; 2.0 on a Zen 2 (its sized demo's post-LN runs)
+EXPECTED_WORK_PER_PRETRAINING_STEP = 2.0
+# The sizing counts a tenth more, room for what it cannot foresee; a restart's deadline counts the
+# expected time of the runs after it, so that room is what stuck runs' restarts may take
 WORK_PER_PRETRAINING_STEP = 2.2
 # Of that work, a variant's pretraining run (with its evaluations); the rest is its fine-tuning
-# runs' (on the demo, 2 cores of an AMD EPYC Zen 2: 128 s of 209 for post-LN, 139 s of 261 for pre-LN)
+# runs' (on the demo, 2 cores of an AMD EPYC Zen 2: 0.59 of it for post-LN)
 PRETRAINING_SHARE = 0.6
 FINETUNING_FLOOR = 0.5
 SMALLEST_FACTOR = 0.1
@@ -105,9 +109,9 @@ class Sizing:
                 f"pretraining for {self.scaled_steps(num_train_steps)} of {num_train_steps} steps")
 
     def variant_seconds(self, num_train_steps: int) -> tuple[float, float]:
-        """(the pretraining's work, the fine-tuning's) of one variant and seed, as sized, in seconds,
-        start-ups aside; `num_train_steps`: the pretraining steps as asked."""
-        work = num_train_steps / self.steps_per_second * WORK_PER_PRETRAINING_STEP
+        """(the pretraining's work, the fine-tuning's) of one variant and seed, as sized, in seconds
+        as expected (no margin), start-ups aside; `num_train_steps`: the pretraining steps as asked."""
+        work = num_train_steps / self.steps_per_second * EXPECTED_WORK_PER_PRETRAINING_STEP
         return work * PRETRAINING_SHARE * self.factor, work * (1 - PRETRAINING_SHARE) * self.finetuning_factor
 
 

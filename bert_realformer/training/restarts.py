@@ -65,7 +65,8 @@ def act_on_verdict(watch: StuckWatch | None, restarts_left: int, write_dir: str,
     recorded_options.update(write_dir, stuck={"step": verdict.step, "reason": verdict.reason,
                                               **({"no_restart": refused} if refused else {})})
     no_restart = f"; no restart: {refused}" if refused else ""
-    say(f"warning: this run looks stuck: {verdict.reason}{no_restart}; {advice(learning_rate, bias_correction)}")
+    say(f"warning: this run looks stuck: {verdict.reason}{no_restart}; "
+        f"{advice(learning_rate, bias_correction, restart=not refused)}")
 
 
 def _record_leaving(left: Verdict | None, write_dir: str, say: Callable[[str], None]) -> None:

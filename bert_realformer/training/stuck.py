@@ -194,12 +194,15 @@ class StuckWatch:
             self._verdict = Verdict("said before the run was resumed", self._window_start or 0, from_loss=False)
 
 
-def advice(learning_rate: float, bias_correction: bool) -> str:
-    """What usually helps a stuck run, for the end of its warning line."""
+def advice(learning_rate: float, bias_correction: bool, restart: bool = True) -> str:
+    """What usually helps a stuck run, for the end of its warning line (`restart`: with
+    --on_stuck=restart among it)."""
     helps = ["another --seed", f"a lower --learning_rate (now {learning_rate:g})"]
     if not bias_correction:
         helps.append("--adam_bias_correction")
-    return "what usually helps: " + ", ".join(helps) + ", or --on_stuck=restart"
+    if restart:
+        helps.append("--on_stuck=restart")
+    return "what usually helps: " + ", ".join(helps[:-1]) + ", or " + helps[-1]
 
 
 def constant_prediction(predicted: np.ndarray, label_names=None) -> str | None:
