@@ -313,7 +313,7 @@ class Driver:
 
     def _act_on_stuck(self, task, run, step):
         act_on_verdict(task.stuck, self._restarts_left, self.write_dir, task.learning_rate, run.bias_correction,
-                       self._say, run.deadline.refusal(step, task.num_train_steps))
+                       self._say, run.deadline.refusal(step, task.num_train_steps), self.options.on_stuck == "restart")
 
     def _restart(self, verdict, restarts):
         """Sets the stuck run aside (`restarts.set_aside`) and builds the model with the next seed."""

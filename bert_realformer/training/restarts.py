@@ -46,10 +46,12 @@ class RestartDeadline:
 
 
 def act_on_verdict(watch: StuckWatch | None, restarts_left: int, write_dir: str, learning_rate: float,
-                   bias_correction: bool, say: Callable[[str], None], refused: str | None = None) -> None:
+                   bias_correction: bool, say: Callable[[str], None], refused: str | None = None,
+                   restarting: bool = False) -> None:
     """Raises `StuckRun` when the watch has a new loss verdict and the run may restart (restarts
     left, and no `refused`: why `RestartDeadline` refuses one now); else, for a new verdict,
-    records it in WRITE_DIR/training_options.json and warns once, with the refusal. A run that left chance
+    records it in WRITE_DIR/training_options.json and warns once, with the refusal (`restarting`:
+    the run has --on_stuck=restart, so the warning does not suggest it). A run that left chance
     after its warning says so once, and its record's `stuck` gains `left_at_step` and
     `left_reason`."""
     if watch is None:
@@ -66,7 +68,7 @@ def act_on_verdict(watch: StuckWatch | None, restarts_left: int, write_dir: str,
                                               **({"no_restart": refused} if refused else {})})
     no_restart = f"; no restart: {refused}" if refused else ""
     say(f"warning: this run looks stuck: {verdict.reason}{no_restart}; "
-        f"{advice(learning_rate, bias_correction, restart=not refused)}")
+        f"{advice(learning_rate, bias_correction, restart=not restarting)}")
 
 
 def _record_leaving(left: Verdict | None, write_dir: str, say: Callable[[str], None]) -> None:
