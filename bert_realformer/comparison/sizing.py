@@ -117,7 +117,7 @@ class Sizing:
 
 def restart_deadlines(sizing: Sizing, runs: list[Run], num_train_steps: int, num_tasks: int) -> dict[str, float]:
     """{task run's name: the Unix time it must end by for the runs after it to end within the
-    budget}, from the sizing's estimate of each run (`runs`: the sized plan's, in order;
+    budget}, from each run's expected time (`Sizing.variant_seconds`; `runs`: the sized plan's, in order;
     `num_train_steps`: the pretraining steps as asked); {} for a sizing recorded without the
     budget's end."""
     if not sizing.budget_ends_at:
