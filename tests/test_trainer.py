@@ -14,7 +14,7 @@ import modeling
 from bert_realformer.pretraining import pld
 from bert_realformer.pretraining.losses import pretraining_totals, replica_pretraining_loss
 from bert_realformer.training.optimization import create_optimizer
-from bert_realformer.training.trainer import TrainLoop
+from bert_realformer.training.trainer import TrainLoop, global_batch_slices, stacked_micro_batches
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -88,6 +88,68 @@ def test_predict_under_mirrored_equals_one_device_in_order(equivalence_runs):
     one, mirrored = (np.array(equivalence_runs[k]) for k in ("predict_one_device", "predict_mirrored"))
     assert one.shape == (5, 2)
     np.testing.assert_allclose(mirrored, one, atol=1e-6)
+
+
+def test_stacked_micro_batches_give_each_replica_its_own_padded_to_the_longest():
+    """Per-replica batches k = 0..8 (one row of k + 1 tokens, each token k + 1) taken by 2
+    replicas in turn, 2 micro-batches a step: a step's micro-batch m of replica r is batch
+    2m + r (as the replicas read them one micro-batch after another), the 4 of a step padded
+    with zeros to its longest; the ninth batch, a partial step, is dropped."""
+    batches = [np.full((1, k + 1), k + 1, "int32") for k in range(9)]
+    dataset = tf.data.Dataset.from_generator(lambda: ({"input_ids": b} for b in batches),
+                                             output_signature={"input_ids": tf.TensorSpec([1, None], tf.int32)})
+    got = [element["input_ids"] for element in stacked_micro_batches(dataset, 2, 2).as_numpy_iterator()]
+
+    def padded(k, length):
+        return np.pad(batches[k], [[0, 0], [0, length - k - 1]])
+    expected = [np.stack([padded(0, 4), padded(2, 4)]), np.stack([padded(1, 4), padded(3, 4)]),
+                np.stack([padded(4, 8), padded(6, 8)]), np.stack([padded(5, 8), padded(7, 8)])]
+    assert len(got) == len(expected)
+    for a, b in zip(got, expected):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_micro_batches_of_other_lengths_accumulate_to_the_whole_batch(float32_policy):
+    """Dynamic padding: a step's two micro-batches of 4 cut to 6 and to 12 tokens, accumulated
+    (one padded to the other's length in the step's stack), make the same 3 steps as the whole
+    batch of 8 at 12 tokens: losses and weights within 1e-5."""
+    config = modeling.BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                                 intermediate_size=32, max_position_embeddings=16, type_vocab_size=2,
+                                 hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    rng = np.random.RandomState(4)
+    lengths = np.array([3, 6, 5, 4, 12, 7, 10, 9])
+    mask = (np.arange(12)[None, :] < lengths[:, None]).astype("int32")
+    whole = {"input_ids": rng.randint(1, 40, size=(8, 12)).astype("int32") * mask, "input_mask": mask,
+             "segment_ids": np.zeros((8, 12), "int32"),
+             "masked_lm_positions": (rng.rand(8, 2) * lengths[:, None]).astype("int32"),
+             "masked_lm_ids": rng.randint(1, 40, size=(8, 2)).astype("int32"),
+             "masked_lm_weights": np.ones((8, 2), "float32"),
+             "next_sentence_labels": rng.randint(0, 2, size=(8, 1)).astype("int32")}
+
+    def cut(rows, length):
+        return {k: v[rows, :length] if k in ("input_ids", "input_mask", "segment_ids") else v[rows]
+                for k, v in whole.items()}
+    short, long = (tf.data.Dataset.from_tensors(cut(slice(a, a + 4), n)) for a, n in ((0, 6), (4, 12)))
+
+    def three_steps(dataset, batch_size, accumulation):
+        keras.utils.set_random_seed(3)
+        strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+        with strategy.scope():
+            model = modeling.BertPretrainer(config)
+            model.build()
+            loop = TrainLoop(strategy, model, create_optimizer(1e-2, 100, 0),
+                             lambda m, f, step, totals: replica_pretraining_loss(m(f, training=True), f, totals),
+                             pretraining_totals, accumulation_steps=accumulation)
+        iterator = iter(strategy.distribute_datasets_from_function(
+            lambda context: global_batch_slices(dataset.repeat(), batch_size, context, accumulation)))
+        losses = [float(loop.train_step(iterator)["loss"]) for _ in range(3)]
+        return losses, [w.numpy() for w in model.trainable_weights]
+    accumulated = three_steps(short.concatenate(long), 4, 2)
+    at_once = three_steps(tf.data.Dataset.from_tensors(whole), 8, 1)
+    np.testing.assert_allclose(accumulated[0], at_once[0], atol=1e-5)
+    assert at_once[0][2] < at_once[0][0]
+    for a, b in zip(accumulated[1], at_once[1]):
+        np.testing.assert_allclose(a, b, atol=1e-5)
 
 
 def _tiny_realformer_loop(policy):
@@ -215,11 +277,14 @@ def _three_compiled_steps(accumulation_steps, random_draws, jit_compile):
              "masked_lm_ids": tf.constant(rng.randint(1, 50, size=(8, 3)).astype("int32")),
              "masked_lm_weights": tf.ones((8, 3)), "next_sentence_labels": tf.zeros((8, 1), tf.int32)}
 
+    if accumulation_steps > 1:  # (each replica's micro-batches of a step come stacked)
+        batch = {name: tf.stack([value] * accumulation_steps) for name, value in batch.items()}
+
     @tf.function(jit_compile=jit_compile)
     def steps():
-        metrics = loop.attempt_on([batch] * accumulation_steps)
+        metrics = loop.attempt_on(batch)
         for _ in tf.range(2):
-            metrics = loop.attempt_on([batch] * accumulation_steps)
+            metrics = loop.attempt_on(batch)
         return metrics
 
     loss = float(steps()["loss"])

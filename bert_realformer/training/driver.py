@@ -206,9 +206,9 @@ class Driver:
         check_workers_agree(self.strategy, step)
         position = int(loop.input_position.numpy())
         iterator = iter(strategy.distribute_datasets_from_function(
-            lambda context: global_batch_slices(task.dataset_fn(position), task.batch_size, context)))
-        writer = (tf.summary.create_file_writer(os.path.join(self.write_dir, "train"))
-                  if options.is_chief else None)
+            lambda context: global_batch_slices(task.dataset_fn(position), task.batch_size, context,
+                                                options.gradient_accumulation_steps)))
+        writer = tf.summary.create_file_writer(os.path.join(self.write_dir, "train")) if options.is_chief else None
         examples_per_step = task.batch_size * options.gradient_accumulation_steps
         best = None  # (the chief keeps the best checkpoint when the task evaluates and keeps one)
         if task.keep_best is not None and task.periodic_eval is not None and options.is_chief:

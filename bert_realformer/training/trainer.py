@@ -1,7 +1,9 @@
 """The optimizer step on a tf.distribute strategy, and N of them in one `tf.function` call.
 
-One attempt takes `accumulation_steps` micro-batches from the (distributed) iterator,
-accumulates gradients of the step's loss over all of them (per replica, in local variables),
+One attempt takes `accumulation_steps` micro-batches from the (distributed) iterator (with
+more than one, as one element: each replica's micro-batches stacked, `global_batch_slices`),
+accumulates gradients of the step's loss over all of them in a loop (per replica, in local
+variables; the step's graph holds the forward and backward pass once, however many there are),
 all-reduces across replicas, clips to global norm 1.0 (the original's `clip_by_global_norm` of
 the global gradient), and applies the optimizer once. So N micro-batches of B give the update of
 one batch of N*B, under every strategy. With fp16, dynamic loss scaling: an attempt whose
@@ -20,7 +22,6 @@ resumed run draws what the uninterrupted one drew). `input_position` counts the 
 micro-batches consumed, so that a resumed run can continue the input where it stopped.
 """
 
-import functools
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -48,11 +49,13 @@ class TotalsFn(Protocol):
     def __call__(self, features: dict) -> dict: ...
 
 
-def global_batch_slices(dataset, global_batch_size, context):
+def global_batch_slices(dataset, global_batch_size, context, micro_batches=1):
     """For `strategy.distribute_datasets_from_function`: every input pipeline (worker) reads
     the same sequence of global batches and keeps its own slice, cut into per-replica batches.
     So each step trains on the same examples under any strategy and number of machines (the
-    pipelines must read deterministically: same files, same seed)."""
+    pipelines must read deterministically: same files, same seed). `micro_batches` > 1 (gradient
+    accumulation): each element holds a replica's micro-batches of one step, stacked
+    (`stacked_micro_batches`)."""
     pipelines, index = context.num_input_pipelines, context.input_pipeline_id
     if global_batch_size % context.num_replicas_in_sync:
         raise ValueError(f"batch size {global_batch_size} is not divisible by "
@@ -64,7 +67,23 @@ def global_batch_slices(dataset, global_batch_size, context):
     per_replica = context.get_per_replica_batch_size(global_batch_size)
     if per_replica != per_pipeline:
         dataset = dataset.rebatch(per_replica)
+    if micro_batches > 1:
+        dataset = stacked_micro_batches(dataset, micro_batches, context.num_replicas_in_sync // pipelines)
     return dataset
+
+
+def stacked_micro_batches(dataset, micro_batches, replicas):
+    """Per-replica batches {name: [b, ...]}, the pipeline's `replicas` taking them in turn ->
+    {name: [micro_batches, b, ...]}: each replica's micro-batches of one step, the replicas
+    still in turn. Micro-batches of other lengths (dynamic padding) are padded with zeros to the
+    step's longest (padding is masked: the real positions' values are the same); a last,
+    partial step is dropped."""
+    grouped = dataset.padded_batch(micro_batches * replicas, drop_remainder=True)
+
+    def per_replica(value):  # [micro_batches * replicas, b, ...] -> [replicas, micro_batches, b, ...]
+        value = tf.reshape(value, tf.concat([[micro_batches, replicas], tf.shape(value)[1:]], 0))
+        return tf.transpose(value, [1, 0, *range(2, value.shape.rank)])
+    return grouped.map(lambda features: tf.nest.map_structure(per_replica, features)).unbatch()
 
 
 def replica_stream(micro_index=0):
@@ -131,14 +150,16 @@ class TrainLoop:
                 "input_position": self.input_position}
 
     # ------------------------------------------------------------------ replica functions
-    def _totals(self, *micro_batches):
-        """Sums of `totals_fn` over these micro-batches and all replicas."""
-        totals = None
-        for features in micro_batches:
-            part = self.totals_fn(features)
-            totals = part if totals is None else {k: totals[k] + part[k] for k in totals}
+    def _totals(self, features):
+        """Sums of `totals_fn` over these features and all replicas."""
         context = tf.distribute.get_replica_context()
-        return {k: context.all_reduce(tf.distribute.ReduceOp.SUM, v) for k, v in totals.items()}
+        return {k: context.all_reduce(tf.distribute.ReduceOp.SUM, v) for k, v in self.totals_fn(features).items()}
+
+    def _stacked_totals(self, stacked):
+        """`_totals` of a replica's micro-batches {name: [N, b, ...]}, as one batch of N * b (the
+        totals are sums over examples)."""
+        return self._totals(tf.nest.map_structure(
+            lambda value: tf.reshape(value, tf.concat([[-1], tf.shape(value)[2:]], 0)), stacked))
 
     def _gradients(self, features, totals, stream):
         """(gradients, None where a variable got none; this share's metrics)."""
@@ -152,7 +173,10 @@ class TrainLoop:
         metrics = {name: tf.cast(metrics[name], tf.float32) for name in self.metric_names}
         return [None if g is None else tf.convert_to_tensor(g) for g in grads], metrics
 
-    def _accumulate(self, features, totals, micro_index):
+    def _accumulate(self, stacked, totals, micro_index):
+        """Adds the gradients of micro-batch `micro_index` (int64 tensor) of the replica's stacked
+        micro-batches {name: [N, b, ...]} to the accumulators; returns its metrics."""
+        features = tf.nest.map_structure(lambda value: value[micro_index], stacked)
         grads, metrics = self._compute(features, totals, replica_stream(micro_index))
         for accumulator, g in zip(self._accumulators, grads):
             if g is not None:
@@ -213,29 +237,43 @@ class TrainLoop:
 
     def _attempt(self, iterator):
         """One optimizer step (or, with fp16, an attempt that an overflow may skip)."""
-        return self.attempt_on([next(iterator) for _ in range(self.accumulation_steps)])
+        return self.attempt_on(next(iterator))
 
-    def attempt_on(self, micro_batches):
-        """`_attempt` on `accumulation_steps` (distributed) micro-batches already read: the
-        device-side part of a step, which holds no host-only op and compiles with XLA whole
-        (what a TPU needs; `tests/test_trainer.py` compiles it with `jit_compile=True`)."""
+    def attempt_on(self, batch):
+        """`_attempt` on one (distributed) element already read: a micro-batch, or with
+        accumulation each replica's `accumulation_steps` micro-batches stacked {name: [N, b,
+        ...]} (`stacked_micro_batches`). The device-side part of a step, which holds no host-only
+        op and compiles with XLA whole (what a TPU needs; `tests/test_trainer.py` compiles it
+        with `jit_compile=True`)."""
         strategy = self.strategy
         scale_before = tf.identity(self.loss_scale)
         if self.accumulation_steps == 1:
-            metrics, norm = strategy.run(self._single_step, args=(micro_batches[0],))
+            metrics, norm = strategy.run(self._single_step, args=(batch,))
             metrics = self._reduce_metrics(metrics)
         else:
-            totals = strategy.run(self._totals, args=tuple(micro_batches))
-            metrics = None
-            for index, features in enumerate(micro_batches):  # unrolled: N is small
-                accumulate = functools.partial(self._accumulate, micro_index=index)
-                part = self._reduce_metrics(strategy.run(accumulate, args=(features, totals)))
-                metrics = part if metrics is None else {k: metrics[k] + part[k] for k in metrics}
+            metrics = self._accumulated(batch)
             norm = strategy.run(self._apply_accumulated)
         self.input_position.assign_add(self.accumulation_steps)
         metrics["gradient_norm"] = strategy.reduce(tf.distribute.ReduceOp.MEAN, norm, axis=None)
         metrics["diverged"] = self._diverged(metrics, scale_before)
         metrics["loss_scale"] = tf.identity(self.loss_scale)
+        return metrics
+
+    def _accumulated(self, stacked):
+        """The gradients of the replicas' stacked micro-batches accumulated, one micro-batch after
+        another in a graph loop (unrolled, N copies of the forward and backward pass took N times
+        the tracing and several times the memory: BENCHMARKS.md); returns the step's metrics (the
+        micro-batches' shares summed)."""
+        strategy = self.strategy
+        totals = strategy.run(self._stacked_totals, args=(stacked,))
+
+        def one_more(index, metrics):
+            part = self._reduce_metrics(strategy.run(self._accumulate, args=(stacked, totals, index)))
+            return index + 1, {name: metrics[name] + part[name] for name in metrics}
+        zeros = {name: tf.zeros((), tf.float32) for name in self.metric_names}
+        # (one micro-batch at a time: their activations never held side by side)
+        _, metrics = tf.while_loop(lambda index, _: index < self.accumulation_steps, one_more,
+                                   (tf.constant(0, tf.int64), zeros), parallel_iterations=1)
         return metrics
 
     def _diverged(self, metrics, loss_scale):

@@ -85,7 +85,7 @@ def run(strategy, micro_batch, accumulation, global_batches, initial, config=CON
     dataset = tf.data.Dataset.from_tensor_slices({k: np.stack([p[k] for p in pieces]) for k in pieces[0]})
     micro = dataset.unbatch().batch(micro_batch)
     iterator = iter(strategy.distribute_datasets_from_function(
-        lambda context: global_batch_slices(micro, micro_batch, context)))
+        lambda context: global_batch_slices(micro, micro_batch, context, accumulation)))
     losses = [float(loop.train_step(iterator)["loss"]) for _ in global_batches]
     result = losses, [w.numpy().tolist() for w in model.trainable_weights], int(optimizer.iterations.numpy())
     if averages is None:
