@@ -14,7 +14,7 @@ import modeling
 from bert_realformer.pretraining import pld
 from bert_realformer.pretraining.losses import pretraining_totals, replica_pretraining_loss
 from bert_realformer.training.optimization import create_optimizer
-from bert_realformer.training.trainer import TrainLoop, global_batch_slices, stacked_micro_batches
+from bert_realformer.training.trainer import TrainLoop, global_batch_slices, micro_batch, stacked_micro_batches
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -90,29 +90,35 @@ def test_predict_under_mirrored_equals_one_device_in_order(equivalence_runs):
     np.testing.assert_allclose(mirrored, one, atol=1e-6)
 
 
-def test_stacked_micro_batches_give_each_replica_its_own_padded_to_the_longest():
+def test_stacked_micro_batches_give_each_replica_its_own_each_cut_back_to_its_length():
     """Per-replica batches k = 0..8 (one row of k + 1 tokens, each token k + 1) taken by 2
     replicas in turn, 2 micro-batches a step: a step's micro-batch m of replica r is batch
-    2m + r (as the replicas read them one micro-batch after another), the 4 of a step padded
-    with zeros to its longest; the ninth batch, a partial step, is dropped."""
+    2m + r (as the replicas read them one micro-batch after another), the 4 of a step stacked
+    padded with zeros to its longest, and `micro_batch` gives each back as it was; the ninth
+    batch, a partial step, is dropped."""
     batches = [np.full((1, k + 1), k + 1, "int32") for k in range(9)]
     dataset = tf.data.Dataset.from_generator(lambda: ({"input_ids": b} for b in batches),
                                              output_signature={"input_ids": tf.TensorSpec([1, None], tf.int32)})
-    got = [element["input_ids"] for element in stacked_micro_batches(dataset, 2, 2).as_numpy_iterator()]
+    got = list(stacked_micro_batches(dataset, 2, 2))
 
     def padded(k, length):
         return np.pad(batches[k], [[0, 0], [0, length - k - 1]])
-    expected = [np.stack([padded(0, 4), padded(2, 4)]), np.stack([padded(1, 4), padded(3, 4)]),
-                np.stack([padded(4, 8), padded(6, 8)]), np.stack([padded(5, 8), padded(7, 8)])]
+    expected = [((0, 2), 4), ((1, 3), 4), ((4, 6), 8), ((5, 7), 8)]  # (the batches of the stack, its length)
     assert len(got) == len(expected)
-    for a, b in zip(got, expected):
-        np.testing.assert_array_equal(a, b)
+    for (stacked, sizes), (ks, length) in zip(got, expected):
+        np.testing.assert_array_equal(stacked["input_ids"], np.stack([padded(k, length) for k in ks]))
+        for index, k in enumerate(ks):
+            np.testing.assert_array_equal(micro_batch(stacked, sizes, tf.constant(index))["input_ids"], batches[k])
+    fixed = tf.data.Dataset.from_tensor_slices({"input_ids": np.arange(8).reshape(4, 1, 2)})
+    for (stacked, sizes), ks in zip(stacked_micro_batches(fixed, 2, 2), ((0, 2), (1, 3)), strict=True):
+        assert sizes == {}  # (fixed shapes: nothing to cut back)
+        np.testing.assert_array_equal(stacked["input_ids"], np.arange(8).reshape(4, 1, 2)[list(ks)])
 
 
 def test_micro_batches_of_other_lengths_accumulate_to_the_whole_batch(float32_policy):
     """Dynamic padding: a step's two micro-batches of 4 cut to 6 and to 12 tokens, accumulated
-    (one padded to the other's length in the step's stack), make the same 3 steps as the whole
-    batch of 8 at 12 tokens: losses and weights within 1e-5."""
+    (stacked, then each run at its own length), make the same 3 steps as the whole batch of 8
+    at 12 tokens: losses and weights within 1e-5."""
     config = modeling.BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                                  intermediate_size=32, max_position_embeddings=16, type_vocab_size=2,
                                  hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
@@ -277,8 +283,8 @@ def _three_compiled_steps(accumulation_steps, random_draws, jit_compile):
              "masked_lm_ids": tf.constant(rng.randint(1, 50, size=(8, 3)).astype("int32")),
              "masked_lm_weights": tf.ones((8, 3)), "next_sentence_labels": tf.zeros((8, 1), tf.int32)}
 
-    if accumulation_steps > 1:  # (each replica's micro-batches of a step come stacked)
-        batch = {name: tf.stack([value] * accumulation_steps) for name, value in batch.items()}
+    if accumulation_steps > 1:  # (each replica's micro-batches of a step come stacked; every shape fixed)
+        batch = ({name: tf.stack([value] * accumulation_steps) for name, value in batch.items()}, {})
 
     @tf.function(jit_compile=jit_compile)
     def steps():

@@ -74,16 +74,26 @@ def global_batch_slices(dataset, global_batch_size, context, micro_batches=1):
 
 def stacked_micro_batches(dataset, micro_batches, replicas):
     """Per-replica batches {name: [b, ...]}, the pipeline's `replicas` taking them in turn ->
-    {name: [micro_batches, b, ...]}: each replica's micro-batches of one step, the replicas
-    still in turn. Micro-batches of other lengths (dynamic padding) are padded with zeros to the
-    step's longest (padding is masked: the real positions' values are the same); a last,
-    partial step is dropped."""
-    grouped = dataset.padded_batch(micro_batches * replicas, drop_remainder=True)
+    (stacked {name: [micro_batches, b, ...]}, sizes {name: [micro_batches, rank]}): each
+    replica's micro-batches of one step, the replicas still in turn. Micro-batches of other
+    shapes (dynamic padding, documents of several windows) are stacked padded with zeros;
+    `sizes` holds each one's own shape of every feature whose shape varies (unknown in the
+    dataset's spec), for `micro_batch` to cut it back. A last, partial step is dropped."""
+    varying = [name for name, spec in dataset.element_spec.items() if not spec.shape.is_fully_defined()]
+    with_sizes = dataset.map(lambda features: (features, {name: tf.shape(features[name]) for name in varying}))
+    grouped = with_sizes.padded_batch(micro_batches * replicas, drop_remainder=True)
 
-    def per_replica(value):  # [micro_batches * replicas, b, ...] -> [replicas, micro_batches, b, ...]
+    def per_replica(value):  # [micro_batches * replicas, ...] -> [replicas, micro_batches, ...]
         value = tf.reshape(value, tf.concat([[micro_batches, replicas], tf.shape(value)[1:]], 0))
         return tf.transpose(value, [1, 0, *range(2, value.shape.rank)])
-    return grouped.map(lambda features: tf.nest.map_structure(per_replica, features)).unbatch()
+    return grouped.map(lambda *element: tf.nest.map_structure(per_replica, element)).unbatch()
+
+
+def micro_batch(stacked, sizes, index):
+    """Micro-batch `index` (a scalar tensor) of a replica's `stacked_micro_batches`, each feature
+    of a varying shape cut back to its own: {name: [b, ...]}, as the input pipeline made it."""
+    return {name: tf.slice(value[index], tf.zeros_like(sizes[name][index]), sizes[name][index])
+            if name in sizes else value[index] for name, value in stacked.items()}
 
 
 def replica_stream(micro_index=0):
@@ -156,8 +166,8 @@ class TrainLoop:
         return {k: context.all_reduce(tf.distribute.ReduceOp.SUM, v) for k, v in self.totals_fn(features).items()}
 
     def _stacked_totals(self, stacked):
-        """`_totals` of a replica's micro-batches {name: [N, b, ...]}, as one batch of N * b (the
-        totals are sums over examples)."""
+        """`_totals` of a replica's stacked micro-batches {name: [N, b, ...]}, as one batch of
+        N * b (the totals are sums over examples, and padding adds nothing to them)."""
         return self._totals(tf.nest.map_structure(
             lambda value: tf.reshape(value, tf.concat([[-1], tf.shape(value)[2:]], 0)), stacked))
 
@@ -173,10 +183,10 @@ class TrainLoop:
         metrics = {name: tf.cast(metrics[name], tf.float32) for name in self.metric_names}
         return [None if g is None else tf.convert_to_tensor(g) for g in grads], metrics
 
-    def _accumulate(self, stacked, totals, micro_index):
-        """Adds the gradients of micro-batch `micro_index` (int64 tensor) of the replica's stacked
-        micro-batches {name: [N, b, ...]} to the accumulators; returns its metrics."""
-        features = tf.nest.map_structure(lambda value: value[micro_index], stacked)
+    def _accumulate(self, stacked, sizes, totals, micro_index):
+        """Adds the gradients of micro-batch `micro_index` (int64 tensor) of the replica's
+        `stacked_micro_batches` to the accumulators; returns its metrics."""
+        features = micro_batch(stacked, sizes, micro_index)
         grads, metrics = self._compute(features, totals, replica_stream(micro_index))
         for accumulator, g in zip(self._accumulators, grads):
             if g is not None:
@@ -241,10 +251,10 @@ class TrainLoop:
 
     def attempt_on(self, batch):
         """`_attempt` on one (distributed) element already read: a micro-batch, or with
-        accumulation each replica's `accumulation_steps` micro-batches stacked {name: [N, b,
-        ...]} (`stacked_micro_batches`). The device-side part of a step, which holds no host-only
-        op and compiles with XLA whole (what a TPU needs; `tests/test_trainer.py` compiles it
-        with `jit_compile=True`)."""
+        accumulation each replica's `accumulation_steps` micro-batches, stacked, and their sizes
+        (`stacked_micro_batches`). The device-side part of a step, which holds no host-only op
+        and compiles with XLA whole (what a TPU needs, whose shapes are all fixed;
+        `tests/test_trainer.py` compiles it with `jit_compile=True`)."""
         strategy = self.strategy
         scale_before = tf.identity(self.loss_scale)
         if self.accumulation_steps == 1:
@@ -259,16 +269,17 @@ class TrainLoop:
         metrics["loss_scale"] = tf.identity(self.loss_scale)
         return metrics
 
-    def _accumulated(self, stacked):
-        """The gradients of the replicas' stacked micro-batches accumulated, one micro-batch after
-        another in a graph loop (unrolled, N copies of the forward and backward pass took N times
-        the tracing and several times the memory: BENCHMARKS.md); returns the step's metrics (the
-        micro-batches' shares summed)."""
+    def _accumulated(self, element):
+        """The gradients of the replicas' (stacked micro-batches, sizes) accumulated, one
+        micro-batch after another in a graph loop (unrolled, N copies of the forward and backward
+        pass took N times the tracing and several times the memory: BENCHMARKS.md); returns the
+        step's metrics (the micro-batches' shares summed)."""
         strategy = self.strategy
+        stacked, sizes = element
         totals = strategy.run(self._stacked_totals, args=(stacked,))
 
         def one_more(index, metrics):
-            part = self._reduce_metrics(strategy.run(self._accumulate, args=(stacked, totals, index)))
+            part = self._reduce_metrics(strategy.run(self._accumulate, args=(stacked, sizes, totals, index)))
             return index + 1, {name: metrics[name] + part[name] for name in metrics}
         zeros = {name: tf.zeros((), tf.float32) for name in self.metric_names}
         # (one micro-batch at a time: their activations never held side by side)
