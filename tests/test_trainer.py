@@ -116,26 +116,35 @@ def test_stacked_micro_batches_give_each_replica_its_own_each_cut_back_to_its_le
 
 
 def test_micro_batches_of_other_lengths_accumulate_to_the_whole_batch(float32_policy):
-    """Dynamic padding: a step's two micro-batches of 4 cut to 6 and to 12 tokens, accumulated
-    (stacked, then each run at its own length), make the same 3 steps as the whole batch of 8
-    at 12 tokens: losses and weights within 1e-5."""
+    """Dynamic padding: a step's 2 micro-batches of 6, or 3 of 4 (a pair in the loop and one
+    left over), each cut to its longest, accumulated (stacked, then each run at its own
+    length), make the same 3 steps as the whole batch of 12 at 12 tokens: losses and weights
+    within 1e-5."""
     config = modeling.BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                                  intermediate_size=32, max_position_embeddings=16, type_vocab_size=2,
                                  hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     rng = np.random.RandomState(4)
-    lengths = np.array([3, 6, 5, 4, 12, 7, 10, 9])
+    lengths = np.array([3, 6, 5, 4, 2, 5, 12, 7, 10, 9, 4, 8])
     mask = (np.arange(12)[None, :] < lengths[:, None]).astype("int32")
-    whole = {"input_ids": rng.randint(1, 40, size=(8, 12)).astype("int32") * mask, "input_mask": mask,
-             "segment_ids": np.zeros((8, 12), "int32"),
-             "masked_lm_positions": (rng.rand(8, 2) * lengths[:, None]).astype("int32"),
-             "masked_lm_ids": rng.randint(1, 40, size=(8, 2)).astype("int32"),
-             "masked_lm_weights": np.ones((8, 2), "float32"),
-             "next_sentence_labels": rng.randint(0, 2, size=(8, 1)).astype("int32")}
+    whole = {"input_ids": rng.randint(1, 40, size=(12, 12)).astype("int32") * mask, "input_mask": mask,
+             "segment_ids": np.zeros((12, 12), "int32"),
+             "masked_lm_positions": (rng.rand(12, 2) * lengths[:, None]).astype("int32"),
+             "masked_lm_ids": rng.randint(1, 40, size=(12, 2)).astype("int32"),
+             "masked_lm_weights": np.ones((12, 2), "float32"),
+             "next_sentence_labels": rng.randint(0, 2, size=(12, 1)).astype("int32")}
 
-    def cut(rows, length):
-        return {k: v[rows, :length] if k in ("input_ids", "input_mask", "segment_ids") else v[rows]
-                for k, v in whole.items()}
-    short, long = (tf.data.Dataset.from_tensors(cut(slice(a, a + 4), n)) for a, n in ((0, 6), (4, 12)))
+    def micro_batches(n):
+        """The whole batch in `n` micro-batches, each cut to its longest."""
+        pieces = []
+        for rows in np.split(np.arange(12), n):
+            longest = lengths[rows].max()
+            pieces.append(tf.data.Dataset.from_tensors({
+                k: v[rows, :longest] if k in ("input_ids", "input_mask", "segment_ids") else v[rows]
+                for k, v in whole.items()}))
+        dataset = pieces[0]
+        for piece in pieces[1:]:
+            dataset = dataset.concatenate(piece)
+        return dataset
 
     def three_steps(dataset, batch_size, accumulation):
         keras.utils.set_random_seed(3)
@@ -150,12 +159,13 @@ def test_micro_batches_of_other_lengths_accumulate_to_the_whole_batch(float32_po
             lambda context: global_batch_slices(dataset.repeat(), batch_size, context, accumulation)))
         losses = [float(loop.train_step(iterator)["loss"]) for _ in range(3)]
         return losses, [w.numpy() for w in model.trainable_weights]
-    accumulated = three_steps(short.concatenate(long), 4, 2)
-    at_once = three_steps(tf.data.Dataset.from_tensors(whole), 8, 1)
-    np.testing.assert_allclose(accumulated[0], at_once[0], atol=1e-5)
+    at_once = three_steps(tf.data.Dataset.from_tensors(whole), 12, 1)
     assert at_once[0][2] < at_once[0][0]
-    for a, b in zip(accumulated[1], at_once[1]):
-        np.testing.assert_allclose(a, b, atol=1e-5)
+    for n in (2, 3):
+        accumulated = three_steps(micro_batches(n), 12 // n, n)
+        np.testing.assert_allclose(accumulated[0], at_once[0], atol=1e-5, err_msg=f"{n} micro-batches")
+        for a, b in zip(accumulated[1], at_once[1]):
+            np.testing.assert_allclose(a, b, atol=1e-5, err_msg=f"{n} micro-batches")
 
 
 def _tiny_realformer_loop(policy):

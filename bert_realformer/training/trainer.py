@@ -3,7 +3,8 @@
 One attempt takes `accumulation_steps` micro-batches from the (distributed) iterator (with
 more than one, as one element: each replica's micro-batches stacked, `global_batch_slices`),
 accumulates gradients of the step's loss over all of them in a loop (per replica, in local
-variables; the step's graph holds the forward and backward pass once, however many there are),
+variables; the step's graph holds `MICRO_BATCHES_AT_ONCE` forward and backward passes, however
+many there are),
 all-reduces across replicas, clips to global norm 1.0 (the original's `clip_by_global_norm` of
 the global gradient), and applies the optimizer once. So N micro-batches of B give the update of
 one batch of N*B, under every strategy. With fp16, dynamic loss scaling: an attempt whose
@@ -32,6 +33,11 @@ from modeling.randomness import random_stream
 
 INITIAL_LOSS_SCALE = 2.0 ** 15
 LOSS_SCALE_GROWTH_INTERVAL = 2000
+# Micro-batches an iteration of the accumulation loop: the step's graph holds this many forward
+# and backward passes, whatever the number accumulated (N copies, unrolled, took N times the
+# tracing and several times the memory), and two let one micro-batch's forward pass overlap the
+# previous one's backward pass (one at a time made a step 5-6% slower on 2 CPU cores: BENCHMARKS.md).
+MICRO_BATCHES_AT_ONCE = 2
 
 class LossFn(Protocol):
     """This replica's and micro-batch's share of the step's loss, and metrics as shares too
@@ -183,16 +189,6 @@ class TrainLoop:
         metrics = {name: tf.cast(metrics[name], tf.float32) for name in self.metric_names}
         return [None if g is None else tf.convert_to_tensor(g) for g in grads], metrics
 
-    def _accumulate(self, stacked, sizes, totals, micro_index):
-        """Adds the gradients of micro-batch `micro_index` (int64 tensor) of the replica's
-        `stacked_micro_batches` to the accumulators; returns its metrics."""
-        features = micro_batch(stacked, sizes, micro_index)
-        grads, metrics = self._compute(features, totals, replica_stream(micro_index))
-        for accumulator, g in zip(self._accumulators, grads):
-            if g is not None:
-                accumulator.assign_add(g)
-        return metrics
-
     def _apply(self, grads):
         """All-reduce, unscale, clip, apply (replica context). Returns the global norm. A
         gradient that is not finite changes nothing (no weight, slot or step counter)."""
@@ -230,15 +226,41 @@ class TrainLoop:
                                                           self.good_steps + 1),
                                         tf.zeros_like(self.good_steps)))
 
+    def _accumulated_step(self, stacked, sizes):
+        """A replica's step on its `stacked_micro_batches`: their gradients added up in a graph
+        loop, `MICRO_BATCHES_AT_ONCE` micro-batches an iteration, then applied; returns (the
+        micro-batches' metrics summed, the global norm)."""
+        totals = self._stacked_totals(stacked)
+
+        def add(index, metrics):
+            """Micro-batch `index`'s gradients added to the accumulators; `metrics` plus its own."""
+            grads, part = self._compute(micro_batch(stacked, sizes, index), totals, replica_stream(index))
+            for accumulator, g in zip(self._accumulators, grads):
+                if g is not None:
+                    accumulator.assign_add(g)
+            # (a sum of a stack, not a chain of adds: in a loop, grappler's rewrite of add chains
+            # makes a temporary that clashes between iterations)
+            return {name: tf.reduce_sum(tf.stack([metrics[name], part[name]])) for name in metrics}
+
+        at_once = min(MICRO_BATCHES_AT_ONCE, self.accumulation_steps)
+        in_loop = self.accumulation_steps - self.accumulation_steps % at_once
+
+        def next_ones(index, metrics):
+            for k in range(at_once):
+                metrics = add(index + k, metrics)
+            return index + at_once, metrics
+        start = (tf.constant(0, tf.int64), {name: tf.zeros((), tf.float32) for name in self.metric_names})
+        index, metrics = tf.while_loop(lambda index, _: index < in_loop, next_ones, start, parallel_iterations=1)
+        for k in range(self.accumulation_steps - in_loop):  # (the one left over from pairs)
+            metrics = add(index + k, metrics)
+        norm = self._apply([accumulator.read_value() for accumulator in self._accumulators])
+        for accumulator in self._accumulators:
+            accumulator.assign(tf.zeros_like(accumulator))
+        return metrics, norm
+
     def _single_step(self, features):
         grads, metrics = self._compute(features, self._totals(features), replica_stream(0))
         return metrics, self._apply(grads)
-
-    def _apply_accumulated(self):
-        norm = self._apply([a.read_value() for a in self._accumulators])
-        for accumulator in self._accumulators:
-            accumulator.assign(tf.zeros_like(accumulator))
-        return norm
 
     # ------------------------------------------------------------------ the steps
     def _reduce_metrics(self, per_replica):
@@ -259,32 +281,13 @@ class TrainLoop:
         scale_before = tf.identity(self.loss_scale)
         if self.accumulation_steps == 1:
             metrics, norm = strategy.run(self._single_step, args=(batch,))
-            metrics = self._reduce_metrics(metrics)
         else:
-            metrics = self._accumulated(batch)
-            norm = strategy.run(self._apply_accumulated)
+            metrics, norm = strategy.run(self._accumulated_step, args=batch)
+        metrics = self._reduce_metrics(metrics)
         self.input_position.assign_add(self.accumulation_steps)
         metrics["gradient_norm"] = strategy.reduce(tf.distribute.ReduceOp.MEAN, norm, axis=None)
         metrics["diverged"] = self._diverged(metrics, scale_before)
         metrics["loss_scale"] = tf.identity(self.loss_scale)
-        return metrics
-
-    def _accumulated(self, element):
-        """The gradients of the replicas' (stacked micro-batches, sizes) accumulated, one
-        micro-batch after another in a graph loop (unrolled, N copies of the forward and backward
-        pass took N times the tracing and several times the memory: BENCHMARKS.md); returns the
-        step's metrics (the micro-batches' shares summed)."""
-        strategy = self.strategy
-        stacked, sizes = element
-        totals = strategy.run(self._stacked_totals, args=(stacked,))
-
-        def one_more(index, metrics):
-            part = self._reduce_metrics(strategy.run(self._accumulate, args=(stacked, sizes, totals, index)))
-            return index + 1, {name: metrics[name] + part[name] for name in metrics}
-        zeros = {name: tf.zeros((), tf.float32) for name in self.metric_names}
-        # (one micro-batch at a time: their activations never held side by side)
-        _, metrics = tf.while_loop(lambda index, _: index < self.accumulation_steps, one_more,
-                                   (tf.constant(0, tf.int64), zeros), parallel_iterations=1)
         return metrics
 
     def _diverged(self, metrics, loss_scale):
