@@ -14,7 +14,15 @@ import time
 import numpy as np
 import pytest
 from helpers import script_processes
-from helpers.pretraining_runs import TINY, assert_same_run, command, free_ports, run, uninterrupted_run
+from helpers.pretraining_runs import (
+    TINY,
+    assert_same_run,
+    command,
+    finished_workers,
+    loopback_workers,
+    run,
+    uninterrupted_run,
+)
 
 from bert_realformer import checkpoints
 
@@ -132,20 +140,12 @@ def test_two_workers_save_at_the_same_step_when_one_gets_sigterm(tmp_path):
              "--distribution_strategy=multi_worker"]
 
     def start(directory):
-        ports = free_ports(2)
-        cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
-        return [script_processes.Popen(command(directory, *flags, config=config), stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.PIPE, text=True,
-                                 env={**os.environ, "TF_CONFIG": json.dumps(
-                                     {"cluster": cluster, "task": {"type": "worker", "index": i}})})
-                for i in range(2)]
+        return loopback_workers(command(directory, *flags, config=config))
 
     whole_dir, stopped_dir = tmp_path / "whole", tmp_path / "stopped"
     whole_dir.mkdir()
     stopped_dir.mkdir()
-    whole = start(whole_dir)
-    outputs = [p.communicate(timeout=600)[1] for p in whole]
-    assert [p.returncode for p in whole] == [0, 0], outputs[0][-3000:] + outputs[1][-3000:]
+    finished_workers(command(whole_dir, *flags, config=config))
 
     procs = start(stopped_dir)
     watchers = [StderrWatcher(p) for p in procs]
@@ -180,15 +180,9 @@ def test_two_workers_restarted_from_states_of_different_steps_both_stop_naming_t
     config = {**TINY, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
 
     def start(steps):
-        ports = free_ports(2)
-        cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
         flags = ["--do_train", f"--num_train_steps={steps}", "--iterations_per_loop=1", "--save_checkpoints_steps=2",
                  "--keep_checkpoint_max=10", "--distribution_strategy=multi_worker"]
-        procs = [script_processes.Popen(command(tmp_path, *flags, config=config), stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.PIPE, text=True,
-                                  env={**os.environ, "TF_CONFIG": json.dumps(
-                                      {"cluster": cluster, "task": {"type": "worker", "index": i}})})
-                 for i in range(2)]
+        procs = loopback_workers(command(tmp_path, *flags, config=config))
         return procs, [p.communicate(timeout=600)[1] for p in procs]
 
     procs, outputs = start(4)
@@ -211,15 +205,9 @@ def test_a_worker_lost_mid_run_ends_the_other_in_one_line_naming_its_training_st
     """SIGKILL to worker 1 mid-run: worker 0 does not hang; it ends within a minute with status
     6, one line saying to restart every worker, and the training state that is intact."""
     config = {**TINY, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
-    ports = free_ports(2)
-    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
     flags = ["--do_train", "--num_train_steps=100000", "--iterations_per_loop=1", "--save_checkpoints_steps=2",
              "--distribution_strategy=multi_worker"]
-    procs = [script_processes.Popen(command(tmp_path, *flags, config=config), stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True,
-                              env={**os.environ, "TF_CONFIG": json.dumps(
-                                  {"cluster": cluster, "task": {"type": "worker", "index": i}})})
-             for i in range(2)]
+    procs = loopback_workers(command(tmp_path, *flags, config=config))
     watchers = [StderrWatcher(p) for p in procs]
     try:
         watchers[0].wait_for(lambda line: _trained_step(line) >= 5)

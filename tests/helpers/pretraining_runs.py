@@ -64,6 +64,23 @@ def free_ports(n):
     return ports
 
 
+def loopback_workers(cmd, count=2):
+    """`cmd` started as workers 0..count-1 of a cluster on 127.0.0.1 (TF_CONFIG; stderr piped)."""
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in free_ports(count)]}
+    return [script_processes.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                   env={**os.environ, "TF_CONFIG": json.dumps(
+                                       {"cluster": cluster, "task": {"type": "worker", "index": i}})})
+            for i in range(count)]
+
+
+def finished_workers(cmd):
+    """Two `loopback_workers` of `cmd` run to the end; both must succeed -> their stderr."""
+    procs = loopback_workers(cmd)
+    outputs = [p.communicate(timeout=600)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs[0][-3000:] + outputs[1][-3000:]
+    return outputs
+
+
 def step_losses(stderr):
     return [float(line.split("loss ")[1].split(" ")[0]) for line in stderr.splitlines()
             if line.startswith("step ")]
