@@ -77,13 +77,14 @@ def test_continue_from_tf1_checkpoint_with_new_heads_listed(tmp_path):
 
 
 def test_killed_and_resumed_run_equals_the_uninterrupted_run(tmp_path):
-    """Dropout and PLD on: a run SIGKILLed after a checkpoint, with the next save half written,
-    and restarted with the same flags resumes from the last complete save (no finished step
-    redone) and ends with the weights and eval results of the run that was never interrupted:
-    same data from the same position, same dropout and PLD draws."""
+    """Dropout and PLD on, two micro-batches a step: a run SIGKILLed after a checkpoint, with
+    the next save half written, and restarted with the same flags resumes from the last complete
+    save (no finished step redone) and ends with the weights and eval results of the run that was
+    never interrupted: same data from the same position (two batches a step), same dropout and
+    PLD draws."""
     flags = ["--do_train", "--do_eval", "--num_train_steps=100", "--save_checkpoints_steps=5",
              "--iterations_per_loop=5", "--keep_checkpoint_max=100", "--max_eval_steps=3", "--pld",
-             "--pld_gamma=0.05"]
+             "--pld_gamma=0.05", "--train_batch_size=4", "--gradient_accumulation_steps=2"]
     whole_dir, killed_dir = uninterrupted_run(tmp_path, flags, "killed")
 
     cmd = command(killed_dir, *flags)
