@@ -18,7 +18,7 @@ from helpers.pretraining_runs import (
     TINY,
     assert_same_run,
     command,
-    finished_workers,
+    finished,
     loopback_workers,
     run,
     uninterrupted_run,
@@ -145,7 +145,7 @@ def test_two_workers_save_at_the_same_step_when_one_gets_sigterm(tmp_path):
     whole_dir, stopped_dir = tmp_path / "whole", tmp_path / "stopped"
     whole_dir.mkdir()
     stopped_dir.mkdir()
-    finished_workers(command(whole_dir, *flags, config=config))
+    finished(loopback_workers(command(whole_dir, *flags, config=config)))
 
     procs = start(stopped_dir)
     watchers = [StderrWatcher(p) for p in procs]

@@ -15,8 +15,10 @@ from helpers.pretraining_runs import (
     assert_same_run,
     command,
     eval_results,
-    finished_workers,
+    finished,
+    free_ports,
     killed_after_a_save,
+    loopback_workers,
     run,
     run_here,
     step_losses,
@@ -82,7 +84,7 @@ def test_killed_and_resumed_run_equals_the_uninterrupted_run(tmp_path):
     save (no finished step redone) and ends with the weights and eval results of the run that was
     never interrupted: same data from the same position (two batches a step), same dropout and
     PLD draws."""
-    flags = ["--do_train", "--do_eval", "--num_train_steps=100", "--save_checkpoints_steps=5",
+    flags = ["--do_train", "--do_eval", "--num_train_steps=40", "--save_checkpoints_steps=5",
              "--iterations_per_loop=5", "--keep_checkpoint_max=100", "--max_eval_steps=3", "--pld",
              "--pld_gamma=0.05", "--train_batch_size=4", "--gradient_accumulation_steps=2"]
     whole_dir, killed_dir = uninterrupted_run(tmp_path, flags, "killed")
@@ -90,7 +92,7 @@ def test_killed_and_resumed_run_equals_the_uninterrupted_run(tmp_path):
     cmd = command(killed_dir, *flags)
     state = killed_dir / "out" / "training_state"
     last = killed_after_a_save(cmd, state)
-    assert 10 <= last < 100
+    assert 10 <= last < 40
     # A kill inside a save leaves the next state's files without the `checkpoint` file naming
     # them; make that case certain: a truncated index of the next save, and no data file.
     half_written = state / f"ckpt-{last + 5}.index"
@@ -102,8 +104,8 @@ def test_killed_and_resumed_run_equals_the_uninterrupted_run(tmp_path):
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"resuming from {state}/ckpt-{last} at step {last}" in resumed.stderr
     assert f"step {last}/" not in resumed.stderr  # finished steps are not redone
-    assert "step 100/100" in resumed.stderr
-    assert_same_run(whole_dir, killed_dir, 100)
+    assert "step 40/40" in resumed.stderr
+    assert_same_run(whole_dir, killed_dir, 40)
 
 
 def _history(directory):
@@ -247,15 +249,18 @@ def test_multi_worker_on_loopback_matches_one_device(tmp_path):
     single_weights = checkpoints.read_tf1_checkpoint(str(single_dir / "out" / "model.ckpt-4"))
 
     accumulating = ["--train_batch_size=4", "--gradient_accumulation_steps=2"]
-    for name, extra in [("multi", []), ("multi_accumulating", accumulating)]:
-        multi_dir = tmp_path / name
-        multi_dir.mkdir()
-        outputs = finished_workers(command(multi_dir, *flags, "--distribution_strategy=multi_worker", *extra,
-                                           config=config))
+    ports = free_ports(4)
+    clusters = {}  # (side by side: most of a worker's time is waiting for the other)
+    for name, extra, cluster_ports in [("multi", [], ports[:2]), ("multi_accumulating", accumulating, ports[2:])]:
+        (tmp_path / name).mkdir()
+        clusters[name] = loopback_workers(command(tmp_path / name, *flags, "--distribution_strategy=multi_worker",
+                                                  *extra, config=config), cluster_ports)
+    for name, procs in clusters.items():
+        outputs = finished(procs)
         # Printed to 4 decimals: a sum reduced in another order may round to the neighbouring digit.
         np.testing.assert_allclose(step_losses(outputs[0]), step_losses(single.stderr), rtol=0, atol=1.5e-4,
                                    err_msg=name)
-        weights = checkpoints.read_tf1_checkpoint(str(multi_dir / "out" / "model.ckpt-4"))
+        weights = checkpoints.read_tf1_checkpoint(str(tmp_path / name / "out" / "model.ckpt-4"))
         assert weights.keys() == single_weights.keys()
         for variable in weights:
             np.testing.assert_allclose(weights[variable], single_weights[variable], atol=1e-5,

@@ -64,20 +64,21 @@ def free_ports(n):
     return ports
 
 
-def loopback_workers(cmd, count=2):
-    """`cmd` started as workers 0..count-1 of a cluster on 127.0.0.1 (TF_CONFIG; stderr piped)."""
-    cluster = {"worker": [f"127.0.0.1:{port}" for port in free_ports(count)]}
+def loopback_workers(cmd, ports=None):
+    """`cmd` started as the workers of a cluster on 127.0.0.1, one a port of `ports` (default: two
+    free ones; clusters started side by side take theirs from one `free_ports` call, so that
+    none is handed out twice) -> the processes (TF_CONFIG set; stderr piped)."""
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in ports or free_ports(2)]}
     return [script_processes.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                    env={**os.environ, "TF_CONFIG": json.dumps(
                                        {"cluster": cluster, "task": {"type": "worker", "index": i}})})
-            for i in range(count)]
+            for i in range(len(cluster["worker"]))]
 
 
-def finished_workers(cmd):
-    """Two `loopback_workers` of `cmd` run to the end; both must succeed -> their stderr."""
-    procs = loopback_workers(cmd)
+def finished(procs):
+    """The processes run to the end; each must succeed -> their stderr."""
     outputs = [p.communicate(timeout=600)[1] for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], outputs[0][-3000:] + outputs[1][-3000:]
+    assert [p.returncode for p in procs] == [0] * len(procs), "\n".join(text[-3000:] for text in outputs)
     return outputs
 
 
