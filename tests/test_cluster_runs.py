@@ -153,7 +153,9 @@ def test_two_workers_save_at_the_same_step_when_one_gets_sigterm(tmp_path):
     procs[1].send_signal(signal.SIGTERM)
     assert [p.wait(timeout=300) for p in procs] == [143, 143]
     texts = [w.text() for w in watchers]
-    endings = [t.strip().splitlines()[-1] for t in texts]
+    # Each script's last line of its own (TensorFlow's coordination thread may still log a lost
+    # heartbeat after it, once the other worker has gone).
+    endings = [next((line for line in reversed(t.splitlines()) if line.startswith("error: ")), "") for t in texts]
     assert all(" at step " in e for e in endings), texts[0][-3000:] + texts[1][-3000:]
     steps = [int(e.split(" at step ")[1].split(":")[0]) for e in endings]
     assert steps[0] == steps[1] and 3 <= steps[0] < 30, endings
