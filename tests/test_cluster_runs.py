@@ -145,7 +145,7 @@ def test_two_workers_save_at_the_same_step_when_one_gets_sigterm(tmp_path):
     whole_dir, stopped_dir = tmp_path / "whole", tmp_path / "stopped"
     whole_dir.mkdir()
     stopped_dir.mkdir()
-    finished(loopback_workers(command(whole_dir, *flags, config=config)))
+    finished(start(whole_dir))
 
     procs = start(stopped_dir)
     watchers = [StderrWatcher(p) for p in procs]
