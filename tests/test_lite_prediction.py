@@ -14,7 +14,7 @@ import tensorflow as tf
 import modeling
 from bert_realformer.errors import InputError
 from bert_realformer.training.lite import LiteFunction, lite_interpreter
-from bert_realformer.training.prediction import Predictor
+from bert_realformer.training.prediction import Predictor, _read_ahead
 
 STRATEGY = tf.distribute.OneDeviceStrategy("/cpu:0")
 SHAPES = [(4, 16), (1, 24), (4, 8), (3, 40), (1, 16)]  # (batch, length): dynamic padding's batches
@@ -90,6 +90,29 @@ def test_prediction_on_cpus_reads_its_batches_without_tf_data_autotuning(monkeyp
     assert logits.shape[0] == sum(rows for rows, _ in SHAPES)
     assert iterated == [False]
     assert dataset.options().autotune.enabled is not False  # (the caller's dataset unchanged)
+
+
+@pytest.mark.parametrize("chunk", [2, 64])
+def test_batches_read_ahead_together_are_each_batch_as_it_was(chunk):
+    """Read `chunk` at a time, padded to one shape and cut back: every batch's arrays as tf.data
+    gives them one by one (values, dtypes, shapes; a text feature and a per-row number among
+    them), in order, the last chunk short; a tensor of unknown rank: read one by one."""
+    texts = tf.data.Dataset.from_tensor_slices([b"a", b"bb", b"", b"ccc", b"d"])
+    known = tf.data.Dataset.zip(_batches(), texts).map(
+        lambda features, text: {**features, "text": tf.fill([tf.shape(features["input_ids"])[0]], text)})
+    arrays = [{"any_rank": np.arange(rows * length, dtype=np.int32).reshape([rows, length] if rank == 2 else -1)}
+              for (rows, length), rank in zip(SHAPES, [2, 1, 2, 1, 2])]
+    unknown = tf.data.Dataset.from_generator(lambda: iter(arrays),
+                                             output_signature={"any_rank": tf.TensorSpec(None, tf.int32)})
+    for dataset in (known, unknown):
+        expected = list(dataset.as_numpy_iterator())
+        read = list(_read_ahead(dataset, chunk))
+        assert len(read) == len(expected) == len(SHAPES)
+        for got, want in zip(read, expected):
+            assert set(got) == set(want)
+            for name, value in want.items():
+                assert (got[name].dtype, got[name].shape) == (value.dtype, value.shape), name
+                np.testing.assert_array_equal(got[name], value)
 
 
 def test_int8_is_near_float_in_less_than_half_the_bytes():
