@@ -38,7 +38,8 @@ def long_review_data(tmp_path, sizes, position="end"):
 def test_long_documents_in_windows_through_eval_predict_and_the_saved_model(tmp_path):
     """--doc_stride on articles whose label sits in a review at their end: one row per document
     in test_results.tsv and one example per document in eval_results.txt; an eval-only run in a
-    later process reproduces them; the SavedModel takes the raw long texts and agrees."""
+    later process reproduces them, as do the windows at full length and run by TensorFlow Lite;
+    the SavedModel takes the raw long texts and agrees."""
     data, config, splits = long_review_data(tmp_path, {"train": 40, "dev": 10, "test": 6})
     out, export = tmp_path / "out", tmp_path / "export"
     common = ["--task_name=generic", f"--data_dir={data}", f"--vocab_file={VOCAB_ZH}", f"--bert_config_file={config}",
@@ -61,10 +62,13 @@ def test_long_documents_in_windows_through_eval_predict_and_the_saved_model(tmp_
     again = run_classifier(*common, "--do_eval", "--do_predict")
     assert again.returncode == 0, again.stderr[-3000:]
     assert {name: (out / name).read_text() for name in first} == first
-    # Every window padded to --max_seq_length (the original's path): the same probabilities.
-    fixed = run_classifier(*common, "--do_predict", "--nodynamic_padding")
-    assert fixed.returncode == 0, fixed.stderr[-3000:]
-    np.testing.assert_allclose(np.loadtxt(out / "test_results.tsv", delimiter="\t"), probabilities, atol=1e-5)
+    # Every window padded to --max_seq_length (the original's path), and the documents' windows run
+    # by TensorFlow Lite: the same probabilities.
+    for other_path in ("--nodynamic_padding", "--tflite_prediction"):
+        other = run_classifier(*common, "--do_predict", other_path)
+        assert other.returncode == 0, other.stderr[-3000:]
+        assert ("XNNPACK delegate" in other.stderr) == (other_path == "--tflite_prediction")  # (the runtime's line)
+        np.testing.assert_allclose(np.loadtxt(out / "test_results.tsv", delimiter="\t"), probabilities, atol=1e-5)
 
     served = serve(export, [text for _, text in splits["test"]])["probabilities"]
     np.testing.assert_allclose(np.array(served), probabilities, atol=1e-5)
