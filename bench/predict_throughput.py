@@ -15,7 +15,12 @@ same weights: seeded random weights of the chosen shape, converted with convert_
 --to=hf for the peers; the probabilities are compared with ours (graph).
 
     python bench/predict_throughput.py [--config=base] [--seq_lengths=32,64,128,512]
-        [--batch_sizes=1,64] [--cases=...] [--max_isa=avx2]
+        [--batch_sizes=1,64] [--cases=...] [--max_isa=avx2] [--processes=3]
+
+`--processes=N` runs each case in N processes, the cases taking turns (A, B, C, A, B, C, ...),
+and reports the median of the processes' figures (each process's best of its rounds; all of them
+in the report's `processes`): on a VM whose speed drifts from minute to minute, one process of a
+case took up to 1.46x another's in one run (BENCHMARKS.md).
 
 `--max_isa=avx2` keeps our kernels and PyTorch's to AVX2 on an AVX-512 CPU (an approximation of
 an AVX2-only one, such as AMD Zen 3); `--max_isa=avx2-onednn-off` with TensorFlow's own kernels
@@ -38,6 +43,7 @@ import math
 import os
 import random
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -243,6 +249,36 @@ def _exported_lite_model(driver, tokenizer, texts, batch, seq, output_dir, liter
     return predict
 
 
+def _case_result(case, work, env):
+    """One process's result for `case` (ours or a peer's), or None where it failed."""
+    case_file = os.path.join(work, "case.json")  # (the texts are too long for a command line)
+    if case["name"] not in OURS:
+        case["runtime"] = PEERS[case["name"]]
+    with open(case_file, "w") as f:
+        json.dump(case, f)
+    if case["name"] in OURS:
+        return run_case_process([sys.executable, __file__, "--case", case_file], env)
+    return run_case_process([HF_PYTHON, os.path.join(ROOT, "bench", "peers", "hf_predict.py"), case_file], env)
+
+
+TIMES = ("examples_per_s", "ms_per_batch", "ms_per_batch_steady")
+
+
+def _median_of(results):
+    """One case's result over its processes: each time figure the median of the processes' (their
+    own in `processes`), the rest the first process's; None if any process failed."""
+    if not results or None in results:
+        return None
+    merged = dict(results[0])
+    if len(results) > 1:
+        for key in TIMES:
+            if key in merged:
+                merged[key] = statistics.median(result[key] for result in results)
+        merged["processes"] = [{key: result[key] for key in (*TIMES, "seconds") if key in result}
+                               for result in results]
+    return merged
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="base")
@@ -251,6 +287,8 @@ def main():
     parser.add_argument("--min_texts", type=int, default=32, help="texts per case: this, or two batches")
     parser.add_argument("--short_texts", type=int, default=0, help="N reviews as they are, not filled texts")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--processes", type=int, default=1,
+                        help="each case in this many processes, the cases in turn; the medians reported")
     parser.add_argument("--cases", default=",".join(DEFAULT_CASES), help=f"of {list(OURS) + list(PEERS)}")
     parser.add_argument("--tag", default="", help="bench/results/predict_throughput-CONFIG-filled[-TAG].json")
     parser.add_argument("--max_isa", default="native", choices=sorted(MAX_ISA_ENV),
@@ -283,20 +321,14 @@ def main():
         for batch in (int(b) for b in args.batch_sizes.split(",")):
             texts = reviews[:args.short_texts] if args.short_texts else \
                 filled_texts(reviews, tokenizer, seq, max(args.min_texts, 2 * batch))
+            results = {name: [] for name in names}
+            for _ in range(args.processes):  # (the cases in turn, so that a slow spell meets them all)
+                for name in names:
+                    case = dict(name=name, seq_length=seq, batch_size=batch, texts=texts, rounds=args.rounds,
+                                work_dir=work, model_dir=model_dir if name in OURS else hf_dir)
+                    results[name].append(_case_result(case, work, MAX_ISA_ENV[args.max_isa]))
             for name in names:
-                case = dict(name=name, seq_length=seq, batch_size=batch, texts=texts, rounds=args.rounds,
-                            work_dir=work, model_dir=model_dir if name in OURS else hf_dir)
-                case_file = os.path.join(work, "case.json")  # (the texts are too long for a command line)
-                if name not in OURS:
-                    case["runtime"] = PEERS[name]
-                with open(case_file, "w") as f:
-                    json.dump(case, f)
-                if name in OURS:
-                    result = run_case_process([sys.executable, __file__, "--case", case_file],
-                                              MAX_ISA_ENV[args.max_isa])
-                else:
-                    result = run_case_process([HF_PYTHON, os.path.join(ROOT, "bench", "peers", "hf_predict.py"),
-                                               case_file], MAX_ISA_ENV[args.max_isa])
+                result = _median_of(results[name])
                 rows.append({"seq_length": seq, "batch_size": batch, "case": name, "result": result})
                 shown = (f"{result['examples_per_s']:8.2f} examples/s {result['ms_per_batch']:9.2f} ms/batch"
                          + (f" ({result['ms_per_batch_steady']:.2f} in a long file)"
