@@ -252,13 +252,14 @@ def _exported_lite_model(driver, tokenizer, texts, batch, seq, output_dir, liter
 def _case_result(case, work, env):
     """One process's result for `case` (ours or a peer's), or None where it failed."""
     case_file = os.path.join(work, "case.json")  # (the texts are too long for a command line)
-    if case["name"] not in OURS:
+    ours = case["name"] in OURS
+    if not ours:
         case["runtime"] = PEERS[case["name"]]
     with open(case_file, "w") as f:
         json.dump(case, f)
-    if case["name"] in OURS:
-        return run_case_process([sys.executable, __file__, "--case", case_file], env)
-    return run_case_process([HF_PYTHON, os.path.join(ROOT, "bench", "peers", "hf_predict.py"), case_file], env)
+    command = ([sys.executable, __file__, "--case", case_file] if ours
+               else [HF_PYTHON, os.path.join(ROOT, "bench", "peers", "hf_predict.py"), case_file])
+    return run_case_process(command, env)
 
 
 TIMES = ("examples_per_s", "ms_per_batch", "ms_per_batch_steady")
