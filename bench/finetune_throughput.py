@@ -4,9 +4,10 @@ trains: fixed shapes (every batch at --max_seq_length, the default) vs --group_b
 Side by side in one run, each case in its own process; the loss after the last step is
 reported beside the rate.
 
-    python bench/finetune_throughput.py [--config=small] [--seq_length=128] [--steps=24]
+    python bench/finetune_throughput.py [--config=small] [--seq_length=128] [--steps=24] [--tag=T]
 
-Prints a table; writes bench/results/finetune_throughput-<config>.json.
+Prints a table; writes bench/results/finetune_throughput-<config>.json (with --tag=T,
+-<config>-T.json).
 """
 
 import argparse
@@ -66,6 +67,7 @@ def main():
     parser.add_argument("--seq_length", type=int, default=128)
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--steps", type=int, default=24)
+    parser.add_argument("--tag", default="", help="report name suffix, e.g. the CPU")
     parser.add_argument("--case", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.case:
@@ -90,7 +92,8 @@ def main():
         results.append({"case": name, "result": result})
         shown = f"{result['examples_per_s']:8.1f} examples/s, loss {result['last_loss']:.4f}" if result else "failed"
         print(f"{name:<28s} {shown}", flush=True)
-    path = os.path.join(ROOT, "bench", "results", f"finetune_throughput-{args.config}.json")
+    name = f"finetune_throughput-{args.config}" + (f"-{args.tag}" if args.tag else "")
+    path = os.path.join(ROOT, "bench", "results", f"{name}.json")
     write_report(path, "finetune_throughput", sys.argv[1:], config=args.config, seq_length=args.seq_length,
                  batch_size=args.batch_size, steps=args.steps, rows=results)
 

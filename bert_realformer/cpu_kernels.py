@@ -10,18 +10,25 @@ them against 460 ms (2.21x), BERT-Small prediction at batch 64 1.21-1.48x less t
 TensorFlow's own are 1.10-1.21x faster; BENCHMARKS.md). So the scripts turn them on there, before
 TensorFlow is imported, unless the user has set `TF_ENABLE_ONEDNN_OPTS` (0 gives TensorFlow's own
 kernels back).
+
+On a CPU without bf16 instructions, `--mixed_precision=bf16` runs slower than float32: the
+scripts say so in one warning (`slow_bf16_warning`).
 """
 
 from __future__ import annotations
 
 import platform
 import sys
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Iterable, Mapping, MutableMapping
 
-from bert_realformer.cpus import cpu_flags
+from bert_realformer.cpus import cpu_description, cpu_flags
 
 ONEDNN_SWITCH = "TF_ENABLE_ONEDNN_OPTS"
 _X86_64 = ("x86_64", "amd64")
+# The instructions that multiply in bf16 (oneDNN's bf16 kernels run on them). Without them bf16
+# saves no arithmetic and costs conversions: on a 2-core AMD EPYC Zen 2 (family 23 model 49)
+# BERT-Small fine-tuned at 0.75-0.78x float32's speed and predicted at 0.69-0.87x (BENCHMARKS.md).
+BF16_PRODUCTS = ("avx512_bf16", "amx_bf16")
 
 
 def turn_on_onednn(environ: MutableMapping[str, str], flags: frozenset[str] | None = None,
@@ -37,3 +44,20 @@ def turn_on_onednn(environ: MutableMapping[str, str], flags: frozenset[str] | No
         return False
     environ[ONEDNN_SWITCH] = "1"
     return True
+
+
+def slow_bf16_warning(mixed_precision: str, device_types: Iterable[str],
+                      flags: frozenset[str] | None = None, cpu_name: str | None = None) -> str | None:
+    """The line to warn with when `--mixed_precision=bf16` runs on CPUs alone (`device_types`:
+    the strategy's, such as {"CPU"}) and this CPU lists none of `BF16_PRODUCTS`, where bf16 runs
+    slower than float32; None otherwise (another precision, a GPU or TPU, a CPU with them, or one
+    whose instruction sets Linux does not list). (`flags`, `cpu_name`: this CPU's.)"""
+    if mixed_precision != "bf16" or set(device_types) != {"CPU"}:
+        return None
+    flags = cpu_flags() if flags is None else flags
+    if not flags or any(name in flags for name in BF16_PRODUCTS):
+        return None
+    name = cpu_description().get("model_name", "") if cpu_name is None else cpu_name
+    return (f"--mixed_precision=bf16 on a CPU without bf16 instructions ({name or 'this CPU'}: no AVX512_BF16 "
+            "or AMX_BF16): bf16 runs slower than float32 there (BERT-Small on an AMD EPYC Zen 2: fine-tuning at "
+            "0.75-0.78x float32's speed, prediction at 0.69-0.87x); --mixed_precision=none is faster on this CPU")

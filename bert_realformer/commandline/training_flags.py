@@ -1,15 +1,18 @@
 """Flags that run_pretraining.py and the fine-tuning scripts share: the original TPU flags and
 our distribution, precision, optimizer, variant and PLD flags."""
 
+import logging
 import os
 
 from absl import flags
 
 from bert_realformer.commandline.vocabulary import check_vocabulary
+from bert_realformer.cpu_kernels import slow_bf16_warning
 from bert_realformer.errors import InputError
 from bert_realformer.runner import require_flags
 
 XLA_PREDICTION_DEFAULT = False
+logger = logging.getLogger(__name__)
 
 
 def define_shared_flags(pld=False, adam_bias_correction=False):
@@ -250,9 +253,13 @@ def strategy_from_flags():
 
 def run_options(strategy, output_dir, init_checkpoint):
     """The driver's `RunOptions` from the shared flags; non-chief workers keep their training
-    state in OUTPUT_DIR/worker_N."""
+    state in OUTPUT_DIR/worker_N. Warns of bf16 on a CPU without bf16 instructions."""
+    from bert_realformer.training.distribution import device_types
     from bert_realformer.training.driver import RunOptions
     FLAGS = flags.FLAGS
+    warning = slow_bf16_warning(FLAGS.mixed_precision, device_types(strategy))
+    if warning:
+        logger.warning(warning)
     chief = is_chief(strategy)
     write_dir = None if chief else os.path.join(output_dir, f"worker_{strategy.cluster_resolver.task_id}")
     finetuning = "on_stuck" in FLAGS  # (the fine-tuning scripts' monitoring flags)

@@ -31,6 +31,12 @@ def make_strategy(name, tpu_name=None, tpu_zone=None, gcp_project=None, master=N
                      options=("distribution_strategy",))
 
 
+def device_types(strategy) -> frozenset[str]:
+    """The kinds of device the strategy's replicas run on: {"CPU"}, {"GPU"}, {"TPU"}."""
+    import tensorflow as tf
+    return frozenset(tf.DeviceSpec.from_string(device).device_type for device in strategy.extended.worker_devices)
+
+
 POLICIES = types.MappingProxyType({"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"})
 
 
