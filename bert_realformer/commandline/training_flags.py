@@ -7,7 +7,7 @@ import os
 from absl import flags
 
 from bert_realformer.commandline.vocabulary import check_vocabulary
-from bert_realformer.cpu_kernels import slow_bf16_warning
+from bert_realformer.cpu_kernels import slow_precision_warning
 from bert_realformer.errors import InputError
 from bert_realformer.runner import require_flags
 
@@ -253,11 +253,11 @@ def strategy_from_flags():
 
 def run_options(strategy, output_dir, init_checkpoint):
     """The driver's `RunOptions` from the shared flags; non-chief workers keep their training
-    state in OUTPUT_DIR/worker_N. Warns of bf16 on a CPU without bf16 instructions."""
+    state in OUTPUT_DIR/worker_N. Warns of bf16 or fp16 on a CPU without instructions for it."""
     from bert_realformer.training.distribution import device_types
     from bert_realformer.training.driver import RunOptions
     FLAGS = flags.FLAGS
-    warning = slow_bf16_warning(FLAGS.mixed_precision, device_types(strategy))
+    warning = slow_precision_warning(FLAGS.mixed_precision, device_types(strategy))
     if warning:
         logger.warning(warning)
     chief = is_chief(strategy)
