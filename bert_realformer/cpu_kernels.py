@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import platform
 import sys
-from collections.abc import Iterable, Mapping, MutableMapping
+from collections.abc import Mapping, MutableMapping
 from types import MappingProxyType
 
 from bert_realformer.cpus import cpu_description, cpu_flags
@@ -49,14 +49,14 @@ def turn_on_onednn(environ: MutableMapping[str, str], flags: frozenset[str] | No
     return True
 
 
-def slow_precision_warning(mixed_precision: str, device_types: Iterable[str],
+def slow_precision_warning(mixed_precision: str, on_cpus: bool,
                            flags: frozenset[str] | None = None, cpu_name: str | None = None) -> str | None:
     """The line to warn with when `--mixed_precision` asks for bf16 or fp16 on CPUs alone
-    (`device_types`: the strategy's, such as {"CPU"}) and this CPU lists none of the instructions
+    (`on_cpus`: the strategy's replicas are all CPUs) and this CPU lists none of the instructions
     that multiply in it (`HALF_PRODUCTS`), where it runs slower than float32; None otherwise
     (float32, a GPU or TPU, a CPU with them, or one whose instruction sets Linux does not list).
     (`flags`, `cpu_name`: this CPU's.)"""
-    if mixed_precision not in HALF_PRODUCTS or set(device_types) != {"CPU"}:
+    if mixed_precision not in HALF_PRODUCTS or not on_cpus:
         return None
     flags = cpu_flags() if flags is None else flags
     if not flags or any(name in flags for name in HALF_PRODUCTS[mixed_precision]):

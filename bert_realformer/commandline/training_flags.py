@@ -254,10 +254,10 @@ def strategy_from_flags():
 def run_options(strategy, output_dir, init_checkpoint):
     """The driver's `RunOptions` from the shared flags; non-chief workers keep their training
     state in OUTPUT_DIR/worker_N. Warns of bf16 or fp16 on a CPU without instructions for it."""
-    from bert_realformer.training.distribution import device_types
+    from bert_realformer.training.distribution import on_cpus
     from bert_realformer.training.driver import RunOptions
     FLAGS = flags.FLAGS
-    warning = slow_precision_warning(FLAGS.mixed_precision, device_types(strategy))
+    warning = slow_precision_warning(FLAGS.mixed_precision, on_cpus(strategy))
     if warning:
         logger.warning(warning)
     chief = is_chief(strategy)

@@ -31,10 +31,14 @@ def make_strategy(name, tpu_name=None, tpu_zone=None, gcp_project=None, master=N
                      options=("distribution_strategy",))
 
 
-def device_types(strategy) -> frozenset[str]:
-    """The kinds of device the strategy's replicas run on: {"CPU"}, {"GPU"}, {"TPU"}."""
+def on_cpus(strategy) -> bool:
+    """Whether the strategy's replicas are all CPUs."""
     import tensorflow as tf
-    return frozenset(tf.DeviceSpec.from_string(device).device_type for device in strategy.extended.worker_devices)
+    try:
+        devices = strategy.extended.worker_devices
+    except RuntimeError:  # the default strategy: TensorFlow's default device, a GPU where there is one
+        return not tf.config.list_logical_devices("GPU")
+    return all(tf.DeviceSpec.from_string(device).device_type == "CPU" for device in devices)
 
 
 POLICIES = types.MappingProxyType({"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"})

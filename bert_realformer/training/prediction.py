@@ -28,6 +28,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_realformer.errors import InputError
+from bert_realformer.training.distribution import on_cpus
 from bert_realformer.training.fused_kernels import FusedKernels
 from bert_realformer.training.int8 import Int8Layers
 from bert_realformer.training.layer_norm_kernel import LayerNormKernels
@@ -70,7 +71,7 @@ class Predictor:
         self._steps = {}  # (fn, repr of the input spec) -> its traced step
         self.lite = LiteFunctions(model, int8) if lite else None
         self.int8 = Int8Layers(model) if int8 and not lite else None
-        self._cpus_only = _on_cpus(strategy)
+        self._cpus_only = on_cpus(strategy)
         self._normalizes = fused_kernels and not lite and not self.xla and self._cpus_only
         self._fuses = self._normalizes and not int8
 
@@ -209,15 +210,6 @@ def _within(context, fn: PredictFn) -> PredictFn:
         with context():
             return fn(model, features)
     return traced_within
-
-
-def _on_cpus(strategy: tf.distribute.Strategy) -> bool:
-    """Whether the strategy's replicas are all CPUs."""
-    try:
-        devices = strategy.extended.worker_devices
-    except RuntimeError:  # the default strategy: TensorFlow's default device, a GPU where there is one
-        return not tf.config.list_logical_devices("GPU")
-    return all(tf.DeviceSpec.from_string(device).device_type == "CPU" for device in devices)
 
 
 def _fill_rows(value, rows):
