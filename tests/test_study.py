@@ -390,6 +390,31 @@ def test_the_study_says_which_run_of_how_many_and_the_time_left_by_kind():
     assert progress.line(3, "pretrain pre-LN seed 1", to_do).endswith("about 10m40s left)")
 
 
+def test_the_report_names_the_variants_still_at_the_unigram_stage():
+    """Mean held-out MLM accuracy at the last step against the unigram baseline 0.0521 (the demo's
+    data) with a margin of 0.003: 0.0521 and 0.0540 are at it, 0.0560 and 0.0681 past it."""
+    from bert_realformer.comparison.report import unigram_stage_line
+
+    def rows(**means):
+        return [{"task": "pretraining", "metric": "masked_lm_accuracy", "variant": variant, "mean": mean, "n": 1}
+                for variant, mean in means.items()]
+    variants = ("post-LN", "pre-LN", "RealFormer")
+    assert unigram_stage_line(rows(**{"post-LN": 0.0521, "pre-LN": 0.0540, "RealFormer": 0.0521}), variants,
+                              0.0521, 141) == (
+        "**No variant has left the unigram stage**: held-out MLM accuracy after 141 steps within 0.003 of the "
+        "unigram baseline (0.0521) for each, so these models have learnt word frequencies only and the tables "
+        "below compare nothing of the variants; pretrain longer.")
+    assert unigram_stage_line(rows(**{"post-LN": 0.0620, "pre-LN": 0.0613, "RealFormer": 0.0521}), variants,
+                              0.0521, 416) == (
+        "**RealFormer has not left the unigram stage**: held-out MLM accuracy after 416 steps within 0.003 of "
+        "the unigram baseline (0.0521), so its rows below are a model that has learnt word frequencies only.")
+    assert unigram_stage_line(rows(**{"post-LN": 0.0530, "pre-LN": 0.0560, "RealFormer": 0.0521}), variants,
+                              0.0521, 300).startswith("**post-LN and RealFormer have not left the unigram stage**")
+    assert unigram_stage_line(rows(**{"post-LN": 0.0681, "pre-LN": 0.0677, "RealFormer": 0.0747}), variants,
+                              0.0521, 506) is None
+    assert unigram_stage_line(rows(**{"post-LN": 0.0521}), variants, None, 100) is None  # no baseline known
+
+
 def test_a_budget_cuts_the_epochs_first_then_the_pretraining_steps():
     """The estimate and the shares by hand: 3 pretraining runs of 600 steps at 1.43 steps/s (the
     demo on an AVX2-only AMD EPYC Zen 3 with TensorFlow's own kernels), 12 processes starting in
@@ -433,11 +458,16 @@ def test_a_budget_cuts_the_epochs_first_then_the_pretraining_steps():
                          budget_minutes=1).finetuning_factor == 0.3
     assert sized.line(600) == (
         "[study] this CPU runs the pretraining step at 1.43 steps/s: the study as asked takes about 46 minutes, "
-        "over the budget of 15, so it runs 0.50 of each task's epochs and pretraining for 180 of 600 steps")
+        "over the budget of 15, so it runs 0.50 of each task's epochs and pretraining for 180 of 600 steps; with "
+        "fewer steps its models may not leave the unigram stage: report.md says whether they did")
     assert dataclasses.replace(sized, spent_minutes=1.23).line(600) == (
         "[study] this CPU runs the pretraining step at 1.43 steps/s: the study as asked takes about 46 minutes, "
         "over the budget of 15 (1.2 of it spent before the first run), so it runs 0.50 of each task's epochs and "
-        "pretraining for 180 of 600 steps")
+        "pretraining for 180 of 600 steps; with fewer steps its models may not leave the unigram stage: report.md "
+        "says whether they did")
+    # the epochs alone cut: the pretraining as asked, no word of the unigram stage
+    assert dataclasses.replace(sized, factor=1.0).line(600).endswith("0.50 of each task's epochs and pretraining "
+                                                                      "for 600 of 600 steps")
     lines = ["step 1/20: loss 9.1 (masked_lm_loss 8.4)", "step 20/20: loss 8.0 (masked_lm_loss 7.4), 8.53 steps/s, "
              "272.8 examples/s"]
     assert sizing.rate_from_output(lines) == 8.53

@@ -105,8 +105,11 @@ class Sizing:
             budget += f" ({self.spent_minutes:.1f} of it spent before the first run)"
         if not self.shrunk:
             return f"{asked}, within {budget}"
-        return (f"{asked}, over {budget}, so it runs {self.finetuning_factor:.2f} of each task's epochs and "
-                f"pretraining for {self.scaled_steps(num_train_steps)} of {num_train_steps} steps")
+        sized = (f"{asked}, over {budget}, so it runs {self.finetuning_factor:.2f} of each task's epochs and "
+                 f"pretraining for {self.scaled_steps(num_train_steps)} of {num_train_steps} steps")
+        if self.factor < 1:  # the demo's models: at 416 of 600 steps RealFormer had not left it, at 141 none
+            sized += "; with fewer steps its models may not leave the unigram stage: report.md says whether they did"
+        return sized
 
     def variant_seconds(self, num_train_steps: int) -> tuple[float, float]:
         """(the pretraining's work, the fine-tuning's) of one variant and seed, as sized, in seconds
