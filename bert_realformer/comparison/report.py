@@ -95,8 +95,10 @@ def unigram_stage_line(summary_rows, variants, unigram_accuracy: float | None, s
     if len(at_unigram) == len(variants):
         return (f"**No variant has left the unigram stage**: {measured} for each, so these models have learnt "
                 "word frequencies only and the tables below compare nothing of the variants; pretrain longer.")
-    names = " and ".join([", ".join(at_unigram[:-1]), at_unigram[-1]] if len(at_unigram) > 1 else at_unigram)
-    verb, whose = ("have", "their rows") if len(at_unigram) > 1 else ("has", "its rows")
+    if len(at_unigram) == 1:
+        names, verb, whose = at_unigram[0], "has", "its rows"
+    else:
+        names, verb, whose = ", ".join(at_unigram[:-1]) + " and " + at_unigram[-1], "have", "their rows"
     return (f"**{names} {verb} not left the unigram stage**: {measured}, so {whose} below are a model that "
             "has learnt word frequencies only.")
 
