@@ -27,6 +27,11 @@ an AVX2-only one, such as AMD Zen 3); `--max_isa=avx2-onednn-off` with TensorFlo
 instead of oneDNN's (`common.MAX_ISA_ENV`). ONNX Runtime, TensorFlow Lite's XNNPACK and XLA's
 matrix products cannot be kept to AVX2 so: their cases are refused with it.
 
+`--threads=N` runs the export's TensorFlow Lite model and the peers on N threads (their own
+choice without it: the usable CPUs, ONNX Runtime's and PyTorch's defaults). With 1 it tells
+whose kernels are faster on their own, apart from how well each spreads a batch over the cores.
+Our other cases are refused with it.
+
 `run_classifier.py`'s path is timed over the texts in one call, as over a file: each call's
 fixed cost (writing the features, tracing tf.data's functions: about 0.1 s) is spread over its
 batches, a large share at batch 1 of 32 texts. `ms_per_batch_steady` takes it off: the time the
@@ -191,7 +196,7 @@ def ours(case):
             return np.concatenate([classify(text_a=b)["probabilities"].numpy() for b in batches])
     elif settings.get("lite_export"):
         predict = _exported_lite_model(driver, tokenizer, texts, batch, seq, options.output_dir,
-                                       settings.get("litert", False))
+                                       settings.get("litert", False), case.get("threads", 0))
     else:
         examples = [InputExample(f"t-{i}", text, None, "0") for i, text in enumerate(texts)]
         features = os.path.join(options.output_dir, "predict.tf_record")
@@ -213,10 +218,10 @@ def ours(case):
                  "tensorflow": tf.__version__})
 
 
-def _exported_lite_model(driver, tokenizer, texts, batch, seq, output_dir, litert):
+def _exported_lite_model(driver, tokenizer, texts, batch, seq, output_dir, litert, threads):
     """A function that runs the export's model.tflite over `texts`, packed beforehand into
     batches padded to their longest, as the peers' tokenizers pad them; by LiteRT's interpreter
-    with `litert`."""
+    with `litert`; on `threads` threads (0: the usable CPUs)."""
     import numpy as np
 
     from bert_realformer.tasks.export import LITE_MODEL, export_classifier
@@ -227,13 +232,12 @@ def _exported_lite_model(driver, tokenizer, texts, batch, seq, output_dir, liter
                                 tflite=driver.predictor.lite_precision)
     with open(os.path.join(version, LITE_MODEL), "rb") as f:
         content = f.read()
+    from bert_realformer.cpus import usable_cpu_count
     if litert:
         from ai_edge_litert.interpreter import Interpreter
-
-        from bert_realformer.cpus import usable_cpu_count
-        classify = Interpreter(model_content=content, num_threads=usable_cpu_count()).get_signature_runner()
+        classify = Interpreter(model_content=content, num_threads=threads or usable_cpu_count()).get_signature_runner()
     else:
-        classify = lite_interpreter(content).get_signature_runner()
+        classify = lite_interpreter(content, threads or None).get_signature_runner()
     packed = [tokenizer.convert_tokens_to_ids(["[CLS]", *tokenizer.tokenize(text)[:seq - 2], "[SEP]"])
               for text in texts]
     batches = []
@@ -296,8 +300,14 @@ def main():
                         help="avx2: ours and PyTorch kept to AVX2 on an AVX-512 CPU (common.MAX_ISA_ENV; "
                              "avx2-onednn-off: with TensorFlow's own kernels); XLA, TensorFlow Lite and "
                              "ONNX Runtime cannot be, so their cases are refused")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="the export's TensorFlow Lite model and the peers on this many threads")
     parser.add_argument("--case", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    unthreaded = [name for name in args.cases.split(",") if name in OURS and not OURS[name].get("lite_export")]
+    if args.threads and unthreaded:
+        parser.error(f"--threads: {', '.join(unthreaded)} cannot be given a number of threads (only the "
+                     f"export's TensorFlow Lite model and the peers)")
     uncapped = [name for name in args.cases.split(",") if name.startswith("onnxruntime")
                 or OURS.get(name, {}).get("xla") or OURS.get(name, {}).get("lite")]
     if args.max_isa != "native" and uncapped:
@@ -326,7 +336,7 @@ def main():
             for _ in range(args.processes):  # (the cases in turn, so that a slow spell meets them all)
                 for name in names:
                     case = dict(name=name, seq_length=seq, batch_size=batch, texts=texts, rounds=args.rounds,
-                                work_dir=work, model_dir=model_dir if name in OURS else hf_dir)
+                                work_dir=work, model_dir=model_dir if name in OURS else hf_dir, threads=args.threads)
                     results[name].append(_case_result(case, work, MAX_ISA_ENV[args.max_isa]))
             for name in names:
                 result = _median_of(results[name])
@@ -346,7 +356,8 @@ def main():
     name = f"{args.config}-short" if args.short_texts else f"{args.config}-filled"
     name += f"-{args.tag}" if args.tag else ""
     write_report(os.path.join(ROOT, "bench", "results", f"predict_throughput-{name}.json"), "predict_throughput",
-                 sys.argv[1:], config=args.config, short_texts=args.short_texts, max_isa=args.max_isa, rows=rows)
+                 sys.argv[1:], config=args.config, short_texts=args.short_texts, max_isa=args.max_isa,
+                 threads=args.threads, rows=rows)
 
 
 if __name__ == "__main__":

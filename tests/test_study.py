@@ -14,7 +14,7 @@ from helpers import script_processes
 
 from bert_realformer.comparison import execution, plan, results, statistics
 from bert_realformer.errors import InputError
-from bert_realformer.training.eval_history import EvalHistory, PeriodicEval, read_history
+from bert_realformer.training.eval_history import EvalHistory, PeriodicEval, once_per_step, read_history
 
 
 def test_summary_is_mean_and_sample_standard_deviation():
@@ -161,6 +161,22 @@ def test_eval_history_keeps_one_point_per_step(tmp_path):
     due = PeriodicEval(5, None)
     assert [s for s in range(0, 13) if due.due(s, 12)] == [0, 5, 10, 12]
     assert (due.next_due(0, 12), due.next_due(10, 12)) == (5, 12)
+
+
+def test_the_evaluation_at_the_last_step_is_not_run_again_for_do_eval():
+    steps = []
+
+    def evaluate(step):
+        steps.append(step)
+        return {"loss": step / 10, "global_step": step}
+    held_out = once_per_step(evaluate)
+    results = [held_out(step) for step in (0, 5, 12, 12)]  # the periodic points, then --do_eval's
+    assert steps == [0, 5, 12]
+    assert results[3] == results[2] == {"loss": 1.2, "global_step": 12}
+    results[3]["loss"] = 0.0  # (each answer a copy: a caller's change reaches no later one)
+    assert held_out(12)["loss"] == 1.2
+    held_out(5)  # only the last step's result is kept
+    assert steps == [0, 5, 12, 5]
 
 
 def test_a_damaged_eval_history_names_its_line(tmp_path):

@@ -4,7 +4,7 @@ bench/.venv-hf. Prints `RESULT {json}` with examples/s and the probabilities.
 
     python hf_predict.py CASE.json  # {"runtime": "eager"|"compile"|"onnxruntime"|"onnxruntime-int8",
                                     #  "model_dir": ..., "texts": [...], "seq_length": 128, "batch_size": 8,
-                                    #  "rounds": 2, "work_dir": ...}
+                                    #  "rounds": 2, "work_dir": ..., "threads": 0}
 
 Each batch is tokenized beforehand (the tokenizer's usual `padding="longest"`, truncated to
 `seq_length`), so what is timed is the model alone.
@@ -26,6 +26,8 @@ def main():
     import numpy as np
     import torch
     import transformers
+    if case.get("threads"):
+        torch.set_num_threads(case["threads"])
     tokenizer = transformers.AutoTokenizer.from_pretrained(case["model_dir"])
     model = transformers.BertForSequenceClassification.from_pretrained(case["model_dir"]).eval()
     texts, size = case["texts"], case["batch_size"]
@@ -48,7 +50,9 @@ def main():
             if not os.path.exists(quantized):
                 quantize_dynamic(path, quantized, weight_type=QuantType.QInt8)
             path = quantized
-        session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = case.get("threads", 0)  # (0: ONNX Runtime's default)
+        session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
         versions["onnxruntime"] = onnxruntime.__version__
 
         def run(batch):

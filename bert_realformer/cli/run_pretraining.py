@@ -87,7 +87,7 @@ def main(argv):
     from bert_realformer.pretraining.input_pipeline import check_records, expand_input_files
     from bert_realformer.pretraining.task import evaluate, pretraining_task
     from bert_realformer.training.driver import Driver
-    from bert_realformer.training.eval_history import PeriodicEval
+    from bert_realformer.training.eval_history import PeriodicEval, once_per_step
     from bert_realformer.training.results import write_eval_results
     config = load_config(FLAGS.bert_config_file, FLAGS.max_seq_length)
     files = expand_input_files(FLAGS.input_file)
@@ -112,6 +112,7 @@ def main(argv):
     options = run_options(strategy, FLAGS.output_dir, FLAGS.init_checkpoint)
     driver = Driver(strategy, lambda: modeling.BertPretrainer(config, next_sentence=not FLAGS.no_nsp), options)
 
+    @once_per_step
     def held_out_eval(step):
         option = "eval_input_file" if FLAGS.eval_input_file else "input_file"
         with tfrecords.naming_damaged_file(eval_files, option, options=(option,)):

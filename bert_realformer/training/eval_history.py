@@ -48,6 +48,21 @@ class PeriodicEval:
         return ", ".join(f"{name} {result[name]:.4f}" for name in names)
 
 
+def once_per_step(evaluate: Callable[[int], dict]) -> Callable[[int], dict]:
+    """`evaluate(step)`, except that asked again for the step it evaluated last it gives a copy
+    of that result: the evaluation at training's last step is also `--do_eval`'s, the same
+    weights on the same held-out batches, once. Only for a process whose weights do not change
+    within a step."""
+    last: dict[int, dict] = {}
+
+    def evaluated(step: int) -> dict:
+        if step not in last:
+            last.clear()
+            last[step] = evaluate(step)
+        return dict(last[step])
+    return evaluated
+
+
 def read_history(path: str) -> list[dict]:
     """The points of an eval_history.jsonl ([] when there is none); a malformed line stops
     with its file and line number."""

@@ -157,11 +157,11 @@ def _reason(message: str) -> str:
     return first.strip()[:300]
 
 
-def lite_interpreter(content: bytes) -> tf.lite.Interpreter:
-    """An interpreter of a TensorFlow Lite model's bytes on this process's CPUs, its tensors
-    allocated."""
+def lite_interpreter(content: bytes, num_threads: int | None = None) -> tf.lite.Interpreter:
+    """An interpreter of a TensorFlow Lite model's bytes on `num_threads` threads (None: this
+    process's CPUs), its tensors allocated."""
     with warnings.catch_warnings():  # (tf.lite.Interpreter's notice of its move to LiteRT)
         warnings.simplefilter("ignore")
-        interpreter = tf.lite.Interpreter(model_content=content, num_threads=usable_cpu_count())
+        interpreter = tf.lite.Interpreter(model_content=content, num_threads=num_threads or usable_cpu_count())
     interpreter.allocate_tensors()
     return interpreter
