@@ -232,9 +232,10 @@ def _exported_lite_model(driver, tokenizer, texts, batch, seq, output_dir, liter
                                 tflite=driver.predictor.lite_precision)
     with open(os.path.join(version, LITE_MODEL), "rb") as f:
         content = f.read()
-    from bert_realformer.cpus import usable_cpu_count
     if litert:
         from ai_edge_litert.interpreter import Interpreter
+
+        from bert_realformer.cpus import usable_cpu_count
         classify = Interpreter(model_content=content, num_threads=threads or usable_cpu_count()).get_signature_runner()
     else:
         classify = lite_interpreter(content, threads or None).get_signature_runner()
