@@ -12,7 +12,8 @@ TensorFlow is imported, unless the user has set `TF_ENABLE_ONEDNN_OPTS` (0 gives
 kernels back).
 
 On a CPU without bf16 (fp16) instructions, `--mixed_precision=bf16` (`fp16`) runs slower than
-float32: the scripts say so in one warning (`slow_precision_warning`).
+float32: the scripts say so in one warning (`slow_precision_warning`). So they do where
+`--quantize=int8` gains nothing over float32 (`slow_int8_warning`): AMD's Zen and Zen+ cores.
 """
 
 from __future__ import annotations
@@ -32,6 +33,12 @@ _X86_64 = ("x86_64", "amd64")
 HALF_PRODUCTS = MappingProxyType({"bf16": ("avx512_bf16", "amx_bf16"), "fp16": ("avx512_fp16", "amx_fp16")})
 MEASURED_ON_ZEN2 = MappingProxyType({"bf16": "fine-tuning at 0.75-0.78x float32's speed, prediction at 0.69-0.87x",
                                      "fp16": "fine-tuning at 0.81-0.82x float32's speed"})
+# AMD's first Zen cores (Zen, Zen+: family 23, models below 48; Zen 2 begins at 48) run each 256-bit
+# instruction as two 128-bit halves; there int8's products gain nothing over float32's. What int8
+# gave on a 2-core AMD EPYC Zen 1 (family 23 model 1), BERT-Small (BENCHMARKS.md):
+_ZEN1_FAMILY, _ZEN2_FIRST_MODEL = 23, 48
+MEASURED_INT8_ON_ZEN1 = ("BERT-Small on an AMD EPYC Zen 1: at batch 1 0.68-0.79x float32's speed in the graph and "
+                         "0.92-0.98x with --tflite_prediction, at batch 64 0.98x")
 
 
 def turn_on_onednn(environ: MutableMapping[str, str], flags: frozenset[str] | None = None,
@@ -66,3 +73,19 @@ def slow_precision_warning(mixed_precision: str, on_cpus: bool,
     return (f"--mixed_precision={mixed_precision} on a CPU without {mixed_precision} instructions "
             f"({name or 'this CPU'}: no {wanted}): {mixed_precision} runs slower than float32 there (BERT-Small on an "
             f"AMD EPYC Zen 2: {MEASURED_ON_ZEN2[mixed_precision]}); --mixed_precision=none is faster on this CPU")
+
+
+def slow_int8_warning(quantize: str, on_cpus: bool, cpu: Mapping[str, object] | None = None) -> str | None:
+    """The line to warn with when `--quantize=int8` runs on CPUs alone (`on_cpus`) and this CPU
+    is an AMD Zen or Zen+ core (`cpu`: `cpus.cpu_description()`'s fields, this CPU's when None),
+    where int8 runs no faster than float32; None otherwise."""
+    if quantize != "int8" or not on_cpus:
+        return None
+    cpu = cpu_description() if cpu is None else cpu
+    model = cpu.get("model")
+    if cpu.get("vendor") != "AuthenticAMD" or cpu.get("family") != _ZEN1_FAMILY or model is None \
+            or model >= _ZEN2_FIRST_MODEL:
+        return None
+    return (f"--quantize=int8 on an AMD Zen or Zen+ core ({cpu.get('model_name') or 'this CPU'}, family "
+            f"{_ZEN1_FAMILY} model {model}): int8 runs no faster than float32 there ({MEASURED_INT8_ON_ZEN1}); "
+            f"--quantize=none is as fast or faster on this CPU")

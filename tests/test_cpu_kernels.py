@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from bert_realformer.cpu_kernels import ONEDNN_SWITCH, slow_precision_warning, turn_on_onednn
+from bert_realformer.cpu_kernels import ONEDNN_SWITCH, slow_int8_warning, slow_precision_warning, turn_on_onednn
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ZEN3 = frozenset("fpu sse sse2 ssse3 sse4_1 sse4_2 avx avx2 fma bmi2".split())  # AVX2 and FMA, no AVX-512
@@ -98,3 +98,32 @@ def test_a_half_precision_run_says_so_in_one_line_where_this_cpu_has_no_products
     expected = slow_precision_warning(precision, on_cpus=True)  # (this CPU's)
     said = [line for line in result.stderr.splitlines() if f"--mixed_precision={precision} on a CPU" in line]
     assert len(said) == (expected is not None) and all(line.endswith(expected) for line in said), said
+
+
+def _amd(family, model):
+    return {"vendor": "AuthenticAMD", "model_name": "AMD EPYC", "family": family, "model": model}
+
+
+@pytest.mark.parametrize("quantize,on_cpus,cpu,warned", [
+    ("int8", True, _amd(23, 1), True),                 # Zen 1 (measured)
+    ("int8", True, _amd(23, 8), True),                 # Zen+: the same core
+    ("int8", True, _amd(23, 47), True),
+    ("int8", True, _amd(23, 48), False),               # Zen 2 from model 48 on (its int8 gains: 1.04-1.28x)
+    ("int8", True, _amd(23, 49), False),
+    ("int8", True, _amd(25, 1), False),                # Zen 3
+    ("int8", True, {**_amd(23, 1), "vendor": "HygonGenuine", "family": 24}, False),
+    ("int8", True, {**_amd(6, 1), "vendor": "GenuineIntel"}, False),
+    ("int8", True, {**_amd(23, 1), "model": None}, False),  # a model Linux does not list: no guess
+    ("int8", True, {}, False),                         # no /proc/cpuinfo (macOS)
+    ("int8", False, _amd(23, 1), False),               # a GPU runs the model
+    ("none", True, _amd(23, 1), False),
+])
+def test_int8_on_a_cpu_where_it_gains_nothing_is_one_warning(quantize, on_cpus, cpu, warned):
+    said = slow_int8_warning(quantize, on_cpus, cpu)
+    if not warned:
+        assert said is None
+        return
+    assert said == (f"--quantize=int8 on an AMD Zen or Zen+ core (AMD EPYC, family 23 model {cpu['model']}): "
+                    "int8 runs no faster than float32 there (BERT-Small on an AMD EPYC Zen 1: at batch 1 0.68-0.79x "
+                    "float32's speed in the graph and 0.92-0.98x with --tflite_prediction, at batch 64 0.98x); "
+                    "--quantize=none is as fast or faster on this CPU")

@@ -14,6 +14,8 @@ from helpers.in_process import completed_in_process
 from helpers.int8_arithmetic import missing_int8_kernel
 from helpers.serving import serve
 
+from bert_realformer.cpu_kernels import slow_int8_warning
+
 pytestmark = pytest.mark.slow  # the scripts end to end (in subprocesses where a test is about a process)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -80,6 +82,9 @@ def test_fine_tunes_on_real_sentiment_and_exports(tmp_path, sentiment_dir):
                              f"--bert_config_file={config}", f"--output_dir={out}", "--do_eval", "--do_predict",
                              "--max_seq_length=64", "--quantize=int8", *flags, env=env)
         assert run.returncode == 0, run.stderr[-3000:]
+        expected = slow_int8_warning("int8", on_cpus=True)  # (this CPU's: a line only on an AMD Zen 1)
+        said = [line for line in run.stderr.splitlines() if "--quantize=int8 on an AMD" in line]
+        assert len(said) == (expected is not None) and all(line.endswith(expected) for line in said), said
         int8_values = dict(line.split(" = ", 1) for line in (out / "eval_results.txt").read_text().splitlines())
         print(f"held-out accuracy in {name}:", int8_values["eval_accuracy"])
         assert abs(float(int8_values["eval_accuracy"]) - float(values["eval_accuracy"])) <= 0.02

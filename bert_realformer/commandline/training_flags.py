@@ -7,7 +7,7 @@ import os
 from absl import flags
 
 from bert_realformer.commandline.vocabulary import check_vocabulary
-from bert_realformer.cpu_kernels import slow_precision_warning
+from bert_realformer.cpu_kernels import slow_int8_warning, slow_precision_warning
 from bert_realformer.errors import InputError
 from bert_realformer.runner import require_flags
 
@@ -253,16 +253,19 @@ def strategy_from_flags():
 
 def run_options(strategy, output_dir, init_checkpoint):
     """The driver's `RunOptions` from the shared flags; non-chief workers keep their training
-    state in OUTPUT_DIR/worker_N. Warns of bf16 or fp16 on a CPU without instructions for it."""
+    state in OUTPUT_DIR/worker_N. Warns of bf16 or fp16 on a CPU without instructions for it, and
+    of int8 on a CPU where it gains nothing."""
     from bert_realformer.training.distribution import on_cpus
     from bert_realformer.training.driver import RunOptions
     FLAGS = flags.FLAGS
-    warning = slow_precision_warning(FLAGS.mixed_precision, on_cpus(strategy))
-    if warning:
-        logger.warning(warning)
+    finetuning = "on_stuck" in FLAGS  # (the fine-tuning scripts' monitoring flags)
+    cpus_alone = on_cpus(strategy)
+    for warning in (slow_precision_warning(FLAGS.mixed_precision, cpus_alone),
+                    slow_int8_warning(FLAGS.quantize if finetuning else "none", cpus_alone)):
+        if warning:
+            logger.warning(warning)
     chief = is_chief(strategy)
     write_dir = None if chief else os.path.join(output_dir, f"worker_{strategy.cluster_resolver.task_id}")
-    finetuning = "on_stuck" in FLAGS  # (the fine-tuning scripts' monitoring flags)
     return RunOptions(
         output_dir=output_dir, init_checkpoint=init_checkpoint, seed=FLAGS.seed,
         mixed_precision=FLAGS.mixed_precision, use_xla=FLAGS.use_xla, xla_prediction=FLAGS.xla_prediction,
