@@ -33,9 +33,10 @@ _X86_64 = ("x86_64", "amd64")
 HALF_PRODUCTS = MappingProxyType({"bf16": ("avx512_bf16", "amx_bf16"), "fp16": ("avx512_fp16", "amx_fp16")})
 MEASURED_ON_ZEN2 = MappingProxyType({"bf16": "fine-tuning at 0.75-0.78x float32's speed, prediction at 0.69-0.87x",
                                      "fp16": "fine-tuning at 0.81-0.82x float32's speed"})
-# AMD's first Zen cores (Zen, Zen+: family 23, models below 48; Zen 2 begins at 48) run each 256-bit
-# instruction as two 128-bit halves; there int8's products gain nothing over float32's. What int8
-# gave on a 2-core AMD EPYC Zen 1 (family 23 model 1), BERT-Small (BENCHMARKS.md):
+# AMD's first Zen cores (Zen, Zen+: family 23, models below 48; Zen 2 begins at 48), where int8's
+# products gain nothing over float32's (why was not profiled; unlike the Zen 2, these cores run each
+# 256-bit instruction as two 128-bit halves). What int8 gave on a 2-core AMD EPYC Zen 1 (family 23
+# model 1), BERT-Small (BENCHMARKS.md):
 _ZEN1_FAMILY, _ZEN2_FIRST_MODEL = 23, 48
 MEASURED_INT8_ON_ZEN1 = ("BERT-Small on an AMD EPYC Zen 1: at batch 1 0.68-0.79x float32's speed in the graph and "
                          "0.92-0.98x with --tflite_prediction, at batch 64 0.98x")
