@@ -10,14 +10,17 @@ the budget it runs less, saying so: first fewer epochs of every task, down to
 `SMALLEST_FACTOR` of them, and only then fewer epochs again. The pretraining is what the study
 compares (its curves, its attention, the checkpoint every task starts from), so it is the last
 to be cut; a task's accuracy settles in fewer epochs than it is given.
-The estimate: every run's work is proportional to its steps, so a variant's work per seed is
-its pretraining steps over the measured rate, times `WORK_PER_PRETRAINING_STEP` (with the
-evaluations, the attention analysis and the fine-tuning of two tasks of about 5,000 examples for
-2 epochs: measured on the demo), `PRETRAINING_SHARE` of it the pretraining's, the rest the
-tasks'; plus each run's start-up (importing TensorFlow, building and tracing the model,
-saving), which no factor shrinks: the probe's time beyond its steps. The budget counts from the
-study's start, or from an earlier time it is given (`make demo`: before preparing the data), so
-the probe and whatever came before the first run are inside it.
+The estimate: a variant's work per seed is its pretraining steps over the measured rate, times
+`WORK_PER_PRETRAINING_STEP` (with the evaluations, the attention analysis and the fine-tuning of
+two tasks of about 5,000 examples for 2 epochs: measured on the demo), `PRETRAINING_SHARE` of it
+the pretraining's, the rest the tasks'. Most of each side is proportional to its steps; of each,
+`UNSCALED_SHARE` of the variant's work is not, and no factor shrinks it: the pretraining's
+held-out evaluations before its first step and at its last, and each task run's reading of its
+data and its final evaluation. On top come each run's start-up (importing TensorFlow, building
+and tracing the model, saving), which no factor shrinks either: the probe's time beyond its
+steps. The budget counts from the study's start, or from an earlier time it is given (`make
+demo`: before preparing the data), so the probe and whatever came before the first run are
+inside it.
 
 A stuck fine-tuning run that restarts (`--on_stuck=restart`) runs again in time no estimate
 counted: each task run is given `--restart_deadline`, the budget's end less the expected time of
@@ -54,6 +57,10 @@ WORK_PER_PRETRAINING_STEP = 2.2
 # Of that work, a variant's pretraining run (with its evaluations); the rest is its fine-tuning
 # runs' (on the demo, 2 cores of an AMD EPYC Zen 2: 0.59 of it for post-LN)
 PRETRAINING_SHARE = 0.6
+# Of that work, what each side runs whatever its factor (on the demo, 2 cores of an AMD EPYC Zen 1:
+# a held-out evaluation of the pretraining, or a task run's data and evaluation, about 10 s each,
+# 22 steps' time of the 1,200 of a variant's work; about 1.5 such of the pretraining, 2 of the tasks)
+UNSCALED_SHARE = 0.03
 FINETUNING_FLOOR = 0.5
 SMALLEST_FACTOR = 0.1
 SIZING_FILE = "sizing.json"
@@ -115,7 +122,14 @@ class Sizing:
         """(the pretraining's work, the fine-tuning's) of one variant and seed, as sized, in seconds
         as expected (no margin), start-ups aside; `num_train_steps`: the pretraining steps as asked."""
         work = num_train_steps / self.steps_per_second * EXPECTED_WORK_PER_PRETRAINING_STEP
-        return work * PRETRAINING_SHARE * self.factor, work * (1 - PRETRAINING_SHARE) * self.finetuning_factor
+        return work * sized_share(PRETRAINING_SHARE, self.factor), work * sized_share(1 - PRETRAINING_SHARE,
+                                                                                     self.finetuning_factor)
+
+
+def sized_share(share: float, factor: float) -> float:
+    """Of a variant's work as asked, what one side (the pretraining's `share` of it, or the tasks')
+    takes when its steps or epochs are `factor` of those asked: its unscaled part whole."""
+    return UNSCALED_SHARE + (share - UNSCALED_SHARE) * factor
 
 
 def restart_deadlines(sizing: Sizing, runs: list[Run], num_train_steps: int, num_tasks: int) -> dict[str, float]:
@@ -149,9 +163,10 @@ def factors_for(budget_minutes: float, steps_per_second: float, start_seconds: f
     of the budget after `spent_minutes`: (1, 1) when it all fits; else the epochs cut first, to
     `FINETUNING_FLOOR`, then the steps, to `SMALLEST_FACTOR`, then the epochs again, to it (a
     study smaller than that measures nothing)."""
-    left = budget_minutes - spent_minutes - processes * start_seconds / 60
     whole = estimate_minutes(steps_per_second, 0.0, pretraining_steps, pretraining_runs, processes)
-    pretraining, finetuning = whole * PRETRAINING_SHARE, whole * (1 - PRETRAINING_SHARE)
+    left = budget_minutes - spent_minutes - processes * start_seconds / 60 - 2 * UNSCALED_SHARE * whole
+    pretraining = whole * (PRETRAINING_SHARE - UNSCALED_SHARE)  # the parts of each side that its factor scales
+    finetuning = whole * (1 - PRETRAINING_SHARE - UNSCALED_SHARE)
     if pretraining + finetuning <= left:
         return 1.0, 1.0
     if pretraining + FINETUNING_FLOOR * finetuning <= left:
