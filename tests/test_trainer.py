@@ -3,6 +3,7 @@
 import json
 import os
 import sys
+import types
 
 import keras
 import numpy as np
@@ -14,7 +15,7 @@ import modeling
 from bert_realformer.pretraining import pld
 from bert_realformer.pretraining.losses import pretraining_totals, replica_pretraining_loss
 from bert_realformer.training.optimization import create_optimizer
-from bert_realformer.training.trainer import TrainLoop, global_batch_slices, micro_batch, stacked_micro_batches
+from bert_realformer.training.trainer import TrainLoop, distributed_input, micro_batch, stacked_micro_batches
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -155,8 +156,7 @@ def test_micro_batches_of_other_lengths_accumulate_to_the_whole_batch(float32_po
             loop = TrainLoop(strategy, model, create_optimizer(1e-2, 100, 0),
                              lambda m, f, step, totals: replica_pretraining_loss(m(f, training=True), f, totals),
                              pretraining_totals, accumulation_steps=accumulation)
-        iterator = iter(strategy.distribute_datasets_from_function(
-            lambda context: global_batch_slices(dataset.repeat(), batch_size, context, accumulation)))
+        iterator = iter(distributed_input(strategy, dataset.repeat, batch_size, accumulation))
         losses = [float(loop.train_step(iterator)["loss"]) for _ in range(3)]
         return losses, [w.numpy() for w in model.trainable_weights]
     at_once = three_steps(tf.data.Dataset.from_tensors(whole), 12, 1)
@@ -166,6 +166,38 @@ def test_micro_batches_of_other_lengths_accumulate_to_the_whole_batch(float32_po
         np.testing.assert_allclose(accumulated[0], at_once[0], atol=1e-5, err_msg=f"{n} micro-batches")
         for a, b in zip(accumulated[1], at_once[1]):
             np.testing.assert_allclose(a, b, atol=1e-5, err_msg=f"{n} micro-batches")
+
+
+class _RecordingStrategy:
+    """A strategy of one input pipeline for `devices` that keeps the dataset it would distribute."""
+
+    def __init__(self, *devices):
+        self.extended = types.SimpleNamespace(worker_devices=tuple(
+            f"/job:localhost/replica:0/task:0/device:{device}" for device in devices))
+
+    def distribute_datasets_from_function(self, pipeline):
+        self.dataset = pipeline(tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0,
+                                                           num_replicas_in_sync=len(self.extended.worker_devices)))
+        return self.dataset
+
+
+def test_training_input_on_one_cpu_is_the_dataset_itself_read_without_tf_data_autotuning():
+    """(the strategy's distributed iterator tunes its per-device datasets, and releasing it waited
+    17-51 s on that tuning at the end of a run: BENCHMARKS.md); several CPUs read their pipelines
+    without autotuning too, GPUs keep it; the batches are the same"""
+    batches = tf.data.Dataset.range(12).batch(4).map(lambda x: {"input_ids": x})
+    expected = [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
+    one_cpu = distributed_input(tf.distribute.OneDeviceStrategy("/cpu:0"), lambda: batches, 4)
+    assert isinstance(one_cpu, tf.data.Dataset)
+    assert one_cpu.options().autotune.enabled is False
+    assert [b["input_ids"].tolist() for b in one_cpu.as_numpy_iterator()] == expected
+    per_replica = [half for batch in expected for half in (batch[:2], batch[2:])]
+    for devices, autotuned, read in ((("CPU:0", "CPU:1"), False, per_replica), (("GPU:0",), None, expected)):
+        strategy = _RecordingStrategy(*devices)
+        distributed_input(strategy, lambda: batches, 4)
+        assert strategy.dataset.options().autotune.enabled is autotuned, devices
+        assert [b["input_ids"].tolist() for b in strategy.dataset.as_numpy_iterator()] == read, devices
+    assert batches.options().autotune.enabled is None  # (the task's dataset unchanged)
 
 
 def _tiny_realformer_loop(policy):

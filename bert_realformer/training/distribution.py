@@ -1,5 +1,6 @@
 """tf.distribute strategies by name: one_device, mirrored, multi_worker (TF_CONFIG), tpu; the
-mixed-precision policy; the check that several workers resume from one step."""
+mixed-precision policy; the check that several workers resume from one step; the input options
+of pipelines on CPUs."""
 
 import contextlib
 import types
@@ -39,6 +40,19 @@ def on_cpus(strategy) -> bool:
     except RuntimeError:  # the default strategy: TensorFlow's default device, a GPU where there is one
         return not tf.config.list_logical_devices("GPU")
     return all(tf.DeviceSpec.from_string(device).device_type == "CPU" for device in devices)
+
+
+def without_autotuning(dataset):
+    """`dataset` with tf.data's autotuning off (its parallel stages at their initial parallelism),
+    for pipelines feeding CPUs. On a few CPU cores its tuning competes with the model: some
+    `predict` calls of BERT-Small's graph at batch 1 took up to 1.4x as long as others (reading 64
+    batches ahead took 30 ms in some calls, 460-530 ms in others); and releasing an iterator
+    waits for its tuning thread, which sleeps between rounds (BENCHMARKS.md). The demo's
+    pretraining input read as fast or faster without it."""
+    import tensorflow as tf
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return dataset.with_options(options)
 
 
 POLICIES = types.MappingProxyType({"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"})

@@ -50,7 +50,7 @@ from bert_realformer.training.state_saving import (
     stop_with_state,
     what_is_kept,
 )
-from bert_realformer.training.trainer import TrainLoop, global_batch_slices
+from bert_realformer.training.trainer import TrainLoop, distributed_input
 from bert_realformer.training.watch_state import WatchVariables
 
 __all__ = ["Driver", "RunOptions", "StuckRun", "TrainingTask"]
@@ -205,9 +205,8 @@ class Driver:
         step = int(optimizer.iterations.numpy())
         check_workers_agree(self.strategy, step)
         position = int(loop.input_position.numpy())
-        iterator = iter(strategy.distribute_datasets_from_function(
-            lambda context: global_batch_slices(task.dataset_fn(position), task.batch_size, context,
-                                                options.gradient_accumulation_steps)))
+        iterator = iter(distributed_input(strategy, lambda: task.dataset_fn(position), task.batch_size,
+                                          options.gradient_accumulation_steps))
         writer = tf.summary.create_file_writer(os.path.join(self.write_dir, "train")) if options.is_chief else None
         examples_per_step = task.batch_size * options.gradient_accumulation_steps
         best = None  # (the chief keeps the best checkpoint when the task evaluates and keeps one)

@@ -28,7 +28,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_realformer.errors import InputError
-from bert_realformer.training.distribution import on_cpus
+from bert_realformer.training.distribution import on_cpus, without_autotuning
 from bert_realformer.training.fused_kernels import FusedKernels
 from bert_realformer.training.int8 import Int8Layers
 from bert_realformer.training.layer_norm_kernel import LayerNormKernels
@@ -98,7 +98,7 @@ class Predictor:
     def predict(self, dataset: tf.data.Dataset, fn: PredictFn) -> dict[str, np.ndarray]:
         """{name: numpy array [N, ...]} of `fn`'s outputs over `dataset`, in its order."""
         if self._cpus_only:
-            dataset = _without_autotuning(dataset)
+            dataset = without_autotuning(dataset)
         lite = self.lite and self.lite.get(fn, dataset.element_spec)
         if lite:
             return _gathered(map(lite, _read_ahead(dataset)))
@@ -181,16 +181,6 @@ def _read_ahead(dataset: tf.data.Dataset, batches: int = 64):
         for i in range(len(value_shapes[0])):
             yield tf.nest.pack_sequence_as(padded, [np.ascontiguousarray(value[i][tuple(map(slice, shape[i]))])
                                                     for value, shape in zip(values, value_shapes)])
-
-
-def _without_autotuning(dataset: tf.data.Dataset) -> tf.data.Dataset:
-    """`dataset` with tf.data's autotuning off (its parallel stages at their initial parallelism).
-    On a few CPU cores its tuning competed with the model: some `predict` calls of BERT-Small's
-    graph at batch 1 took up to 1.4x as long as others, of BERT-Base in TensorFlow Lite 1.25x
-    (reading 64 batches ahead took 30 ms in some calls, 460-530 ms in others; BENCHMARKS.md)."""
-    options = tf.data.Options()
-    options.autotune.enabled = False
-    return dataset.with_options(options)
 
 
 def _check_lite(model: keras.Model, xla: bool) -> None:

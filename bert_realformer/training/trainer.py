@@ -23,11 +23,12 @@ resumed run draws what the uninterrupted one drew). `input_position` counts the 
 micro-batches consumed, so that a resumed run can continue the input where it stopped.
 """
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import tensorflow as tf
 
+from bert_realformer.training.distribution import on_cpus, without_autotuning
 from bert_realformer.training.optimization import global_norm_scale, squared_norms
 from modeling.randomness import random_stream
 
@@ -53,6 +54,23 @@ class TotalsFn(Protocol):
     micro-batch of a step before the loss is computed (e.g. the MLM weight sum)."""
 
     def __call__(self, features: dict) -> dict: ...
+
+
+def distributed_input(strategy: tf.distribute.Strategy, dataset_fn: Callable[[], tf.data.Dataset],
+                      global_batch_size: int, micro_batches: int = 1):
+    """What the step loop reads (`iter` of it): the global batches `dataset_fn()` reads, each
+    input pipeline keeping its slice (`global_batch_slices`). On one CPU the dataset itself; else
+    the strategy's distributed dataset, whose iterator prefetches through per-device datasets
+    that tune themselves: releasing it on a CPU waited up to a minute on their tuning thread
+    (BENCHMARKS.md). On CPUs read with tf.data's autotuning off (`without_autotuning`)."""
+    def pipeline(context):
+        dataset = global_batch_slices(dataset_fn(), global_batch_size, context, micro_batches)
+        return without_autotuning(dataset) if on_cpus(strategy) else dataset
+
+    if isinstance(strategy, tf.distribute.OneDeviceStrategy) and on_cpus(strategy):
+        return pipeline(tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0,
+                                                   num_replicas_in_sync=1))
+    return strategy.distribute_datasets_from_function(pipeline)
 
 
 def global_batch_slices(dataset, global_batch_size, context, micro_batches=1):

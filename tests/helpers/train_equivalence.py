@@ -34,7 +34,7 @@ from bert_realformer.training.adversarial import Adversary  # noqa: E402
 from bert_realformer.training.averaging import WeightAverages  # noqa: E402
 from bert_realformer.training.driver import Driver, RunOptions  # noqa: E402
 from bert_realformer.training.optimization import create_optimizer  # noqa: E402
-from bert_realformer.training.trainer import TrainLoop, global_batch_slices, replica_stream  # noqa: E402
+from bert_realformer.training.trainer import TrainLoop, distributed_input, replica_stream  # noqa: E402
 
 CONFIG = modeling.BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                              intermediate_size=32, max_position_embeddings=16, type_vocab_size=2,
@@ -84,8 +84,7 @@ def run(strategy, micro_batch, accumulation, global_batches, initial, config=CON
               for b in global_batches for i in range(accumulation)]
     dataset = tf.data.Dataset.from_tensor_slices({k: np.stack([p[k] for p in pieces]) for k in pieces[0]})
     micro = dataset.unbatch().batch(micro_batch)
-    iterator = iter(strategy.distribute_datasets_from_function(
-        lambda context: global_batch_slices(micro, micro_batch, context, accumulation)))
+    iterator = iter(distributed_input(strategy, lambda: micro, micro_batch, accumulation))
     losses = [float(loop.train_step(iterator)["loss"]) for _ in global_batches]
     result = losses, [w.numpy().tolist() for w in model.trainable_weights], int(optimizer.iterations.numpy())
     if averages is None:
