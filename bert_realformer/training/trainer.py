@@ -63,11 +63,13 @@ def distributed_input(strategy: tf.distribute.Strategy, dataset_fn: Callable[[],
     the strategy's distributed dataset, whose iterator prefetches through per-device datasets
     that tune themselves: releasing it on a CPU waited up to a minute on their tuning thread
     (BENCHMARKS.md). On CPUs read with tf.data's autotuning off (`without_autotuning`)."""
+    cpus_only = on_cpus(strategy)
+
     def pipeline(context):
         dataset = global_batch_slices(dataset_fn(), global_batch_size, context, micro_batches)
-        return without_autotuning(dataset) if on_cpus(strategy) else dataset
+        return without_autotuning(dataset) if cpus_only else dataset
 
-    if isinstance(strategy, tf.distribute.OneDeviceStrategy) and on_cpus(strategy):
+    if cpus_only and isinstance(strategy, tf.distribute.OneDeviceStrategy):
         return pipeline(tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0,
                                                    num_replicas_in_sync=1))
     return strategy.distribute_datasets_from_function(pipeline)
