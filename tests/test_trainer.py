@@ -14,6 +14,7 @@ from helpers import script_processes
 import modeling
 from bert_realformer.pretraining import pld
 from bert_realformer.pretraining.losses import pretraining_totals, replica_pretraining_loss
+from bert_realformer.training.distribution import cluster_index
 from bert_realformer.training.optimization import create_optimizer
 from bert_realformer.training.trainer import TrainLoop, distributed_input, micro_batch, stacked_micro_batches
 
@@ -198,6 +199,22 @@ def test_training_input_on_one_cpu_is_the_dataset_itself_read_without_tf_data_au
         assert strategy.dataset.options().autotune.enabled is autotuned, devices
         assert [b["input_ids"].tolist() for b in strategy.dataset.as_numpy_iterator()] == read, devices
     assert batches.options().autotune.enabled is None  # (the task's dataset unchanged)
+
+
+@pytest.mark.parametrize("cluster, task_type, task_id", [
+    ({"worker": ["a:1", "b:1"]}, "worker", 0), ({"worker": ["a:1", "b:1"]}, "worker", 1),
+    ({"chief": ["c:1"], "worker": ["a:1", "b:1"]}, "chief", 0),
+    ({"chief": ["c:1"], "worker": ["a:1", "b:1"]}, "worker", 1),
+    ({"chief": ["c:1"], "worker": ["a:1"], "ps": ["p:1"]}, "worker", 0)])
+def test_a_workers_input_pipeline_is_numbered_as_multi_worker_mirrored_strategy_numbers_it(cluster, task_type,
+                                                                                           task_id):
+    """(a worker on a CPU machine reads its own pipeline, not the strategy's distributed dataset:
+    it must keep the slice the strategy would give it)"""
+    from tensorflow.python.distribute import multi_worker_util
+    spec = tf.train.ClusterSpec(cluster)
+    workers = multi_worker_util.worker_count(spec, task_type)
+    assert cluster_index(cluster, task_type, task_id) == (
+        workers, multi_worker_util.id_in_cluster(spec, task_type, task_id))
 
 
 def _tiny_realformer_loop(policy):

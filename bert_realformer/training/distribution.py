@@ -1,6 +1,6 @@
 """tf.distribute strategies by name: one_device, mirrored, multi_worker (TF_CONFIG), tpu; the
-mixed-precision policy; the check that several workers resume from one step; the input options
-of pipelines on CPUs."""
+mixed-precision policy; which worker of a cluster this is; the check that several workers resume
+from one step; the input options of pipelines on CPUs."""
 
 import contextlib
 import types
@@ -40,6 +40,25 @@ def on_cpus(strategy) -> bool:
     except RuntimeError:  # the default strategy: TensorFlow's default device, a GPU where there is one
         return not tf.config.list_logical_devices("GPU")
     return all(tf.DeviceSpec.from_string(device).device_type == "CPU" for device in devices)
+
+
+def this_worker(strategy) -> tuple[int, int]:
+    """(the number of workers, this worker's index) as `MultiWorkerMirroredStrategy` counts
+    them: the chief first, then the workers by task id; (1, 0) for any other strategy or
+    without a cluster."""
+    import tensorflow as tf
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) or resolver is None \
+            or not resolver.task_type:
+        return 1, 0
+    return cluster_index(resolver.cluster_spec().as_dict(), resolver.task_type, resolver.task_id)
+
+
+def cluster_index(cluster: dict, task_type: str, task_id: int) -> tuple[int, int]:
+    """(the number of workers in `cluster` {job: [address, ...]}, the index of the task
+    `task_type`:`task_id` among them: the chief first, then the workers)."""
+    chiefs = len(cluster.get("chief", []))
+    return chiefs + len(cluster.get("worker", [])), task_id + (chiefs if task_type == "worker" else 0)
 
 
 def without_autotuning(dataset):
@@ -88,8 +107,7 @@ def check_workers_agree(strategy, step: int) -> None:
         return strategy.gather(strategy.run(lambda: tf.reshape(value, [1])), axis=0)
 
     steps = [int(s) for s in gathered(tf.constant(step, tf.int64)).numpy()]
-    cluster = strategy.cluster_resolver.cluster_spec().as_dict()
-    workers = len(cluster.get("chief", [])) + len(cluster.get("worker", []))
+    workers, _ = this_worker(strategy)
     per_worker = max(1, len(steps) // max(1, workers))  # (replicas are numbered worker by worker)
     by_worker = steps[::per_worker]
     if len(set(by_worker)) > 1:

@@ -22,6 +22,7 @@ import threading
 import tensorflow as tf
 
 from bert_realformer import report
+from bert_realformer.training.distribution import this_worker
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -65,10 +66,7 @@ class StopAgreement:
 
     def __init__(self, strategy: tf.distribute.Strategy):
         self.strategy = strategy
-        resolver = getattr(strategy, "cluster_resolver", None)
-        cluster = resolver.cluster_spec().as_dict() if resolver is not None else {}
-        self._several = (isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
-                         and len(cluster.get("chief", [])) + len(cluster.get("worker", [])) > 1)
+        self._several = this_worker(strategy)[0] > 1
         if self._several:
             @tf.function
             def averaged(values):  # every replica holds its worker's values

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 import tensorflow as tf
 
-from bert_realformer.training.distribution import on_cpus, without_autotuning
+from bert_realformer.training.distribution import on_cpus, this_worker, without_autotuning
 from bert_realformer.training.optimization import global_norm_scale, squared_norms
 from modeling.randomness import random_stream
 
@@ -59,19 +59,22 @@ class TotalsFn(Protocol):
 def distributed_input(strategy: tf.distribute.Strategy, dataset_fn: Callable[[], tf.data.Dataset],
                       global_batch_size: int, micro_batches: int = 1):
     """What the step loop reads (`iter` of it): the global batches `dataset_fn()` reads, each
-    input pipeline keeping its slice (`global_batch_slices`). On one CPU the dataset itself; else
-    the strategy's distributed dataset, whose iterator prefetches through per-device datasets
-    that tune themselves: releasing it on a CPU waited up to a minute on their tuning thread
-    (BENCHMARKS.md). On CPUs read with tf.data's autotuning off (`without_autotuning`)."""
+    input pipeline keeping its slice (`global_batch_slices`). Where this worker's one replica is
+    a CPU (one device; a worker of `multi_worker` on a CPU machine) this worker's pipeline
+    itself; else the strategy's distributed dataset, whose iterator prefetches through
+    per-device datasets that tune themselves: releasing it on a CPU waited up to a minute on
+    their tuning thread (BENCHMARKS.md). On CPUs read with tf.data's autotuning off
+    (`without_autotuning`)."""
     cpus_only = on_cpus(strategy)
 
     def pipeline(context):
         dataset = global_batch_slices(dataset_fn(), global_batch_size, context, micro_batches)
         return without_autotuning(dataset) if cpus_only else dataset
 
-    if cpus_only and isinstance(strategy, tf.distribute.OneDeviceStrategy):
-        return pipeline(tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0,
-                                                   num_replicas_in_sync=1))
+    if cpus_only and len(strategy.extended.worker_devices) == 1:
+        workers, index = this_worker(strategy)
+        return pipeline(tf.distribute.InputContext(num_input_pipelines=workers, input_pipeline_id=index,
+                                                   num_replicas_in_sync=strategy.num_replicas_in_sync))
     return strategy.distribute_datasets_from_function(pipeline)
 
 
