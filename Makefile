@@ -2,7 +2,8 @@
 # test suite (Python 3.11). `make test-fast`: the same without the end-to-end tests (the inner
 # loop). `make test-versions`: the package installed and the fast tier run on Python 3.12 and
 # 3.13, each in a fresh virtual environment (.venv-3.12/, .venv-3.13/). `make test-wheel`: the
-# wheel installed in a fresh environment and its commands run outside the checkout.
+# wheel installed in a fresh environment and its commands run outside the checkout. `make docs`:
+# what is generated (the flag reference in docs/flags/, BENCHMARKS.md and README's benchmark summary).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -17,7 +18,7 @@ PYTHON_3_13 ?= env PYENV_VERSION=3.13.0 python3.13
 TEST_WORKERS ?= 3
 PYTEST_ARGS := -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
-.PHONY: test test-fast test-versions test-wheel fresh-fast-tier lint demo study venv clean bench-peers bench-cpu
+.PHONY: test test-fast test-versions test-wheel fresh-fast-tier lint docs demo study venv clean bench-peers bench-cpu
 
 venv: $(STAMP)
 
@@ -37,6 +38,11 @@ $(STAMP): pyproject.toml
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+
+# The flag reference from the scripts' flags; BENCHMARKS.md and README's summary from bench/results.
+docs: $(STAMP)
+	$(PY) -m tools.flag_reference
+	$(PY) bench/benchmarks_report.py
 
 test: lint
 	REQUIRE_REAL_DATA=1 REQUIRE_NATIVE=1 REQUIRE_NO_SKIPS=1 $(PY) -m pytest $(PYTEST_ARGS)

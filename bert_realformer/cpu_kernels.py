@@ -3,11 +3,11 @@
 TensorFlow's Linux wheels hold two sets of CPU kernels: oneDNN's, which pick their instructions
 when they run (AVX2 and FMA, AVX-512, AMX), and TensorFlow's own (Eigen), compiled for AVX
 without FMA. TensorFlow turns oneDNN's on by default only where the CPU has AVX512_VNNI,
-AVX512_BF16, AVX_VNNI or AMX; on an x86 CPU with AVX2 and FMA but none of those (AMD Zen 1-3,
-Intel Haswell to Comet Lake, Skylake-SP Xeons) it runs its own. There oneDNN's are faster for
-training and batches: on a 2-core AMD EPYC Zen 3 the demo's pretraining step takes 208 ms with
-them against 460 ms (2.21x), BERT-Small prediction at batch 64 1.21-1.48x less time (at batch 1
-TensorFlow's own are 1.10-1.21x faster; BENCHMARKS.md). So the scripts turn them on there, before
+AVX512_BF16, AVX_VNNI or AMX; on an x86 CPU with AVX2 and FMA but none of those (AMD's first
+three Zen generations, Intel Haswell to Comet Lake, Skylake-SP Xeons) it runs its own. There
+oneDNN's are much faster for training and for batches, TensorFlow's own a little faster at batch 1
+(BENCHMARKS.md, "The pretraining step on a CPU: kernels, XLA and the variants"). So the scripts
+turn them on there, before
 TensorFlow is imported, unless the user has set `TF_ENABLE_ONEDNN_OPTS` (0 gives TensorFlow's own
 kernels back).
 
@@ -28,18 +28,15 @@ from bert_realformer.cpus import cpu_description, cpu_flags
 ONEDNN_SWITCH = "TF_ENABLE_ONEDNN_OPTS"
 _X86_64 = ("x86_64", "amd64")
 # The instructions that multiply in each half precision (oneDNN's kernels for it run on them).
-# Without them a half precision saves no arithmetic and costs conversions; what that cost on a
-# 2-core AMD EPYC Zen 2 (family 23 model 49), BERT-Small (BENCHMARKS.md):
+# Without them a half precision saves no arithmetic and costs conversions.
 HALF_PRODUCTS = MappingProxyType({"bf16": ("avx512_bf16", "amx_bf16"), "fp16": ("avx512_fp16", "amx_fp16")})
-MEASURED_ON_ZEN2 = MappingProxyType({"bf16": "fine-tuning at 0.75-0.78x float32's speed, prediction at 0.69-0.87x",
-                                     "fp16": "fine-tuning at 0.81-0.82x float32's speed"})
+# Where the warnings' claims were measured.
+PRECISION_MEASURED = 'BENCHMARKS.md, "Mixed precision and int8"'
+INT8_MEASURED = 'BENCHMARKS.md, "Prediction on a CPU: against transformers and ONNX Runtime"'
 # AMD's first Zen cores (Zen, Zen+: family 23, models below 48; Zen 2 begins at 48), where int8's
 # products gain nothing over float32's (why was not profiled; unlike the Zen 2, these cores run each
-# 256-bit instruction as two 128-bit halves). What int8 gave on a 2-core AMD EPYC Zen 1 (family 23
-# model 1), BERT-Small (BENCHMARKS.md):
+# 256-bit instruction as two 128-bit halves).
 _ZEN1_FAMILY, _ZEN2_FIRST_MODEL = 23, 48
-MEASURED_INT8_ON_ZEN1 = ("BERT-Small on an AMD EPYC Zen 1: at batch 1 0.68-0.79x float32's speed in the graph and "
-                         "0.92-0.98x with --tflite_prediction, at batch 64 0.98x")
 
 
 def turn_on_onednn(environ: MutableMapping[str, str], flags: frozenset[str] | None = None,
@@ -72,8 +69,8 @@ def slow_precision_warning(mixed_precision: str, on_cpus: bool,
     name = cpu_description().get("model_name", "") if cpu_name is None else cpu_name
     wanted = " or ".join(instruction.upper() for instruction in HALF_PRODUCTS[mixed_precision])
     return (f"--mixed_precision={mixed_precision} on a CPU without {mixed_precision} instructions "
-            f"({name or 'this CPU'}: no {wanted}): {mixed_precision} runs slower than float32 there (BERT-Small on an "
-            f"AMD EPYC Zen 2: {MEASURED_ON_ZEN2[mixed_precision]}); --mixed_precision=none is faster on this CPU")
+            f"({name or 'this CPU'}: no {wanted}): {mixed_precision} runs slower than float32 there "
+            f"({PRECISION_MEASURED}); --mixed_precision=none is faster on this CPU")
 
 
 def slow_int8_warning(quantize: str, on_cpus: bool, cpu: Mapping[str, object] | None = None) -> str | None:
@@ -88,5 +85,5 @@ def slow_int8_warning(quantize: str, on_cpus: bool, cpu: Mapping[str, object] | 
             or model >= _ZEN2_FIRST_MODEL:
         return None
     return (f"--quantize=int8 on an AMD Zen or Zen+ core ({cpu.get('model_name') or 'this CPU'}, family "
-            f"{_ZEN1_FAMILY} model {model}): int8 runs no faster than float32 there ({MEASURED_INT8_ON_ZEN1}); "
+            f"{_ZEN1_FAMILY} model {model}): int8 runs no faster than float32 there ({INT8_MEASURED}); "
             f"--quantize=none is as fast or faster on this CPU")

@@ -64,11 +64,11 @@ def test_a_script_runs_onednn_kernels_unless_the_user_turned_them_off():
 ZEN4 = ZEN3 | {"avx512f", "avx512_vnni", "avx512_bf16"}
 SAPPHIRE_RAPIDS = ZEN4 | {"avx512_fp16", "amx_tile", "amx_bf16", "amx_int8"}
 SAID = {"bf16": ("--mixed_precision=bf16 on a CPU without bf16 instructions (AMD EPYC: no AVX512_BF16 or AMX_BF16): "
-                 "bf16 runs slower than float32 there (BERT-Small on an AMD EPYC Zen 2: fine-tuning at 0.75-0.78x "
-                 "float32's speed, prediction at 0.69-0.87x); --mixed_precision=none is faster on this CPU"),
+                 "bf16 runs slower than float32 there (BENCHMARKS.md, \"Mixed precision and int8\"); "
+                 "--mixed_precision=none is faster on this CPU"),
         "fp16": ("--mixed_precision=fp16 on a CPU without fp16 instructions (AMD EPYC: no AVX512_FP16 or AMX_FP16): "
-                 "fp16 runs slower than float32 there (BERT-Small on an AMD EPYC Zen 2: fine-tuning at 0.81-0.82x "
-                 "float32's speed); --mixed_precision=none is faster on this CPU")}
+                 "fp16 runs slower than float32 there (BENCHMARKS.md, \"Mixed precision and int8\"); "
+                 "--mixed_precision=none is faster on this CPU")}
 
 
 @pytest.mark.parametrize("precision,devices,flags,warned", [
@@ -124,6 +124,5 @@ def test_int8_on_a_cpu_where_it_gains_nothing_is_one_warning(quantize, on_cpus, 
         assert said is None
         return
     assert said == (f"--quantize=int8 on an AMD Zen or Zen+ core (AMD EPYC, family 23 model {cpu['model']}): "
-                    "int8 runs no faster than float32 there (BERT-Small on an AMD EPYC Zen 1: at batch 1 0.68-0.79x "
-                    "float32's speed in the graph and 0.92-0.98x with --tflite_prediction, at batch 64 0.98x); "
-                    "--quantize=none is as fast or faster on this CPU")
+                    "int8 runs no faster than float32 there (BENCHMARKS.md, \"Prediction on a CPU: against "
+                    "transformers and ONNX Runtime\"); --quantize=none is as fast or faster on this CPU")

@@ -77,7 +77,7 @@ def test_each_prediction_uses_the_weights_of_its_time():
 
 @pytest.mark.parametrize("lite", [False, True], ids=["graph", "lite"])
 def test_prediction_on_cpus_reads_its_batches_without_tf_data_autotuning(monkeypatch, lite):
-    """(its tuning competed with the model for a few cores: BENCHMARKS.md, "TensorFlow Lite prediction")"""
+    """(its tuning competed with the model for a few cores)"""
     iterated = []
     original = tf.data.Dataset.__iter__
 

@@ -1,9 +1,9 @@
 """Attention entropy and adjacent-layer Jensen-Shannon divergence per layer and head (the
 RealFormer paper's analysis) for a checkpoint, over pretraining TFRecords or text lines.
 
-    python analyze_attention.py --bert_config_file=bert_config.json --init_checkpoint=out/model.ckpt-1000 \\
+    python analyze_attention.py --bert_config_file=out/bert_config.json --init_checkpoint=out/model.ckpt-1000 \\
       --input_file=data.tfrecord --max_seq_length=128 --max_predictions_per_seq=20 --output_dir=analysis
-    python analyze_attention.py ... --text_file=sentences.txt --vocab_file=vocab.txt
+    python analyze_attention.py ... --text_file=sentences.txt --vocab_file=out/vocab.txt
 
 Writes OUTPUT_DIR/attention_stats.json and attention_entropy.png, attention_jsd.png.
 """

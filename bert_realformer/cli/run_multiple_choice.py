@@ -1,13 +1,14 @@
 """Multiple choice (SWAG, as in the BERT paper, or your own JSON lines) with BERT.
 
-    python run_multiple_choice.py --task_name=swag --data_dir=swagaf/data --vocab_file=vocab.txt \\
-      --bert_config_file=bert_config.json --init_checkpoint=uncased_L-12_H-768_A-12/bert_model.ckpt \\
+    python run_multiple_choice.py --task_name=swag --data_dir=swagaf/data --vocab_file=$CKPT/vocab.txt \\
+      --bert_config_file=$CKPT/bert_config.json --init_checkpoint=$CKPT/bert_model.ckpt \\
       --do_train --do_eval --do_predict --max_seq_length=128 --train_batch_size=16 \\
       --learning_rate=2e-5 --num_train_epochs=3.0 --output_dir=out
 
 Writes OUTPUT_DIR/eval_results.txt (eval_accuracy, eval_loss, global_step), OUTPUT_DIR/
-test_results.tsv (each test example's choice probabilities on one line) and `model.ckpt-STEP`.
-Data formats: see tasks/multiple_choice.py.
+test_results.tsv (each test example's choice probabilities on one line) and `model.ckpt-STEP`
+($CKPT: a released checkpoint's directory, such as uncased_L-12_H-768_A-12). Data formats:
+docs/other-tasks.md.
 """
 
 from absl import flags

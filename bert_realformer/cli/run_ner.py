@@ -1,12 +1,13 @@
 """Named-entity recognition (token classification) with BERT, optionally with a CRF on top.
 
-    python run_ner.py --task_name=conll2003 --data_dir=conll2003 --vocab_file=vocab.txt \\
-      --bert_config_file=bert_config.json --init_checkpoint=cased_L-12_H-768_A-12/bert_model.ckpt \\
+    python run_ner.py --task_name=conll2003 --data_dir=conll2003 --vocab_file=$CKPT/vocab.txt \\
+      --bert_config_file=$CKPT/bert_config.json --init_checkpoint=$CKPT/bert_model.ckpt \\
       --do_lower_case=False --do_train --do_eval --do_predict --max_seq_length=128 \\
       --train_batch_size=32 --learning_rate=5e-5 --num_train_epochs=3.0 --output_dir=out [--crf]
 
-DATA_DIR holds train/dev/test files in CoNLL column format (see tasks/ner_data.py). Writes
-OUTPUT_DIR/eval_results.txt (entity precision/recall/F1 over chunks, see tasks/ner_metrics.py; token
+($CKPT: a released cased checkpoint's directory, such as cased_L-12_H-768_A-12.) DATA_DIR holds
+train/dev/test files in CoNLL column format (docs/other-tasks.md). Writes
+OUTPUT_DIR/eval_results.txt (entity precision/recall/F1 over chunks as conlleval counts them; token
 accuracy, per-type scores), OUTPUT_DIR/eval_predictions.txt and test_predictions.txt (each
 input line with the predicted tag appended: conlleval's input), and `model.ckpt-STEP`.
 """

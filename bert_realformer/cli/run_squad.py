@@ -1,11 +1,12 @@
 """SQuAD v1.1 / v2.0 fine-tuning and prediction, as the original run_squad.py.
 
-    python run_squad.py --vocab_file=vocab.txt --bert_config_file=bert_config.json \\
-      --init_checkpoint=uncased_L-12_H-768_A-12/bert_model.ckpt --do_train --train_file=train-v1.1.json \\
+    python run_squad.py --vocab_file=$CKPT/vocab.txt --bert_config_file=$CKPT/bert_config.json \\
+      --init_checkpoint=$CKPT/bert_model.ckpt --do_train --train_file=train-v1.1.json \\
       --do_predict --predict_file=dev-v1.1.json --do_eval --max_seq_length=384 --doc_stride=128 \\
       --output_dir=out [--version_2_with_negative]
 
-Writes OUTPUT_DIR/predictions.json, nbest_predictions.json, null_odds.json (v2.0) and, with
+($CKPT: a released checkpoint's directory, such as uncased_L-12_H-768_A-12.) Writes
+OUTPUT_DIR/predictions.json, nbest_predictions.json, null_odds.json (v2.0) and, with
 --do_eval, eval_results.txt with the official scripts' scores.
 """
 

@@ -23,7 +23,8 @@ def define_shared_flags(pld=False, adam_bias_correction=False):
     flags.DEFINE_string("tpu_zone", None, "GCE zone where the Cloud TPU is located in.")
     flags.DEFINE_string("gcp_project", None, "Project name for the Cloud TPU-enabled project.")
     flags.DEFINE_string("master", None, "TensorFlow master URL.")
-    flags.DEFINE_integer("num_tpu_cores", 8, "Only used if use_tpu is True. Total number of TPU cores to use.")
+    flags.DEFINE_integer("num_tpu_cores", 8, "Accepted for the original's command lines and not read: the TPU "
+                         "strategy uses every core of --tpu_name.")
     flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save the model checkpoint.")
     flags.DEFINE_integer("iterations_per_loop", 1000, "The most steps to make on the device between two "
                          "returns to the host (progress line, summaries, stop check); loops are sized to "
@@ -144,7 +145,7 @@ def define_order_and_padding_flags():
                       "(rounded up to a multiple of 8) instead of --max_seq_length; the outputs are the same.")
     flags.DEFINE_enum("quantize", "none", ["none", "int8"], "int8: evaluation, prediction and the export run the "
                       "Transformer blocks' dense layers in 8 bits (weights per tensor, inputs per batch as they come; "
-                      "oneDNN's kernels on a CPU: 2-3x faster at batch 64, accuracy change in BENCHMARKS.md); "
+                      "oneDNN's kernels on a CPU; its speed and accuracy: BENCHMARKS.md); "
                       "training stays in float. none: float throughout, as the original.")
 
 

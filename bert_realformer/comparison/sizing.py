@@ -1,8 +1,8 @@
 """A study sized to a time budget (`run_study.py --time_budget_minutes`).
 
-The same study takes three times longer on one 2-core CPU than on another (the demo: 9 minutes
-on an AMD EPYC Zen 5; on a Zen 3, 15.8 by this module's estimate with the oneDNN kernels the
-scripts turn on there, `cpu_kernels`, and about 45 with TensorFlow's own). With a budget, before
+The same study takes several times longer on one 2-core CPU than on another (BENCHMARKS.md, "The
+demo and the suite: wall time"), and longer still with TensorFlow's own kernels where the scripts
+would turn on oneDNN's (`cpu_kernels`). With a budget, before
 its first run the study times this CPU on its own pretraining step (a probe of `PROBE_STEPS`
 steps in a scratch directory), estimates what the whole study would take, and when that is over
 the budget it runs less, saying so: first fewer epochs of every task, down to
@@ -48,18 +48,18 @@ from bert_realformer.errors import InputError
 from bert_realformer.text_files import read_text
 
 PROBE_STEPS = 20
-# Measured on the demo: 1.9 on 2 cores of an AMD EPYC Zen 5; on a Zen 3, 4.83 steps/s and 14.8
-# minutes for 0.945 of the study, about the same; 2.0 on a Zen 2 (its sized demo's post-LN runs)
+# Calibrated on the demo's runs on AMD EPYC Zen 2, Zen 3 and Zen 5 CPUs: a variant's whole work
+# over its pretraining steps' time
 EXPECTED_WORK_PER_PRETRAINING_STEP = 2.0
 # The sizing counts a tenth more, room for what it cannot foresee; a restart's deadline counts the
 # expected time of the runs after it, so that room is what stuck runs' restarts may take
 WORK_PER_PRETRAINING_STEP = 2.2
 # Of that work, a variant's pretraining run (with its evaluations); the rest is its fine-tuning
-# runs' (on the demo, 2 cores of an AMD EPYC Zen 2: 0.59 of it for post-LN)
+# runs' (calibrated on the demo)
 PRETRAINING_SHARE = 0.6
-# Of that work, what each side runs whatever its factor (on the demo, 2 cores of an AMD EPYC Zen 1:
-# a held-out evaluation of the pretraining, or a task run's data and evaluation, about 10 s each,
-# 22 steps' time of the 1,200 of a variant's work; about 1.5 such of the pretraining, 2 of the tasks)
+# Of that work, what each side runs whatever its factor: a held-out evaluation of the
+# pretraining, or a task run's reading of its data and its final evaluation (calibrated on the demo
+# on the slowest CPU measured, where it weighs most)
 UNSCALED_SHARE = 0.03
 FINETUNING_FLOOR = 0.5
 SMALLEST_FACTOR = 0.1

@@ -101,7 +101,7 @@ def available():
 def _fallback(reason):
     """False, said once (`available` is cached): the output stays the same, only slower."""
     logger.warning("the compiled module pretraining/_native is built but not used: %s; making the "
-                   "instances in pure Python (the same records, about 8x slower)", reason)
+                   "instances in pure Python (the same records, several times slower)", reason)
     return False
 
 

@@ -3,13 +3,11 @@ on CPUs without AVX-512, for the fused float kernel (`training.fused_kernels`) a
 (`training.int8`).
 
 oneDNN applies the activation inside those products, but on a CPU without AVX-512 its GELU there
-is slow: on a 2-core AMD EPYC Zen 3 (AVX2), BERT-Small's intermediate product of 2,048 x 512 by
-512 x 2,048 took 20.8 ms with the GELU inside (int8) against 12.3 without, 31.9 against 23.5 in
-float32, while XLA's one loop over the [2,048, 2,048] output takes about 2.3 ms. So from
-`MIN_ROWS` rows (tokens of a batch) the product leaves the activation out and this runs it:
-batch 64 x 32 tokens predicted 12% faster in int8 and 6% in float32, x 128 tokens 13% and 6%.
+is slow: with it inside, the intermediate product takes far longer than the product alone plus
+XLA's one loop over its output (measured on an AMD EPYC Zen 3 with `bench/fused_kernels.py`). So
+from `MIN_ROWS` rows (tokens of a batch) the product leaves the activation out and this runs it.
 Under `MIN_ROWS` (a batch of one short text) the fused kernel stays: the gain is nil there and
-XLA compiles once per shape (about 50 ms). On AVX-512 CPUs it is not used (not measured there).
+XLA compiles once per shape. On AVX-512 CPUs it is not used (not measured there).
 The same formula: float outputs equal the fused kernel's to about 2e-7.
 
 Not in an exported model: a SavedModel that holds an XLA-compiled function needs XLA where it

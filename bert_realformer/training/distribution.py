@@ -64,10 +64,9 @@ def cluster_index(cluster: dict, task_type: str, task_id: int) -> tuple[int, int
 def without_autotuning(dataset):
     """`dataset` with tf.data's autotuning off (its parallel stages at their initial parallelism),
     for pipelines feeding CPUs. On a few CPU cores its tuning competes with the model: some
-    `predict` calls of BERT-Small's graph at batch 1 took up to 1.4x as long as others (reading 64
-    batches ahead took 30 ms in some calls, 460-530 ms in others); and releasing an iterator
-    waits for its tuning thread, which sleeps between rounds (BENCHMARKS.md). The demo's
-    pretraining input read as fast or faster without it."""
+    `predict` calls at batch 1 took much longer than others, and releasing an iterator waits for
+    its tuning thread, which sleeps between rounds (a stall of many seconds at a run's end). The
+    demo's pretraining input reads as fast or faster without it."""
     import tensorflow as tf
     options = tf.data.Options()
     options.autotune.enabled = False

@@ -1,8 +1,8 @@
 """Float prediction with each Transformer block's intermediate product, its bias and its
 activation (GELU) as one oneDNN kernel (`_FusedMatMul`), where TensorFlow's graph would write the
 [tokens, intermediate_size] product out and run the GELU as about ten elementwise ops over it:
-BERT-Base predicts 3-4% faster at batch 1 and 9-10% at batch 64 (2-core AMD EPYC Zen 5,
-`bench/fused_kernels.py`). The same formula: the outputs equal the plain graph's to about 1e-6.
+fewer passes over memory, most at large batches (`bench/fused_kernels.py` measures it). The same
+formula: the outputs equal the plain graph's to about 1e-6.
 
 The fused kernel is swapped in only while a prediction function is traced
 (`FusedKernels.active()`): training never sees it (it has no gradient). It is tried once per
@@ -11,10 +11,9 @@ plain graph runs: with `TF_ENABLE_ONEDNN_OPTS=0` (or a build without oneDNN) Ten
 kernel fuses no GELU. XLA does not compile it and GPUs are not given it: the caller uses it on
 CPUs without XLA only. On a CPU without AVX-512 oneDNN's GELU inside the product is slow, and
 products of many rows leave it out and run it compiled by XLA (`activation_apart`). Measured and
-left out: the other dense layers' products with their bias fused the same way (slower: 29.4
-against 26.6 ms per BERT-Base batch of 1 x 32 tokens, the reshapes around the kernel cost more
-than the bias add). oneDNN's LayerNorm kernel, slower than the model's ops at batch 1, normalizes
-batches of many rows only (`layer_norm_kernel`).
+left out: the other dense layers' products with their bias fused the same way (slower: the
+reshapes around the kernel cost more than the bias add). oneDNN's LayerNorm kernel, slower than
+the model's ops at batch 1, normalizes batches of many rows only (`layer_norm_kernel`).
 """
 
 from __future__ import annotations

@@ -100,7 +100,7 @@ def _fused_quantized_matmul(inputs, weights_fixed, activation=None):
     inputs [u8 rows [M, K], s8 kernel [K, N], float32 bias [N], min, max of the rows' range, min,
     max of the kernel's] -> float32 [M, N]. TensorFlow has no Python wrapper for this op (the public
     `QuantizedMatMulWithBiasAndDequantize` runs an older kernel that converts the kernel's
-    layout at every call: 2x slower on a few rows), so it is added to the graph by its
+    layout at every call, slower on a few rows), so it is added to the graph by its
     definition."""
     if tf.executing_eagerly():  # (an op added by its definition needs a graph)
         return tf.function(_fused_quantized_matmul, autograph=False)(inputs, weights_fixed, activation)

@@ -3,8 +3,8 @@ for the dataset's batches, is frozen with the model's current weights and conver
 TensorFlow Lite model, which the interpreter runs with its XNNPACK kernels.
 
 At the few dozen rows of a serving request TensorFlow's graph costs more per op than its
-products take; the interpreter runs the same ops with a far smaller cost each (BERT-Small, one
-example of 32 tokens through run_classifier.py: 2.1x faster than the graph; BENCHMARKS.md). Its
+products take; the interpreter runs the same ops with a far smaller cost each (BENCHMARKS.md,
+"Prediction on a CPU: against transformers and ONNX Runtime"). Its
 outputs equal the graph's to float32 round-off. With `int8`, the converter's dynamic-range
 quantization: weights in int8 per output channel, each product's input quantized per row as it
 comes.

@@ -10,7 +10,7 @@ moments are corrected as in Adam (Kingma and Ba) and `torch.optim.AdamW`, at ste
     update = (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps) [+ weight_decay * w]
 Without it the early steps are several times larger than the learning rate says (v starts at 0
 and its estimate grows slowly: the step is (1 - b1^t) / sqrt(1 - b2^t) times the corrected one,
-3.2x at step 1, 6.5x at step 10, 3.2x at step 100, 1.3x at step 1000), which leaves some
+with the defaults about 3 times at step 1, 6 at step 10, 3 at step 100), which leaves some
 fine-tuning seeds at chance (Mosbach et al. 2021, "On the Stability of Fine-tuning BERT").
 `Lamb` (You et al. 2019) always corrects and scales each variable's step by the trust ratio
 ||w|| / ||update||. Gradients are clipped to global norm 1.0 by the training loop

@@ -2,7 +2,7 @@
 driver's `predict`.
 
 On one device the model runs in a function of its own, outside the distribution strategy (whose
-step only adds work there: 1.1-1.3x slower prediction of a BERT-Small on 2 CPU cores). With
+step only adds work there: measurably slower prediction on a CPU). With
 `xla` (`--xla_prediction`) XLA compiles that function, fusing the elementwise work around the
 matrix products. XLA compiles once per input shape, so the batches reaching it keep to few
 shapes: their lengths are the buckets of `padding.bucket_step` (the datasets cut them so,
@@ -167,9 +167,9 @@ def _gathered(batch_outputs) -> dict[str, np.ndarray]:
 def _read_ahead(dataset: tf.data.Dataset, batches: int = 64):
     """The dataset's batches as numpy arrays, `batches` read before the first of them runs: while
     TensorFlow Lite runs, tf.data's threads rest rather than compete for the CPUs (at batch 1,
-    calls interleaved with tf.data took 1.2-1.8x as long). The `batches` come as one element of
-    tf.data, padded to a common shape, each cut back in numpy to its own: batches of one 32-token
-    text took 0.30-0.44 ms each to read one by one, 0.14-0.16 ms so (BENCHMARKS.md)."""
+    calls interleaved with tf.data took markedly longer). The `batches` come as one element of
+    tf.data, padded to a common shape, each cut back in numpy to its own: about half the time of
+    reading small batches one by one."""
     if not all(spec.shape.rank is not None for spec in tf.nest.flatten(dataset.element_spec)):
         iterator = dataset.as_numpy_iterator()  # (padding needs every tensor's rank)
         while chunk := list(itertools.islice(iterator, batches)):

@@ -1,7 +1,7 @@
 """Training progress for people: one line per loop of steps, redrawn in place on a terminal.
 
-    step 1200/10000: loss 2.3411 (masked_lm_loss 2.0102, next_sentence_loss 0.3309), 4.10 steps/s,
-        131.2 examples/s, ETA 35m47s   (one line)
+    step 1200/10000: loss 2.3411 (masked_lm_loss 2.0102, next_sentence_loss 0.3309), R steps/s,
+        E examples/s, ETA 35m47s   (one line; R and E: this loop's rates)
 
 On a terminal the line is preceded by a bar and rewritten; otherwise (a log file, CI) each loop
 prints a new line. Written to stderr, as the original's progress output.

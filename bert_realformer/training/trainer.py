@@ -37,7 +37,7 @@ LOSS_SCALE_GROWTH_INTERVAL = 2000
 # Micro-batches an iteration of the accumulation loop: the step's graph holds this many forward
 # and backward passes, whatever the number accumulated (N copies, unrolled, took N times the
 # tracing and several times the memory), and two let one micro-batch's forward pass overlap the
-# previous one's backward pass (one at a time made a step 5-6% slower on 2 CPU cores: BENCHMARKS.md).
+# previous one's backward pass (one at a time made the step slower on a CPU).
 MICRO_BATCHES_AT_ONCE = 2
 
 class LossFn(Protocol):
