@@ -573,8 +573,11 @@ def benchmarks() -> str:
     lines = [HEADER, "", "# Benchmarks", "",
              "Current results only, one section per question; each table is made from the reports in "
              "`bench/results/` it names (which hold every per-case figure, the exact command, the date and the "
-             "machine), by `bench/benchmarks_report.py`. Ratios compare cases of the same run only. Earlier "
-             "measurements are in the repository's history.", "", *contents, ""]
+             "machine), by `bench/benchmarks_report.py`. Ratios compare cases of the same run only. Ours ran on "
+             "TensorFlow 2.21.0 with Keras 3.15.1 on the CPUs (the JAX backend on the GPUs); the peers in their "
+             "own environments, as `make bench-peers` installs them: tf-models-official 2.20.0 (TensorFlow "
+             "2.20, Keras 2), PyTorch 2.13.0 (CPU build) with transformers 5.23.0, ONNX Runtime 1.32.0. Every CPU "
+             "had 2 cores. Earlier measurements are in the repository's history.", "", *contents, ""]
     for part in parts:
         lines += part
     return "\n".join(lines).rstrip() + "\n"
