@@ -42,10 +42,10 @@ def run_case(case):
     from model_step import CONFIGS
 
     import modeling
+    from bert_realformer.finetuning.schedule import Schedule
     from bert_realformer.tasks.classification import task as classifier_task
     from bert_realformer.tasks.classification.reading import InputExample
     from bert_realformer.training.driver import Driver, RunOptions
-    from bert_realformer.training.per_example import Schedule
     from tokenization import FullTokenizer
     config = modeling.BertConfig(vocab_size=21128, max_position_embeddings=512, type_vocab_size=2,
                                  **CONFIGS[case["config"]])

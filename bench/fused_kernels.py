@@ -1,4 +1,4 @@
-"""The prediction graph with and without the fused intermediate product (`training.fused_kernels`:
+"""The prediction graph with and without the fused intermediate product (`inference.fused_kernels`:
 the blocks' intermediate product, bias and GELU as one oneDNN kernel), side by side in one
 process: the two traced functions (inputs [None, None], as the Predictor traces them) called
 alternately, so that the machine's drift hits both alike; medians.
@@ -31,7 +31,7 @@ def traced_forms(model):
     """{"plain": fn, "fused": fn}: the model's pooled output traced without and with the swap."""
     import tensorflow as tf
 
-    from bert_realformer.training.fused_kernels import FusedKernels
+    from bert_realformer.inference.fused_kernels import FusedKernels
     fused = FusedKernels(model)
     if not fused.blocks:
         raise SystemExit("this TensorFlow does not fuse the GELU (TF_ENABLE_ONEDNN_OPTS=0?)")

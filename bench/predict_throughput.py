@@ -66,8 +66,8 @@ LABELS = ["0", "1"]
 # (TensorFlow's graph; `-strategy`: run by the distribution strategy's step, as multi-device
 # prediction is; `-unfused`: the intermediate product and its GELU as separate ops, as before the
 # fused kernel; `-gelu-inside`: the GELU inside oneDNN's product on every batch, as before it ran
-# apart on CPUs without AVX-512, `training.activation_apart`; `-ln-ops`: the model's LayerNorm ops
-# on every batch, as before oneDNN's kernel normalized many rows, `training.layer_norm_kernel`), XLA
+# apart on CPUs without AVX-512, `inference.activation_apart`; `-ln-ops`: the model's LayerNorm ops
+# on every batch, as before oneDNN's kernel normalized many rows, `inference.layer_norm_kernel`), XLA
 # or TensorFlow Lite, the exported SavedModel called on raw text, the export's model.tflite called
 # on batches tokenized beforehand (as the peers are; `litert-`: by LiteRT's interpreter,
 # `ai-edge-litert`, rather than TensorFlow's); the peers.
@@ -155,6 +155,7 @@ def ours(case):
 
     import modeling
     from bert_realformer.checkpoints.config_files import read_config
+    from bert_realformer.inference.engines import engine_for
     from bert_realformer.tasks.classification import task as classifier_task
     from bert_realformer.tasks.classification.reading import InputExample
     from bert_realformer.training.driver import Driver, RunOptions
@@ -162,33 +163,33 @@ def ours(case):
     model_dir, seq, batch = case["model_dir"], case["seq_length"], case["batch_size"]
     settings = OURS[case["name"]]
     if settings.get("gelu_inside"):
-        from bert_realformer.training import activation_apart
+        from bert_realformer.inference import activation_apart
         activation_apart.wanted_here = lambda: False
     if settings.get("layer_norm_ops"):
-        from bert_realformer.training import layer_norm_kernel
+        from bert_realformer.inference import layer_norm_kernel
         layer_norm_kernel.kernel_runs = lambda: False
     config = read_config(os.path.join(model_dir, "bert_config.json"))
     options = RunOptions(output_dir=os.path.join(case["work_dir"], f"run-{seq}-{batch}-{case['name']}"),
                          init_checkpoint=model_dir, mixed_precision=settings.get("precision", "none"),
-                         xla_prediction=settings.get("xla", False), quantize=settings.get("quantize", "none"),
-                         tflite_prediction=settings.get("lite", False))
+                         prediction_engine=engine_for(settings.get("xla", False), settings.get("quantize", "none"),
+                                                      settings.get("lite", False)))
     driver = Driver(tf.distribute.OneDeviceStrategy("/cpu:0"), lambda: modeling.BertClassifier(config, len(LABELS)),
                     options, stream=open(os.devnull, "w"))
     driver.restore_for_inference()
     if settings.get("strategy_step"):  # one device, but under the strategy's step (as before 2026-11-27)
         driver.predictor.single_device = False
     if settings.get("unfused"):
-        driver.predictor.fused = None
+        driver.predictor.engine.fused = None
     tokenizer = FullTokenizer(os.path.join(model_dir, "vocab.txt"))
     texts, half_seconds = case["texts"], None
     if settings.get("saved_model"):
         import tensorflow_text  # noqa: F401  (registers the tokenizer's ops)
 
-        from bert_realformer.tasks.export import export_classifier
+        from bert_realformer.inference.export import ServedText, export_classifier
         export_dir = os.path.join(options.output_dir, "export")
         shutil.rmtree(export_dir, ignore_errors=True)  # (each run writes a new version: the last one only)
-        served = tf.saved_model.load(export_classifier(driver.model, tokenizer.vocab_file, True, seq, LABELS,
-                                                       export_dir, int8=driver.predictor.int8))
+        served = tf.saved_model.load(export_classifier(driver.model, ServedText(tokenizer.vocab_file, True, seq),
+                                                       LABELS, export_dir, engine=driver.predictor.engine))
         classify = served.signatures["classify"]
         batches = [tf.constant(texts[i:i + batch]) for i in range(0, len(texts), batch)]
 
@@ -224,12 +225,13 @@ def _exported_lite_model(driver, tokenizer, texts, batch, seq, output_dir, liter
     with `litert`; on `threads` threads (0: the usable CPUs)."""
     import numpy as np
 
-    from bert_realformer.tasks.export import LITE_MODEL, export_classifier
-    from bert_realformer.training.lite import lite_interpreter
+    from bert_realformer.inference.engines import LITE_MODEL
+    from bert_realformer.inference.export import ServedText, export_classifier
+    from bert_realformer.inference.lite import lite_interpreter
     export_dir = os.path.join(output_dir, "export")
     shutil.rmtree(export_dir, ignore_errors=True)
-    version = export_classifier(driver.model, tokenizer.vocab_file, True, seq, LABELS, export_dir,
-                                tflite=driver.predictor.lite_precision)
+    version = export_classifier(driver.model, ServedText(tokenizer.vocab_file, True, seq), LABELS, export_dir,
+                                engine=driver.predictor.engine)
     with open(os.path.join(version, LITE_MODEL), "rb") as f:
         content = f.read()
     if litert:

@@ -73,11 +73,12 @@ def slow_precision_warning(mixed_precision: str, on_cpus: bool,
             f"({PRECISION_MEASURED}); --mixed_precision=none is faster on this CPU")
 
 
-def slow_int8_warning(quantize: str, on_cpus: bool, cpu: Mapping[str, object] | None = None) -> str | None:
-    """The line to warn with when `--quantize=int8` runs on CPUs alone (`on_cpus`) and this CPU
+def slow_int8_warning(engine: str, on_cpus: bool, cpu: Mapping[str, object] | None = None) -> str | None:
+    """The line to warn with when the int8 prediction engine (`--quantize=int8`; `engine`: its
+    name, `inference.engines`) runs on CPUs alone (`on_cpus`) and this CPU
     is an AMD Zen or Zen+ core (`cpu`: `cpus.cpu_description()`'s fields, this CPU's when None),
     where int8 runs no faster than float32; None otherwise."""
-    if quantize != "int8" or not on_cpus:
+    if engine != "int8" or not on_cpus:
         return None
     cpu = cpu_description() if cpu is None else cpu
     model = cpu.get("model")

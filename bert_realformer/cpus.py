@@ -1,5 +1,6 @@
-"""How many CPUs this process may use (its affinity mask, capped by a cgroup CPU quota), and
-which instruction sets they have.
+"""How many CPUs this process may use (its affinity mask, capped by a cgroup CPU quota), which
+instruction sets they have, whether a strategy runs on CPUs alone, and the input pipelines that
+feed CPUs.
 
 `os.cpu_count()` counts the host's cores, which in a container or under `taskset` is more
 than the process gets; worker pools sized by it oversubscribe the CPUs they really have.
@@ -88,3 +89,25 @@ def cpu_summary(description: dict) -> str:
     if description["family"] is not None:
         name += f", family {description['family']} model {description['model']}"
     return f"{name} ({' '.join(description['instruction_sets']) or 'no AVX2'})"
+
+
+def on_cpus(strategy) -> bool:
+    """Whether the strategy's replicas are all CPUs."""
+    import tensorflow as tf
+    try:
+        devices = strategy.extended.worker_devices
+    except RuntimeError:  # the default strategy: TensorFlow's default device, a GPU where there is one
+        return not tf.config.list_logical_devices("GPU")
+    return all(tf.DeviceSpec.from_string(device).device_type == "CPU" for device in devices)
+
+
+def without_autotuning(dataset):
+    """`dataset` with tf.data's autotuning off (its parallel stages at their initial parallelism),
+    for pipelines feeding CPUs. On a few CPU cores its tuning competes with the model: some
+    `predict` calls at batch 1 took much longer than others, and releasing an iterator waits for
+    its tuning thread, which sleeps between rounds (a stall of many seconds at a run's end). The
+    demo's pretraining input reads as fast or faster without it."""
+    import tensorflow as tf
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return dataset.with_options(options)

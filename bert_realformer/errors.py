@@ -8,7 +8,8 @@ import signal
 
 class InputError(ValueError):
     """Bad user input; the message names the option, file or line and what was expected. The
-    scripts print it as one line `error: <message>` and exit with status 2 (see `bert_realformer.runner.run`).
+    scripts print it as one line `error: <message>` and exit with status 2 (see
+    `bert_realformer.commandline.runner.run`).
 
     `options`: the options the message names, by their Python names (`max_seq_length`), each
     also the name of the scripts' flag that sets it: the scripts print them as flags

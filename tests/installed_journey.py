@@ -39,8 +39,9 @@ def main(data):
         for module in (bert_realformer, modeling):
             check(f"{module.__name__} imports from the installed package", "site-packages" in module.__file__,
                   module.__file__)
-        inner = [name for name in ("training", "tasks", "pretraining", "comparison", "realdata", "commandline",
-                                   "analysis", "cli") if importlib.util.find_spec(name) is not None]
+        inner = [name for name in ("training", "finetuning", "inference", "tasks", "pretraining", "comparison",
+                                   "realdata", "commandline", "analysis", "cli")
+                 if importlib.util.find_spec(name) is not None]
         check("no inner package is a top-level name", not inner, str(inner))
 
         _, output = command("bert-run-pretraining", "--help")

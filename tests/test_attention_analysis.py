@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from bert_realformer.comparison.attention import AttentionStatistics, entropy, jensen_shannon
+from bert_realformer.comparison.attention_analysis import AttentionStatistics, entropy, jensen_shannon
 
 
 def test_uniform_attention_over_n_tokens_has_entropy_log_n():

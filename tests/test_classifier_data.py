@@ -8,10 +8,10 @@ import pytest
 import tensorflow as tf
 
 from bert_realformer.errors import InputError
+from bert_realformer.inference.export import pack_inputs
 from bert_realformer.tasks.classification.features import cached_features, convert_example
 from bert_realformer.tasks.classification.processors import get_processor
 from bert_realformer.tasks.classification.reading import InputExample
-from bert_realformer.tasks.export import pack_inputs
 from bert_realformer.tasks.sequences import TRUNCATIONS, kept, pack, truncate_seq_pair
 from tokenization import FullTokenizer
 

@@ -14,7 +14,7 @@ from helpers.serving import serve
 import modeling
 from bert_realformer import checkpoints
 from bert_realformer.checkpoints.config_files import read_config
-from bert_realformer.training import int8
+from bert_realformer.inference import int8
 
 pytestmark = pytest.mark.slow  # the scripts end to end (in subprocesses where a test is about a process)
 
@@ -162,7 +162,7 @@ def test_regression_classifier_exports_its_score_not_a_softmax_of_one(tmp_path):
 def test_a_classifier_converts_for_tensorflow_lite_too(tmp_path):
     """--tflite: model.tflite beside the SavedModel gives packed texts the SavedModel's
     probabilities; int8 near them; an encoder, or another format, is one line and nothing written."""
-    from bert_realformer.training.lite import lite_interpreter
+    from bert_realformer.inference.lite import lite_interpreter
     values = {k: v for k, v in checkpoints.read_tf1_checkpoint(POSTLN).items() if k.startswith("bert/")}
     hidden = values["bert/pooler/dense/bias"].shape[0]
     values["output_weights"] = np.random.default_rng(4).normal(0, 2.0, (3, hidden)).astype(np.float32)

@@ -36,7 +36,7 @@ def _kernels_in_a_script(extra_env):
     """(TF_ENABLE_ONEDNN_OPTS, TensorFlow's oneDNN switch) as a script sees them, run through the
     scripts' runner with the variable removed from this environment, then `extra_env` added."""
     code = ("import os\n"
-            "from bert_realformer import runner\n"
+            "from bert_realformer.commandline import runner\n"
             "def main(argv):\n"
             "    from tensorflow.python.util import _pywrap_util_port\n"
             f"    print(os.environ.get({ONEDNN_SWITCH!r}), _pywrap_util_port.IsMklEnabled())\n"

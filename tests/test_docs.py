@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from bert_realformer import runner
+from bert_realformer.commandline import runner
 from bert_realformer.errors import Diverged
 from tools import doc_commands, flag_reference
 
@@ -158,3 +158,22 @@ def test_no_library_comment_or_docstring_quotes_a_timing():
                 if TIMING.search(line):
                     found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
     assert found == []
+
+
+def test_the_layout_names_every_module_and_only_modules_that_exist():
+    """docs/layout.md has a line per module: a module added, moved or removed shows here. A
+    table under a package's heading (`bert_realformer/tasks/`) names its modules from
+    that package; a path from the top (`modeling/bert.py`) stands as it is."""
+    packages = ("bert_realformer/", "modeling/", "tokenization/")
+    named, package = set(), ""
+    for line in (ROOT / "docs" / "layout.md").read_text().splitlines():
+        if line.startswith("## "):
+            heading = re.match(r"## `([\w/]+/)`", line)
+            package = heading.group(1) if heading else ""
+        elif cell := re.match(r"\| `([\w/.]+\.py)` \|", line):
+            path = cell.group(1)
+            named.add(path if path.startswith(packages) else package + path)
+    modules = {str(path.relative_to(ROOT)) for top in packages for path in (ROOT / top).rglob("*.py")
+               if path.name != "__init__.py"}
+    assert sorted(modules - named) == [], "modules docs/layout.md does not name"
+    assert sorted(named - modules) == [], "modules docs/layout.md names that do not exist"

@@ -19,6 +19,7 @@ from bert_realformer import checkpoints
 from bert_realformer.checkpoints import training_states
 from bert_realformer.checkpoints.config_files import read_config
 from bert_realformer.errors import InputError
+from bert_realformer.finetuning.schedule import Schedule
 from bert_realformer.pretraining.losses import pretraining_totals
 from bert_realformer.tasks.feature_cache import record_count
 from bert_realformer.tasks.squad import task as squad_task
@@ -26,7 +27,6 @@ from bert_realformer.tasks.squad.reading import SquadExample
 from bert_realformer.training import trainer
 from bert_realformer.training.driver import Driver, RunOptions
 from bert_realformer.training.optimization import create_optimizer
-from bert_realformer.training.per_example import Schedule
 from bert_realformer.training.progress import Progress
 from tokenization import FullTokenizer
 

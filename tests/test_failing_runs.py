@@ -19,14 +19,14 @@ from helpers.tiny_training import TINY, pretraining_data, pretraining_loss_fn, p
 import modeling
 from bert_realformer import storage, tfrecords
 from bert_realformer.checkpoints.config_files import read_config
+from bert_realformer.commandline.runner import as_flags
 from bert_realformer.errors import InputError
 from bert_realformer.pretraining.losses import pretraining_totals
-from bert_realformer.runner import as_flags
 from bert_realformer.training import recorded_config, trainer
 from bert_realformer.training.driver import Driver, RunOptions
+from bert_realformer.training.evaluation import write_eval_results
 from bert_realformer.training.optimization import create_optimizer
 from bert_realformer.training.progress import LoopSizes
-from bert_realformer.training.results import write_eval_results
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 RECORDS = os.path.join(DATA, "pretraining_data", "plain.tfrecord")
@@ -128,9 +128,9 @@ def test_a_fine_tuning_cache_damaged_under_training_names_the_cache(tmp_path):
     """A feature cache damaged after it was checked (say, by another process): the record met in
     training names the cache and what to do, not a flag the script does not have."""
     import tokenization
+    from bert_realformer.finetuning.schedule import Schedule
     from bert_realformer.tasks.classification import task as classifier_task
     from bert_realformer.tasks.classification.reading import InputExample
-    from bert_realformer.training.per_example import Schedule
     words = "the quick brown fox jumps over a lazy dog and runs away".split()
     examples = [InputExample(f"train-{i}", " ".join(words[i % 5:i % 5 + 6]), label=str(i % 2)) for i in range(96)]
     tokenizer = tokenization.FullTokenizer(os.path.join(DATA, "tokenization", "vocab_en_uncased.txt"))

@@ -19,12 +19,13 @@ import modeling
 from bert_realformer.checkpoints import read_tf1_checkpoint
 from bert_realformer.checkpoints.training_states import read_training_state
 from bert_realformer.errors import InputError
-from bert_realformer.training import best_checkpoint, recorded_options
-from bert_realformer.training.best_checkpoint import Selection
+from bert_realformer.finetuning import best_checkpoint
+from bert_realformer.finetuning.best_checkpoint import Selection, load_best
+from bert_realformer.finetuning.flow import Monitoring, monitoring_hooks
+from bert_realformer.finetuning.restarts import RestartDeadline, train_restarting
+from bert_realformer.finetuning.stuck import StuckWatch
+from bert_realformer.training import recorded_options
 from bert_realformer.training.driver import Driver, RunOptions
-from bert_realformer.training.monitoring import monitored
-from bert_realformer.training.restarts import RestartDeadline
-from bert_realformer.training.stuck import StuckWatch
 
 EVERY = 4
 # The scripted metric of the evaluation at each step: best at 8, then three without improvement.
@@ -34,6 +35,21 @@ SCRIPT = {4: 0.50, 8: 0.70, 12: 0.60, 16: 0.70, 20: 0.65, 24: 0.90, 28: 0.95}
 def _driver(out, stream=None, **options):
     return Driver(tf.distribute.OneDeviceStrategy("/cpu:0"), lambda: modeling.BertClassifier(TINY, 2),
                   RunOptions(seed_globally=True, output_dir=str(out), **options), stream=stream or io.StringIO())
+
+
+def _monitored(task, evaluate, **monitoring):
+    """(task, its monitoring hooks): what `driver.train` and `train_restarting`'s attempts take."""
+    return task, monitoring_hooks(task, evaluate, Monitoring(**monitoring))
+
+
+def _restarting(driver, make, on_stuck="warn", max_restarts=3, restart_deadline=0.0):
+    """`train_restarting` of the attempts `make(seed) -> (task, evaluate, monitoring)` describe,
+    with the restarts asked for."""
+    def attempt(this):
+        task, evaluate, monitoring = make(this.seed)
+        return task, monitoring_hooks(task, evaluate, Monitoring(**monitoring, on_stuck=on_stuck,
+                                                                 restart_deadline=restart_deadline), this)
+    return train_restarting(driver, attempt, on_stuck, max_restarts)
 
 
 def _scripted(calls=None, crash_at=None):
@@ -47,8 +63,8 @@ def _scripted(calls=None, crash_at=None):
 
 
 def _task(steps=28, patience=None, metric="eval_accuracy", evaluate=None, **kwargs):
-    return monitored(classification_task(steps, **kwargs), evaluate or _scripted(), num_classes=2, every_steps=EVERY,
-                     selection=Selection.by(metric, patience=patience))
+    return _monitored(classification_task(steps, **kwargs), evaluate or _scripted(), num_classes=2,
+                      every_steps=EVERY, selection=Selection.by(metric, patience=patience))
 
 
 def test_selection_minimises_losses_and_keeps_the_earlier_of_a_tie():
@@ -65,7 +81,7 @@ def test_best_checkpoint_holds_the_best_steps_weights_and_patience_stops_the_run
     out = tmp_path / "out"
     stream = io.StringIO()
     driver = _driver(out, stream, save_checkpoints_steps=4, keep_checkpoint_max=20)
-    assert driver.train(_task(patience=3)) == 20  # best at 8; 12, 16 (a tie), 20 do not improve
+    assert driver.train(*_task(patience=3)) == 20  # best at 8; 12, 16 (a tie), 20 do not improve
     record = best_checkpoint.read_record(str(out))
     assert record["step"] == 8 and record["value"] == 0.70 and record["metrics"]["eval_loss"] == pytest.approx(0.3)
     assert sorted(p.name for p in (out / "best").iterdir()) == [
@@ -82,20 +98,20 @@ def test_best_checkpoint_holds_the_best_steps_weights_and_patience_stops_the_run
 
     # The same command again: the run is over; no step, no evaluation.
     calls, again = [], io.StringIO()
-    assert _driver(out, again, save_checkpoints_steps=4).train(_task(patience=3, evaluate=_scripted(calls))) == 20
+    assert _driver(out, again, save_checkpoints_steps=4).train(*_task(patience=3, evaluate=_scripted(calls))) == 20
     assert calls == [] and "early stopping at step 20" in again.getvalue()
 
     # After training the best weights serve (eval, predict, export), said with their step.
     said = io.StringIO()
     driver = _driver(out, said)
-    assert driver.restore_for_inference(prefer_best=True) == 8
+    assert driver.use_weights(*load_best(driver.model, str(out))) == 8
     assert f"the best checkpoint {out}/best/model.ckpt-8 (eval_accuracy 0.7000 at step 8)" in said.getvalue()
     assert driver.restore_for_inference() == 20  # the weights policy alone: the last step
 
 
 def test_a_loss_is_minimised_and_without_patience_training_runs_to_the_end(tmp_path):
     out = tmp_path / "out"
-    assert _driver(out).train(_task(metric="eval_loss")) == 28
+    assert _driver(out).train(*_task(metric="eval_loss")) == 28
     assert best_checkpoint.read_record(str(out))["step"] == 28  # the lowest eval_loss, 0.05
 
 
@@ -104,15 +120,15 @@ def test_a_crashed_run_resumed_picks_the_same_best_with_the_same_weights(tmp_pat
     16 the last), then run again: the same best step and weights as an uninterrupted run; no
     checkpoint of a later evaluation survives in best/."""
     whole = tmp_path / "whole"
-    _driver(whole, save_checkpoints_steps=8).train(_task(steps=24))
+    _driver(whole, save_checkpoints_steps=8).train(*_task(steps=24))
     crashed = tmp_path / "crashed"
     with pytest.raises(RuntimeError, match="killed"):
-        _driver(crashed, save_checkpoints_steps=8).train(_task(steps=24, evaluate=_scripted(crash_at=20)))
+        _driver(crashed, save_checkpoints_steps=8).train(*_task(steps=24, evaluate=_scripted(crash_at=20)))
     assert best_checkpoint.read_record(str(crashed))["step"] == 8
     # As if killed after the best of a later evaluation was written (a best the resumed run must redo).
     (crashed / "best" / "model.ckpt-20.index").write_bytes((crashed / "best" / "model.ckpt-8.index").read_bytes())
     calls = []
-    _driver(crashed, save_checkpoints_steps=8).train(_task(steps=24, evaluate=_scripted(calls)))
+    _driver(crashed, save_checkpoints_steps=8).train(*_task(steps=24, evaluate=_scripted(calls)))
     assert calls == [20, 24]  # resumed from the state of step 16
     assert best_checkpoint.read_record(str(crashed))["step"] == best_checkpoint.read_record(str(whole))["step"] == 24
     assert sorted(p.name for p in (crashed / "best").glob("*.index")) == ["model.ckpt-24.index"]
@@ -124,7 +140,7 @@ def test_a_crashed_run_resumed_picks_the_same_best_with_the_same_weights(tmp_pat
 
 def test_a_new_run_in_the_directory_does_not_inherit_an_old_best(tmp_path):
     out = tmp_path / "out"
-    _driver(out).train(_task(steps=12))
+    _driver(out).train(*_task(steps=12))
     for path in (out / "training_state").iterdir():
         path.unlink()
     (out / "training_state").rmdir()
@@ -132,7 +148,7 @@ def test_a_new_run_in_the_directory_does_not_inherit_an_old_best(tmp_path):
         path.unlink()
     (out / "eval_history.jsonl").unlink()
     calls = []
-    _driver(out).train(_task(steps=4, evaluate=_scripted(calls)))
+    _driver(out).train(*_task(steps=4, evaluate=_scripted(calls)))
     assert calls == [4] and best_checkpoint.read_record(str(out))["step"] == 4
 
 
@@ -216,7 +232,7 @@ def test_a_warned_run_that_leaves_chance_is_recorded_once_beside_its_warning(tmp
     """`act_on_verdict` after each loop: the warning, then the leaving window in
     training_options.json and the log; a resumed run's watch that sees a later window leave chance
     again adds nothing."""
-    from bert_realformer.training.restarts import act_on_verdict
+    from bert_realformer.finetuning.restarts import act_on_verdict
     said = []
 
     def act(watch):
@@ -308,24 +324,24 @@ def test_a_stuck_run_crashed_and_resumed_is_found_at_the_whole_runs_step(tmp_pat
     with the stuck check's windows and is found stuck at the step the whole run was; a restart
     happens there too."""
     def task(seed, crash_at=None):
-        return monitored(classification_task(30, seed=seed, learning_rate=1e-9, num_warmup_steps=4),
-                         _crashing_evaluate(crash_at), num_classes=2, every_steps=8)
+        return (classification_task(30, seed=seed, learning_rate=1e-9, num_warmup_steps=4),
+                _crashing_evaluate(crash_at), {"num_classes": 2, "every_steps": 8})
 
-    _driver(tmp_path / "whole", save_checkpoints_steps=8).train_restarting(task)
+    _restarting(_driver(tmp_path / "whole", save_checkpoints_steps=8), task)
     whole = recorded_options.read(str(tmp_path / "whole"))["stuck"]
     assert whole["step"] == 24  # (windows of 10 from step 5: two at ln 2)
     out = tmp_path / "resumed"
     with pytest.raises(RuntimeError, match="killed"):
-        _driver(out, save_checkpoints_steps=8).train_restarting(lambda seed: task(seed, crash_at=16))
+        _restarting(_driver(out, save_checkpoints_steps=8), lambda seed: task(seed, crash_at=16))
     assert recorded_options.read(str(out))["stuck"] is None
-    _driver(out, save_checkpoints_steps=8).train_restarting(task)
+    _restarting(_driver(out, save_checkpoints_steps=8), task)
     assert recorded_options.read(str(out))["stuck"] == whole
 
     restarted = tmp_path / "restarted"
     with pytest.raises(RuntimeError, match="killed"):
-        _driver(restarted, save_checkpoints_steps=8, on_stuck="restart", max_restarts=1).train_restarting(
-            lambda seed: task(seed, crash_at=16))
-    _driver(restarted, save_checkpoints_steps=8, on_stuck="restart", max_restarts=1).train_restarting(task)
+        _restarting(_driver(restarted, save_checkpoints_steps=8), lambda seed: task(seed, crash_at=16),
+                    on_stuck="restart", max_restarts=1)
+    _restarting(_driver(restarted, save_checkpoints_steps=8), task, on_stuck="restart", max_restarts=1)
     assert recorded_options.read(str(restarted))["restarts"][0]["step"] == 24
 
     # A training state without the check's windows (a run without it) resumes; its windows start there.
@@ -333,19 +349,18 @@ def test_a_stuck_run_crashed_and_resumed_is_found_at_the_whole_runs_step(tmp_pat
     _driver(older, save_checkpoints_steps=8).train(classification_task(8, learning_rate=1e-9, num_warmup_steps=4))
     keys = [name for name, _ in tf.train.list_variables(str(older / "training_state"))]
     assert "input_position/.ATTRIBUTES/VARIABLE_VALUE" in keys and not any("stuck_watch" in key for key in keys)
-    assert _driver(older, save_checkpoints_steps=8).train_restarting(task) == 30
+    assert _restarting(_driver(older, save_checkpoints_steps=8), task) == 30
     assert recorded_options.read(str(older))["stuck"]["step"] == 28  # (windows from step 8)
 
 
 def _stuck_task(seed, steps=40):
     """A run that learns nothing: a learning rate so small that the loss stays at ln 2."""
-    return monitored(classification_task(steps, seed=seed, learning_rate=1e-9, num_warmup_steps=4), None,
-                     num_classes=2)
+    return classification_task(steps, seed=seed, learning_rate=1e-9, num_warmup_steps=4), None, {"num_classes": 2}
 
 
 def test_a_stuck_run_warns_once_with_what_it_saw(tmp_path):
     stream = io.StringIO()
-    assert _driver(tmp_path / "out", stream).train_restarting(_stuck_task) == 40
+    assert _restarting(_driver(tmp_path / "out", stream), _stuck_task) == 40
     lines = [line for line in stream.getvalue().splitlines() if "looks stuck" in line]
     assert len(lines) == 1
     assert lines[0].startswith("warning: this run looks stuck: the training loss has stayed within 1% of ln 2 = "
@@ -358,7 +373,7 @@ def test_a_stuck_run_warns_once_with_what_it_saw(tmp_path):
 
     # A new run in the directory (its training state gone) starts with no verdict of its own.
     shutil.rmtree(tmp_path / "out" / "training_state")
-    _driver(tmp_path / "out").train(classification_task(6))
+    _driver(tmp_path / "out").train(*_monitored(classification_task(6), None, num_classes=2))
     assert recorded_options.read(str(tmp_path / "out"))["stuck"] is None
 
 
@@ -371,8 +386,8 @@ def test_on_stuck_restart_starts_again_with_the_next_seed_and_a_resume_keeps_it(
         seeds.append(seed)
         return _stuck_task(seed, steps=30)
 
-    driver = _driver(out, stream, on_stuck="restart", max_restarts=2, seed=5, adam_bias_correction=True)
-    assert driver.train_restarting(task) == 30
+    driver = _driver(out, stream, seed=5, adam_bias_correction=True)
+    assert _restarting(driver, task, on_stuck="restart", max_restarts=2) == 30
     assert seeds == [5, 6, 7]  # two restarts, then the last run goes on (with a warning)
     text = stream.getvalue()
     assert text.count("starting again from the initial weights") == 2
@@ -386,7 +401,7 @@ def test_on_stuck_restart_starts_again_with_the_next_seed_and_a_resume_keeps_it(
 
     # A later run of the same command resumes the restarted run: its seed, no new restart.
     resumed = io.StringIO()
-    driver = _driver(out, resumed, on_stuck="restart", max_restarts=2, seed=5, keep_recorded_seed=True)
+    driver = _driver(out, resumed, seed=5, keep_recorded_seed=True)
     assert driver.options.seed == 7
     assert "resuming with --seed=7, the seed this run restarted with; --seed=5 applies to new runs" in \
         resumed.getvalue()
@@ -415,8 +430,8 @@ def test_a_stuck_run_past_its_restart_deadline_warns_and_goes_on(tmp_path):
         seeds.append(seed)
         return _stuck_task(seed, steps=30)
 
-    driver = _driver(out, stream, on_stuck="restart", max_restarts=2, seed=5, restart_deadline=time.time())
-    assert driver.train_restarting(task) == 30
+    driver = _driver(out, stream, seed=5)
+    assert _restarting(driver, task, on_stuck="restart", max_restarts=2, restart_deadline=time.time()) == 30
     assert seeds == [5]
     warning = [line for line in stream.getvalue().splitlines() if "looks stuck" in line]
     assert len(warning) == 1 and "; no restart: started again it would end about " in warning[0]
@@ -425,13 +440,13 @@ def test_a_stuck_run_past_its_restart_deadline_warns_and_goes_on(tmp_path):
     assert stuck["no_restart"].startswith("started again it would end about ") and not (out / "stuck_runs").exists()
 
     seeds.clear()
-    driver = _driver(tmp_path / "early", on_stuck="restart", max_restarts=1, seed=5,
-                     restart_deadline=time.time() + 3600)
-    assert driver.train_restarting(task) == 30 and seeds == [5, 6]
+    driver = _driver(tmp_path / "early", seed=5)
+    assert _restarting(driver, task, on_stuck="restart", max_restarts=1,
+                       restart_deadline=time.time() + 3600) == 30 and seeds == [5, 6]
 
 
 def test_a_restart_deadline_is_refused_for_several_workers():
-    from bert_realformer.commandline.training_flags import restart_deadline_for
+    from bert_realformer.finetuning.restarts import restart_deadline_for
 
     def strategy(jobs):
         resolver = types.SimpleNamespace(task_type="worker", cluster_spec=lambda: tf.train.ClusterSpec(jobs))
@@ -439,7 +454,7 @@ def test_a_restart_deadline_is_refused_for_several_workers():
     assert restart_deadline_for(5.0, tf.distribute.OneDeviceStrategy("/cpu:0")) == 5.0
     assert restart_deadline_for(5.0, strategy({"worker": ["localhost:1"]})) == 5.0  # (one process)
     assert restart_deadline_for(0.0, strategy({"worker": ["localhost:1", "localhost:2"]})) == 0.0
-    with pytest.raises(InputError, match=r"^--restart_deadline: not for a multi-worker run"):
+    with pytest.raises(InputError, match=r"^restart_deadline: not for a multi-worker run"):
         restart_deadline_for(5.0, strategy({"chief": ["localhost:1"], "worker": ["localhost:2"]}))
 
 
@@ -452,9 +467,9 @@ def test_a_resumed_run_keeps_the_bias_correction_it_started_with(tmp_path):
         _driver(tmp_path / name, adam_bias_correction=on).train(classification_task(8))
         weights[name] = read_training_state(str(tmp_path / name))
     out = tmp_path / "resumed"
-    stopped = monitored(classification_task(8), _scripted(crash_at=4), num_classes=2, every_steps=4)
+    stopped = _monitored(classification_task(8), _scripted(crash_at=4), num_classes=2, every_steps=4)
     with pytest.raises(RuntimeError, match="killed"):  # after the training state of step 4
-        _driver(out, adam_bias_correction=True, save_checkpoints_steps=4).train(stopped)
+        _driver(out, adam_bias_correction=True, save_checkpoints_steps=4).train(*stopped)
     assert recorded_options.read(str(out))["adam_bias_correction"] is True
     stream = io.StringIO()
     _driver(out, stream, adam_bias_correction=False).train(classification_task(8))

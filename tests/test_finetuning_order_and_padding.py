@@ -10,10 +10,12 @@ import pytest
 import tensorflow as tf
 
 import modeling
+from bert_realformer.finetuning.schedule import Schedule, training_batches
+from bert_realformer.inference import padding
 from bert_realformer.tasks import multiple_choice
 from bert_realformer.tasks.classification import task as classifier_task
 from bert_realformer.tasks.classification import windows
-from bert_realformer.tasks.classification.features import cached_features, make_dataset
+from bert_realformer.tasks.classification.features import RecordLayout, cached_features, prediction_dataset
 from bert_realformer.tasks.classification.reading import InputExample
 from bert_realformer.tasks.feature_cache import record_count
 from bert_realformer.tasks.multiple_choice import ChoiceExample
@@ -22,14 +24,14 @@ from bert_realformer.tasks.ner import task as ner_task
 from bert_realformer.tasks.ner.reading import Sentence
 from bert_realformer.tasks.sequences import pack, pack_windows, window_starts
 from bert_realformer.tasks.squad import task as squad_task
-from bert_realformer.training import padding
 from bert_realformer.training.driver import Driver, RunOptions
-from bert_realformer.training.per_example import Schedule, training_batches
 from tokenization import FullTokenizer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VOCAB_EN = os.path.join(ROOT, "tests", "data", "tokenization", "vocab_en_uncased.txt")
 TOKENIZER = FullTokenizer(VOCAB_EN)
+# windows of 64 with a stride of 32 and questions of at most 24 tokens; the original's answer settings
+SQUAD_OPTIONS = squad_task.SquadOptions(doc_stride=32, max_query_length=24, n_best_size=20, max_answer_length=30)
 CONFIG = modeling.BertConfig(vocab_size=30522, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                              intermediate_size=32, max_position_embeddings=64, type_vocab_size=2,
                              residual_attention="sum")
@@ -197,7 +199,8 @@ def test_classifier_outputs_with_dynamic_padding_equal_full_padding_and_trace_fe
     from bert_realformer.tasks.classification.features import features_key
     from bert_realformer.tasks.feature_cache import keyed_path
     cached = keyed_path(path, features_key(examples, ["0", "1", "2"], 64, TOKENIZER, sort_by_length=True))
-    widths = {int(b["input_ids"].shape[1]) for b in make_dataset(cached, 2, 64, False)}  # the dynamic run's
+    batches = prediction_dataset(cached, RecordLayout(64), 2)  # the dynamic run's
+    widths = {int(b["input_ids"].shape[1]) for b in batches}
     assert len(widths) >= 4 and all(w % 8 == 0 for w in widths)
     traces = []
 
@@ -205,7 +208,7 @@ def test_classifier_outputs_with_dynamic_padding_equal_full_padding_and_trace_fe
         traces.append(features["input_ids"].shape)
         return {"logits": model(features, training=False)}
 
-    run.predict(make_dataset(cached, 2, 64, False), outputs)
+    run.predict(prediction_dataset(cached, RecordLayout(64), 2), outputs)
     assert len(traces) <= 3  # not one per length
 
 
@@ -261,7 +264,7 @@ def test_ner_squad_and_choices_with_dynamic_padding_equal_full_padding_and_trace
     from bert_realformer.tasks.squad.reading import read_squad_examples
     squad, _ = read_squad_examples(allennlp_fixture("squad.json"), is_training=False)
     spans = driver(lambda config: modeling.BertSpanLabeler(config))
-    args = (spans, squad, TOKENIZER, 64, 32, 24, 4, 20, 30, True)
+    args = (spans, squad, TOKENIZER, SQUAD_OPTIONS, 64, 4)
     fixed = squad_task.predict(*args, dynamic_padding=False)
     assert _traced_once(spans, lambda: squad_task.predict(*args)) == fixed
 
@@ -270,7 +273,7 @@ def test_ner_squad_and_choices_with_dynamic_padding_equal_full_padding_and_trace
 def compiled_driver(tmp_path_factory):
     """`driver`'s models (the same seed: the same weights), predicting through XLA."""
     options = RunOptions(seed_globally=True, output_dir=str(tmp_path_factory.mktemp("xla")), seed=5,
-                         xla_prediction=True)
+                         prediction_engine="xla")
     return lambda make: Driver(tf.distribute.OneDeviceStrategy("/cpu:0"), lambda: make(CONFIG), options,
                                stream=open(os.devnull, "w"))
 
@@ -283,7 +286,7 @@ def test_xla_compiled_prediction_gives_the_graphs_outputs_for_every_task(driver,
     def both(build, predict):
         """`predict(run, name)` by the graph driver's model and the compiled one's (the same weights)."""
         runs = [make(build) for make in (driver, compiled_driver)]
-        assert [run.predictor.xla for run in runs] == [False, True]
+        assert [run.predictor.engine.name for run in runs] == ["graph", "xla"]
         return [_traced_once(run, lambda run=run, name=name: predict(run, name)) for run, name in zip(runs, "gc")]
 
     examples = _examples()
@@ -313,7 +316,7 @@ def test_xla_compiled_prediction_gives_the_graphs_outputs_for_every_task(driver,
     squad, _ = read_squad_examples(allennlp_fixture("squad.json"), is_training=False)
     (predictions, nbest, _), (compiled_predictions, compiled_nbest, _) = both(
         lambda config: modeling.BertSpanLabeler(config),
-        lambda run, name: squad_task.predict(run, squad, TOKENIZER, 64, 32, 24, 4, 20, 30, True))
+        lambda run, name: squad_task.predict(run, squad, TOKENIZER, SQUAD_OPTIONS, 64, 4))
     assert compiled_predictions == predictions
     for question, candidates in nbest.items():
         assert [c["text"] for c in compiled_nbest[question]] == [c["text"] for c in candidates]

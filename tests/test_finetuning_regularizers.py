@@ -1,5 +1,5 @@
-"""Moving averages of the weights (`training.averaging`), adversarial training on the word
-embeddings (`training.adversarial`) and R-Drop (`tasks.classification.losses`): their math
+"""Moving averages of the weights (`finetuning.averaging`), adversarial training on the word
+embeddings (`finetuning.adversarial`) and R-Drop (`tasks.classification.losses`): their math
 against hand computations and first-order theory, a perturbation that depends on its own
 example alone (what makes replicas and micro-batches agree), fp16 against float32, and the
 second dropout pass's own random stream."""
@@ -13,12 +13,11 @@ import pytest
 import tensorflow as tf
 
 import modeling
+from bert_realformer.finetuning.adversarial import Adversary, onto_ball, per_example_unit, word_vector_norms
+from bert_realformer.finetuning.averaging import WeightAverages
 from bert_realformer.tasks.classification.losses import ClassifierLoss
 from bert_realformer.tasks.classification.task import classifier_loss_fn
 from bert_realformer.training import recorded_options
-from bert_realformer.training.adversarial import Adversary, onto_ball, per_example_unit, word_vector_norms
-from bert_realformer.training.averaging import WeightAverages
-from bert_realformer.training.definitions import RunOptions
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = os.path.join(ROOT, "tests", "data", "bert_postln_tiny")
@@ -76,13 +75,14 @@ def test_averages_step_by_hand_skip_a_step_that_changed_nothing_and_swap_in_and_
 
 def test_a_resumed_run_keeps_the_averages_it_started_with(tmp_path):
     recorded_options.update(str(tmp_path), ema_decay=0.99, adam_bias_correction=True)
-    (bias, decay), lines = recorded_options.resumed(str(tmp_path), RunOptions(str(tmp_path), adam_bias_correction=True))
-    assert (bias, decay) == (True, 0.99)
-    assert lines == [f"resuming with weight averages of decay 0.99, as this run started "
-                     f"({tmp_path}/training_options.json); an EMA decay of 0 applies to new runs"]
+    assert recorded_options.resumed_bias_correction(str(tmp_path), True, "adamw") == (True, None)
+    decay, line = recorded_options.resumed_ema_decay(str(tmp_path), 0.0)
+    assert decay == 0.99
+    assert line == (f"resuming with weight averages of decay 0.99, as this run started "
+                    f"({tmp_path}/training_options.json); an EMA decay of 0 applies to new runs")
     recorded_options.update(str(tmp_path), ema_decay=0.0)
-    (_, decay), lines = recorded_options.resumed(str(tmp_path), RunOptions(str(tmp_path), ema_decay=0.5))
-    assert decay == 0.0 and lines[-1].startswith("resuming with no weight averages")
+    decay, line = recorded_options.resumed_ema_decay(str(tmp_path), 0.5)
+    assert decay == 0.0 and line.startswith("resuming with no weight averages")
 
 
 # ------------------------------------------------------------------ adversarial training

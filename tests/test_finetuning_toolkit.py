@@ -1,6 +1,6 @@
 """The fine-tuning options beyond the original, their math against hand computations and Keras's
 own implementations: focal loss, label smoothing and class weights (`tasks.classification.losses`),
-layer-wise learning rates and re-initialised top layers (`training.layerwise`); the stuck check's
+layer-wise learning rates and re-initialised top layers (`finetuning.layerwise`); the stuck check's
 chance loss under focal loss."""
 
 import json
@@ -14,14 +14,14 @@ import tensorflow as tf
 
 import modeling
 from bert_realformer.errors import InputError
+from bert_realformer.finetuning import layerwise
+from bert_realformer.finetuning.stuck import StuckWatch
 from bert_realformer.tasks.classification.losses import (
     ClassifierLoss,
     balanced_class_weights,
     read_class_weights,
 )
-from bert_realformer.training import layerwise
 from bert_realformer.training.optimization import AdamWeightDecay, Lamb
-from bert_realformer.training.stuck import StuckWatch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = os.path.join(ROOT, "tests", "data", "bert_postln_tiny")
@@ -214,8 +214,8 @@ def test_reinitialised_top_layers_start_as_fresh_layers_and_the_rest_is_kept():
 
 
 def test_a_regression_refuses_the_classifier_losses(tmp_path):
+    from bert_realformer.finetuning.contract import TaskOptions
     from bert_realformer.tasks.classification.task import ClassificationOptions, ClassificationTask
-    from bert_realformer.tasks.contract import TaskOptions
     for options in ({"loss": "focal"}, {"label_smoothing": 0.1}, {"class_weights": "balanced"}, {"rdrop_alpha": 1.0}):
         task = ClassificationTask(TaskOptions(str(tmp_path), 16), ClassificationOptions("sts-b", ".", **options))
         task.label_list = None  # (as `read` leaves it for a regression)

@@ -1,4 +1,4 @@
-"""Every numeric flag of every script has its range (`bert_realformer/flag_ranges.py`), checked as
+"""Every numeric flag of every script has its range (`bert_realformer/commandline/flag_ranges.py`), checked as
 the command line is parsed: each value just outside it, given to the script, ends in one
 `error: flag --NAME=VALUE: ...` line and exit 2 before any work. Each script runs in a process
 of its own (their flags share names)."""
@@ -9,7 +9,7 @@ import sys
 import pytest
 from helpers import script_processes
 
-from bert_realformer.flag_ranges import Range
+from bert_realformer.commandline.flag_ranges import Range
 
 SCRIPTS = ["run_classifier", "run_squad", "run_ner", "run_multiple_choice", "run_pretraining",
            "create_pretraining_data", "extract_features", "convert_checkpoint", "extend_vocabulary",
@@ -20,7 +20,7 @@ SCRIPTS = ["run_classifier", "run_squad", "run_ner", "run_multiple_choice", "run
 WALK = r"""
 import contextlib, io, json, sys
 from absl import flags
-from bert_realformer import flag_ranges
+from bert_realformer.commandline import flag_ranges
 module = __import__(f"bert_realformer.cli.{sys.argv[1]}", fromlist=["entry"])
 results = {}
 for name in flag_ranges.numeric_flags():
@@ -78,7 +78,7 @@ def test_a_script_entered_after_tensorflow_ranges_its_own_flags_alone():
     # ranges its own flags and leaves TensorFlow's alone rather than missing them in the table.
     from absl import flags
 
-    from bert_realformer import flag_ranges
+    from bert_realformer.commandline import flag_ranges
     flag_values = flags.FlagValues()
     flags.DEFINE_float("delta_threshold", 0.5, "TensorFlow's.", flag_values=flag_values,
                        module_name="tensorflow.python.tpu.tensor_tracer_flags")

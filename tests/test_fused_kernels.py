@@ -1,5 +1,5 @@
 """Float prediction with the intermediate product and its GELU as one CPU kernel
-(`training.fused_kernels`): the kernel against each formula in NumPy, predictions equal to the
+(`inference.fused_kernels`): the kernel against each formula in NumPy, predictions equal to the
 plain graph's for every variant with the fused kernel really in the traced step, and the plain
 graph where TensorFlow's kernel does not fuse it."""
 
@@ -13,8 +13,8 @@ import numpy as np
 import tensorflow as tf
 
 import modeling
-from bert_realformer.training import activation_apart, fused_kernels
-from bert_realformer.training.prediction import Predictor
+from bert_realformer.inference import activation_apart, fused_kernels
+from bert_realformer.inference.predictor import Predictor
 
 HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "helpers", "fused_kernels_check.py")
 
@@ -55,10 +55,10 @@ def test_where_the_kernel_does_not_fuse_the_gelu_prediction_runs_the_plain_graph
     the op is missing altogether."""
     ids = np.random.default_rng(5).integers(1, 50, (5, 10))
     features = {"input_ids": ids, "input_mask": np.ones_like(ids), "segment_ids": np.zeros_like(ids)}
-    _, plain = _tiny_predictions(features, fused_kernels=False)
+    _, plain = _tiny_predictions(features, cpu_kernels=False)
     assert os.environ["TF_ENABLE_ONEDNN_OPTS"] == "0"
     predictor, got = _tiny_predictions(features)
-    assert predictor.fused.blocks == [] and predictor.fused.products == []
+    assert predictor.engine.fused.blocks == [] and predictor.engine.fused.products == []
     np.testing.assert_allclose(got, plain, atol=1e-6)
 
     def missing(op_type, **attributes):
@@ -95,6 +95,6 @@ def test_the_fused_kernel_is_for_cpus_without_xla_only():
     model = _tiny_model({"input_ids": ids, "input_mask": np.ones_like(ids), "segment_ids": np.zeros_like(ids)})
     for strategy, fuses in ((tf.distribute.get_strategy(), True), (tf.distribute.MirroredStrategy(["/cpu:0"]), True),
                             (tf.distribute.OneDeviceStrategy("/gpu:0"), False)):
-        assert Predictor(strategy, model)._fuses is fuses, strategy
-    assert Predictor(tf.distribute.get_strategy(), model, xla=True)._fuses is False
-    assert Predictor(tf.distribute.get_strategy(), model, fused_kernels=False)._fuses is False
+        assert (Predictor(strategy, model).engine.fused is not None) is fuses, strategy
+    assert Predictor(tf.distribute.get_strategy(), model, "xla").engine.fused is None
+    assert Predictor(tf.distribute.get_strategy(), model, cpu_kernels=False).engine.fused is None

@@ -1,4 +1,4 @@
-"""int8 prediction (`training.int8`): the quantized product against its hand-derived error bound
+"""int8 prediction (`inference.int8`): the quantized product against its hand-derived error bound
 and a NumPy simulation of the same quantization, the model's dense layers in int8 only where
 asked, and the refusal where TensorFlow has no int8 kernel."""
 
@@ -11,8 +11,8 @@ import pytest
 from helpers.int8_arithmetic import missing_int8_kernel
 
 from bert_realformer.errors import InputError
-from bert_realformer.training import int8
-from bert_realformer.training.int8 import check_int8_kernels
+from bert_realformer.inference import int8
+from bert_realformer.inference.int8 import check_int8_kernels
 
 HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "helpers", "int8_arithmetic.py")
 
@@ -59,8 +59,8 @@ def test_a_run_predicting_in_int8_follows_weights_that_moved_between_predictions
     import tensorflow as tf
 
     import modeling
-    from bert_realformer.training.fused_kernels import block_dense_layers
-    from bert_realformer.training.prediction import Predictor
+    from bert_realformer.inference.fused_kernels import block_dense_layers
+    from bert_realformer.inference.predictor import Predictor
 
     config = modeling.BertConfig(vocab_size=50, hidden_size=256, num_hidden_layers=1, num_attention_heads=4,
                                  intermediate_size=1024, max_position_embeddings=32)
@@ -74,7 +74,7 @@ def test_a_run_predicting_in_int8_follows_weights_that_moved_between_predictions
     def logits(model, batch):
         return {"logits": model(batch, training=False)}
 
-    predictor = Predictor(tf.distribute.OneDeviceStrategy("/cpu:0"), model, int8=True)
+    predictor = Predictor(tf.distribute.OneDeviceStrategy("/cpu:0"), model, "int8")
     plain = Predictor(tf.distribute.OneDeviceStrategy("/cpu:0"), model)
     before = predictor.predict(dataset, logits)["logits"]
     float_before = plain.predict(dataset, logits)["logits"]

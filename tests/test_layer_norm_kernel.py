@@ -1,4 +1,4 @@
-"""oneDNN's LayerNorm in CPU prediction (`training.layer_norm_kernel`): the kernel against the
+"""oneDNN's LayerNorm in CPU prediction (`inference.layer_norm_kernel`): the kernel against the
 formula in NumPy, the branch taken by the rows, float and int8 predictions equal to the model's
 own ops for every variant with the kernel really in the traced step, and nothing swapped where
 it does not run or does not apply; the int8 export with the kernel, the float export without."""
@@ -8,11 +8,11 @@ import numpy as np
 import tensorflow as tf
 
 import modeling
-from bert_realformer.tasks.export import ClassifierServing, export_classifier
-from bert_realformer.training import layer_norm_kernel
-from bert_realformer.training.int8 import Int8Layers
-from bert_realformer.training.layer_norm_kernel import MIN_ROWS, LayerNormKernels
-from bert_realformer.training.prediction import Predictor
+from bert_realformer.inference import layer_norm_kernel
+from bert_realformer.inference.engines import make_engine
+from bert_realformer.inference.export import ClassifierServing, ServedText, export_classifier
+from bert_realformer.inference.layer_norm_kernel import MIN_ROWS, LayerNormKernels
+from bert_realformer.inference.predictor import Predictor
 
 
 def _numpy_layer_norm(x, gamma, beta, epsilon):
@@ -80,7 +80,8 @@ def test_predictions_with_the_kernel_equal_the_model_ops_for_every_variant_in_fl
         model = modeling.BertClassifier(config, num_labels=3)
         model({"input_ids": ids[:1], "input_mask": mask[:1], "segment_ids": np.zeros_like(ids[:1])})
         for int8, bound in ((False, 1e-5), (True, 5e-3)):
-            kernel, own_ops = (Predictor(strategy, model, int8=int8, fused_kernels=fused) for fused in (True, False))
+            engine = "int8" if int8 else "graph"
+            kernel, own_ops = (Predictor(strategy, model, engine, cpu_kernels=fused) for fused in (True, False))
             got, want = (p.predict(dataset, _logits)["logits"] for p in (kernel, own_ops))
             assert np.abs(got - want).max() < bound, (layer_norm_type, residual, int8)
             assert (_traced_op_count(kernel, "_MklLayerNorm") == norms
@@ -96,10 +97,10 @@ def test_nothing_is_swapped_where_the_kernel_does_not_run_or_does_not_apply(monk
     model({"input_ids": ids, "input_mask": ids, "segment_ids": 0 * ids})
     assert len(LayerNormKernels(model).layers) == 3
     cpu = tf.distribute.get_strategy()
-    assert Predictor(cpu, model)._normalizes and Predictor(cpu, model, int8=True)._normalizes
-    for predictor in (Predictor(tf.distribute.OneDeviceStrategy("/gpu:0"), model), Predictor(cpu, model, xla=True),
-                      Predictor(cpu, model, lite=True), Predictor(cpu, model, fused_kernels=False)):
-        assert not predictor._normalizes and predictor.layer_norms is None
+    assert Predictor(cpu, model).engine.layer_norms and Predictor(cpu, model, "int8").engine.layer_norms
+    for predictor in (Predictor(tf.distribute.OneDeviceStrategy("/gpu:0"), model), Predictor(cpu, model, "xla"),
+                      Predictor(cpu, model, "tflite"), Predictor(cpu, model, cpu_kernels=False)):
+        assert predictor.engine.layer_norms is None
     keras.mixed_precision.set_global_policy("mixed_bfloat16")  # (its LayerNorms compute in bf16)
     try:
         assert LayerNormKernels(modeling.BertClassifier(config, num_labels=2)).layers == []
@@ -142,8 +143,8 @@ def test_the_int8_export_normalizes_many_rows_by_the_kernel_and_the_float_export
     assert 40 * 16 >= MIN_ROWS
 
     def served(name):
-        path = export_classifier(model, str(vocab), True, 16, ["a", "b", "c"], str(tmp_path / name),
-                                 int8=Int8Layers(model))
+        path = export_classifier(model, ServedText(str(vocab), True, 16), ["a", "b", "c"], str(tmp_path / name),
+                                 engine=make_engine("int8", model))
         return path, tf.saved_model.load(path).signatures["classify"](text_a=texts)["probabilities"].numpy()
     kernel_path, kernel = served("kernel")
     monkeypatch.setattr(layer_norm_kernel, "kernel_runs", lambda: False)
@@ -152,5 +153,5 @@ def test_the_int8_export_normalizes_many_rows_by_the_kernel_and_the_float_export
     assert np.abs(kernel - own_ops).max() < 5e-3
     assert not any("call" in vars(layer) for layer in model._flatten_layers())
     monkeypatch.undo()
-    float_serving = ClassifierServing(model, str(vocab), True, 16, ["a", "b", "c"])
+    float_serving = ClassifierServing(model, ServedText(str(vocab), True, 16), ["a", "b", "c"])
     assert _op_count(float_serving.model_outputs.get_concrete_function().graph.as_graph_def(), "_MklLayerNorm") == 0

@@ -20,8 +20,10 @@ LAYERS = (
     ("bert_realformer",),                               # errors, file I/O, TFRecords, run claims
     ("modeling", "tokenization", "bert_realformer.realdata"),
     ("bert_realformer.checkpoints",),                   # weight formats: TF1, Hugging Face, KerasHub, states
-    ("bert_realformer.training",),                      # the step loop, driver, optimizer
-    ("bert_realformer.pretraining", "bert_realformer.tasks"),  # what is trained
+    ("bert_realformer.inference",),                     # prediction, its engines and kernels, export
+    ("bert_realformer.training",),                      # the spine: driver, hooks, step loop, optimizer
+    ("bert_realformer.finetuning", "bert_realformer.pretraining"),  # the two ways to train
+    ("bert_realformer.tasks",),                         # the fine-tuning tasks
     ("bert_realformer.comparison",),                    # studies of variants x seeds
     ("bert_realformer.commandline",),                   # the training scripts' shared flags
     ("bert_realformer.cli",),                           # the scripts, one module each
@@ -31,8 +33,11 @@ SCRIPTS = sorted(f[:-3] for f in os.listdir(ROOT) if f.endswith(".py"))
 
 
 def _unit(module):
-    """The layering unit `module` belongs to (None: not this project's)."""
+    """The layering unit `module` belongs to (None: not this project's); a package's `__main__`
+    (`python -m tokenization`) is a script."""
     parts = module.split(".")
+    if parts[-1] == "__main__":
+        return "bert_realformer.cli"
     if parts[0] == "bert_realformer" and len(parts) > 1 and f"bert_realformer.{parts[1]}" in UNITS:
         return f"bert_realformer.{parts[1]}"
     return parts[0] if parts[0] in UNITS else None

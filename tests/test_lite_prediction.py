@@ -1,4 +1,4 @@
-"""Prediction by TensorFlow Lite (`training.lite`, `Predictor(lite=True)`): the graph's outputs
+"""Prediction by TensorFlow Lite (`inference.lite`, `Predictor(engine="tflite")`): the graph's outputs
 for every variant over batches of several sizes and lengths, features passed through as they
 are, weights that move between predictions followed, int8 weights near float, and one-line
 refusals; model.tflite in the export."""
@@ -13,8 +13,9 @@ import tensorflow as tf
 
 import modeling
 from bert_realformer.errors import InputError
-from bert_realformer.training.lite import LiteFunction, lite_interpreter
-from bert_realformer.training.prediction import Predictor, _read_ahead
+from bert_realformer.inference.engines import LITE_MODEL, _read_ahead, engine_for
+from bert_realformer.inference.lite import LiteFunction, lite_interpreter
+from bert_realformer.inference.predictor import Predictor
 
 STRATEGY = tf.distribute.OneDeviceStrategy("/cpu:0")
 SHAPES = [(4, 16), (1, 24), (4, 8), (3, 40), (1, 16)]  # (batch, length): dynamic padding's batches
@@ -51,7 +52,7 @@ def logits_and_index(model, features):
 def test_lite_prediction_gives_the_graphs_outputs(variant):
     model, dataset = _model(**variant), _batches()
     graph = Predictor(STRATEGY, model).predict(dataset, logits_and_index)
-    lite = Predictor(STRATEGY, model, lite=True).predict(dataset, logits_and_index)
+    lite = Predictor(STRATEGY, model, "tflite").predict(dataset, logits_and_index)
     assert lite["logits"].shape == (sum(rows for rows, _ in SHAPES), 3)
     np.testing.assert_allclose(lite["logits"], graph["logits"], atol=1e-5)
     assert lite["logits"].std() > 1e-3  # (not a constant that would match anything)
@@ -62,12 +63,13 @@ def test_lite_prediction_gives_the_graphs_outputs(variant):
 def test_each_prediction_uses_the_weights_of_its_time():
     """Converted again only when the weights changed: a checksum of their bits."""
     model, dataset = _model(), _batches()
-    predictor = Predictor(STRATEGY, model, lite=True)
+    predictor = Predictor(STRATEGY, model, "tflite")
     before = predictor.predict(dataset, logits_and_index)["logits"]
-    converted = predictor.lite.get(logits_and_index, dataset.element_spec)
-    assert predictor.lite.get(logits_and_index, dataset.element_spec) is converted  # (unchanged: kept)
+    lite = predictor.engine.functions
+    converted = lite.get(logits_and_index, dataset.element_spec)
+    assert lite.get(logits_and_index, dataset.element_spec) is converted  # (unchanged: kept)
     model.layers[-1].weights[0].assign_add(np.full(model.layers[-1].weights[0].shape, 1e-7, np.float32))
-    assert predictor.lite.get(logits_and_index, dataset.element_spec) is not converted  # (a 1e-7 change: told)
+    assert lite.get(logits_and_index, dataset.element_spec) is not converted  # (a 1e-7 change: told)
     model.layers[-1].weights[0].assign(-2.0 * model.layers[-1].weights[0])  # training moved the head
     after = predictor.predict(dataset, logits_and_index)["logits"]
     graph_after = Predictor(STRATEGY, model).predict(dataset, logits_and_index)["logits"]
@@ -86,7 +88,7 @@ def test_prediction_on_cpus_reads_its_batches_without_tf_data_autotuning(monkeyp
         return original(dataset)
     model, dataset = _model(), _batches()
     monkeypatch.setattr(tf.data.Dataset, "__iter__", spy)
-    logits = Predictor(STRATEGY, model, lite=lite).predict(dataset, logits_and_index)["logits"]
+    logits = Predictor(STRATEGY, model, "tflite" if lite else "graph").predict(dataset, logits_and_index)["logits"]
     assert logits.shape[0] == sum(rows for rows, _ in SHAPES)
     assert iterated == [False]
     assert dataset.options().autotune.enabled is not False  # (the caller's dataset unchanged)
@@ -124,7 +126,7 @@ def test_int8_is_near_float_in_less_than_half_the_bytes():
     float32, int8 = LiteFunction(logits, spec), LiteFunction(logits, spec, int8=True)
     assert int8.size < 0.5 * float32.size  # (the weights, nearly all of the model, in a quarter of the bytes)
     graph = Predictor(STRATEGY, model).predict(dataset, logits_and_index)["logits"]
-    quantized = Predictor(STRATEGY, model, lite=True, int8=True).predict(dataset, logits_and_index)["logits"]
+    quantized = Predictor(STRATEGY, model, "tflite-int8").predict(dataset, logits_and_index)["logits"]
     assert 1e-6 < np.abs(quantized - graph).max() < 0.05
 
 
@@ -135,7 +137,7 @@ def test_a_function_lite_cannot_run_runs_in_the_graph_with_a_warning(caplog):
         logits = model(features, training=False)
         return {"logits": logits, "det": tf.linalg.det(tf.reshape(tf.tile(logits, [1, 3]), [-1, 3, 3]))}
     graph = Predictor(STRATEGY, model).predict(dataset, logits_and_determinant)
-    lite = Predictor(STRATEGY, model, lite=True, int8=True).predict(dataset, logits_and_determinant)
+    lite = Predictor(STRATEGY, model, "tflite-int8").predict(dataset, logits_and_determinant)
     np.testing.assert_array_equal(lite["logits"], graph["logits"])
     assert ("tflite_prediction: TensorFlow Lite cannot run this prediction graph (it has no MatrixDeterminant): it "
             "runs in TensorFlow's graph (float32)") in caplog.text
@@ -144,10 +146,10 @@ def test_a_function_lite_cannot_run_runs_in_the_graph_with_a_warning(caplog):
 def test_what_lite_prediction_cannot_run_is_one_line():
     model = _model()
     with pytest.raises(InputError, match="not XLA's: leave xla_prediction off"):
-        Predictor(STRATEGY, model, lite=True, xla=True)
+        engine_for(xla=True, tflite=True)
     model.dtype_policy = "mixed_bfloat16"
     with pytest.raises(InputError, match="the model computes in bfloat16: leave mixed_precision at none"):
-        Predictor(STRATEGY, model, lite=True)
+        Predictor(STRATEGY, model, "tflite")
     spec = {"input_ids": tf.TensorSpec([None, None], tf.int32)}
     with pytest.raises(InputError) as raised:
         LiteFunction(lambda features: {"det": tf.linalg.det(tf.cast(features["input_ids"], tf.float32))}, spec)
@@ -167,7 +169,8 @@ def test_the_export_holds_the_model_for_tensorflow_lite(tmp_path, thresholds):
 
 def _checked_exports(tmp_path, thresholds):
     """({precision: the export's model.tflite}, the features checked) after checking both exports."""
-    from bert_realformer.tasks.export import LITE_MODEL, export_classifier
+    from bert_realformer.inference.engines import make_engine
+    from bert_realformer.inference.export import ServedText, export_classifier
     model = _model()
     vocab = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "bert_postln_tiny", "vocab.txt")
     ids = np.random.default_rng(2).integers(1, 60, (3, 12)).astype(np.int32)
@@ -175,8 +178,9 @@ def _checked_exports(tmp_path, thresholds):
     logits = model(features, training=False).numpy()
     files = {}
     for precision in ("float32", "int8"):
-        version = export_classifier(model, vocab, True, 32, ["a", "b", "c"], str(tmp_path / precision),
-                                    thresholds=thresholds, tflite=precision)
+        version = export_classifier(model, ServedText(vocab, True, 32), ["a", "b", "c"], str(tmp_path / precision),
+                                    thresholds=thresholds,
+                                    engine=make_engine("tflite" if precision == "float32" else "tflite-int8", model))
         assert os.path.exists(os.path.join(version, "saved_model.pb"))
         assert open(os.path.join(version, "vocab.txt"), "rb").read() == open(vocab, "rb").read()
         assert open(os.path.join(version, "label_list.txt")).read() == "a\nb\nc\n"

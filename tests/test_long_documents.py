@@ -181,7 +181,8 @@ def test_auto_reads_the_windows_every_way_and_keeps_the_best_on_the_dev_set():
 
 
 def test_prediction_without_a_dev_evaluation_reads_the_recorded_choice(tmp_path, caplog):
-    from bert_realformer.training import best_checkpoint, recorded_options
+    from bert_realformer.finetuning import best_checkpoint
+    from bert_realformer.training import recorded_options
     run = tmp_path / "run"
     (run / "best").mkdir(parents=True)
     prefix = best_checkpoint.checkpoint_prefix(str(run), 40)

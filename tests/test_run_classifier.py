@@ -98,7 +98,7 @@ def test_fine_tunes_on_real_sentiment_and_exports(tmp_path, sentiment_dir):
     # Its export holds model.tflite, which gives a test text (tokenized and packed here) its probabilities.
     lite8_probabilities = near_the_float_model("TensorFlow Lite's int8", "--tflite_prediction",
                                                f"--export_dir={tmp_path}/export_lite")
-    from bert_realformer.training.lite import lite_interpreter
+    from bert_realformer.inference.lite import lite_interpreter
     from tokenization import FullTokenizer
     (version,) = (tmp_path / "export_lite").iterdir()
     classify = lite_interpreter((version / "model.tflite").read_bytes()).get_signature_runner()
@@ -113,7 +113,7 @@ def test_fine_tunes_on_real_sentiment_and_exports(tmp_path, sentiment_dir):
 
 
 def test_bad_task_and_missing_files_are_one_line(tmp_path, monkeypatch):
-    from bert_realformer.training import int8
+    from bert_realformer.inference import int8
     result = run_classifier_here("--task_name=nope", f"--data_dir={tmp_path}", f"--vocab_file={VOCAB_ZH}",
                             f"--bert_config_file={VOCAB_ZH}", f"--output_dir={tmp_path}/o", "--do_train")
     assert result.returncode == 2

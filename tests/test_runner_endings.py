@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 from helpers import script_processes
 
-from bert_realformer import runner
+from bert_realformer.commandline import runner
 from bert_realformer.errors import KEPT_NOTE
 
 
@@ -81,7 +81,7 @@ def test_sigterm_met_where_python_ignores_exceptions_ends_in_one_line_without_a_
     script = tmp_path / "script.py"
     script.write_text(
         "import os, signal\n"
-        "from bert_realformer import runner, storage\n"
+        "from bert_realformer import storage\nfrom bert_realformer.commandline import runner\n"
         "class Collected:\n"
         "    def __del__(self):\n"
         "        signal.getsignal(signal.SIGTERM)(signal.SIGTERM, None)  # the handler, between bytecodes\n"
@@ -171,7 +171,7 @@ def test_a_stop_after_the_work_is_done_lets_the_script_exit_as_it_finished(tmp_p
     script = tmp_path / "script.py"
     script.write_text(
         "import atexit, os, signal, sys, time\n"
-        "from bert_realformer import runner\n"
+        "from bert_realformer.commandline import runner\n"
         "def late_stop():\n"
         f"    os.kill(os.getpid(), signal.{signal_name})\n"
         "    time.sleep(0.2)\n"
@@ -211,7 +211,7 @@ def test_a_sigterm_during_an_export_leaves_neither_its_temporary_nor_a_partial_v
     import modeling
     from bert_realformer import storage
     from bert_realformer.errors import SigtermHandler, Terminated
-    from bert_realformer.tasks import export
+    from bert_realformer.inference import export
 
     handler = SigtermHandler()
     monkeypatch.setattr(signal, "getsignal", lambda number: handler if number == signal.SIGTERM else None)
@@ -246,6 +246,6 @@ def test_a_sigterm_during_an_export_leaves_neither_its_temporary_nor_a_partial_v
                                  intermediate_size=16, max_position_embeddings=16)
     vocab = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "tokenization", "vocab_en_uncased.txt")
     with pytest.raises(Terminated):
-        export.export_encoder(modeling.BertModel(config), vocab, True, 16, export_dir)
+        export.export_encoder(modeling.BertModel(config), export.ServedText(vocab, True, 16), export_dir)
     assert tf.io.gfile.listdir(export_dir) == []
     assert gfile.copied == (stopped == "while copying in")

@@ -14,7 +14,7 @@ from helpers import script_processes
 
 from bert_realformer.comparison import execution, plan, results, statistics
 from bert_realformer.errors import InputError
-from bert_realformer.training.eval_history import EvalHistory, PeriodicEval, once_per_step, read_history
+from bert_realformer.training.evaluation import EvalHistory, PeriodicEval, once_per_step, read_history
 
 
 def test_summary_is_mean_and_sample_standard_deviation():
@@ -385,7 +385,7 @@ def test_a_stopped_study_logs_its_runs_last_words(tmp_path):
 def test_the_study_says_which_run_of_how_many_and_the_time_left_by_kind():
     """The time left: each run still to do costs the mean of its kind's finished runs; unknown
     until every kind still to come has finished once; runs finished before are not counted."""
-    from bert_realformer.comparison.progress import StudyProgress
+    from bert_realformer.comparison.study_progress import StudyProgress
     now = [0.0]
     kinds = ["pretraining", "attention", "sentiment"] * 3
     progress = StudyProgress(kinds, clock=lambda: now[0])

@@ -1,4 +1,4 @@
-"""The task contract (`tasks.contract`, `tasks.registry`, `tasks.finetuning`): a toy task written
+"""The task contract (`finetuning.contract`, `tasks.registry`, `finetuning.flow`): a toy task written
 as docs/adding-a-task.md says, in its own files only (tests/helpers/toy_task), is found by name
 and trained, evaluated, kept at its best checkpoint and predicted by the one fine-tuning flow;
 a second run in a new process's place (a new driver) predicts from that checkpoint alone."""
@@ -11,10 +11,11 @@ import pytest
 import tensorflow as tf
 
 import modeling
-from bert_realformer.tasks import finetuning, registry
-from bert_realformer.tasks.contract import FinetuningTask, TaskOptions
+from bert_realformer.finetuning import flow
+from bert_realformer.finetuning.contract import FinetuningTask, TaskOptions
+from bert_realformer.finetuning.schedule import Schedule
+from bert_realformer.tasks import registry
 from bert_realformer.training.driver import Driver, RunOptions
-from bert_realformer.training.per_example import Schedule
 from tokenization import FullTokenizer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -54,8 +55,8 @@ def test_a_task_in_its_own_files_is_found_by_name_and_run_by_the_one_flow(tmp_pa
         _write_split(data / f"{split}.txt", n, rng)
     out = str(tmp_path / "out")
     options = TaskOptions(output_dir=out, max_seq_length=16, eval_batch_size=8, predict_batch_size=8)
-    plan = finetuning.Plan(do_train=True, do_eval=True, do_predict=True, eval_every_steps=6,
-                           schedule=lambda seed: Schedule(16, 5e-3, 4.0, warmup_proportion=0.0, seed=seed))
+    plan = flow.Plan(do_train=True, do_eval=True, do_predict=True, eval_every_steps=6,
+                     schedule=Schedule(16, 5e-3, 4.0, warmup_proportion=0.0, seed=12345))
     traces = []
     make_driver = _make_driver(out, training=True)
 
@@ -64,7 +65,7 @@ def test_a_task_in_its_own_files_is_found_by_name_and_run_by_the_one_flow(tmp_pa
         traces.append(driver)
         return driver, tokenizer
 
-    step = finetuning.run(registry.get("toy")(options, data_dir=str(data)), plan, counting)
+    step = flow.run(registry.get("toy")(options, data_dir=str(data)), plan, counting)
 
     # Evaluated every 6 steps (24 steps: 4 epochs of 96 in batches of 16), the best kept by the
     # task's main metric, and the final evaluation is the best checkpoint's.
@@ -82,7 +83,7 @@ def test_a_task_in_its_own_files_is_found_by_name_and_run_by_the_one_flow(tmp_pa
 
     # Prediction alone, with a new driver: the best checkpoint's predictions again.
     (tmp_path / "out" / PREDICTIONS).unlink()
-    finetuning.run(ToyTask(options, data_dir=str(data)), finetuning.Plan(do_predict=True),
+    flow.run(ToyTask(options, data_dir=str(data)), flow.Plan(do_predict=True),
                    _make_driver(out, training=False))
     assert (tmp_path / "out" / PREDICTIONS).read_text().splitlines() == predicted
 

@@ -9,8 +9,8 @@ import pytest
 from helpers.in_process import completed_in_process
 from test_run_classifier import TINY_ZH
 
-from bert_realformer.commandline.vocabulary import check_vocabulary, duplicates
 from bert_realformer.errors import InputError
+from bert_realformer.training.setup import check_vocabulary, duplicates
 
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
@@ -29,7 +29,7 @@ def test_duplicate_lines_that_push_ids_past_the_table_are_named(tmp_path):
     with pytest.raises(InputError) as refused:
         check_vocabulary(vocab, 14)
     assert str(refused.value) == (
-        f"--vocab_file={vocab} has 15 lines but the model's vocab_size is 14 (--bert_config_file): ids from 14 on "
+        f"vocab_file={vocab} has 15 lines but the model's vocab_size is 14 (bert_config_file): ids from 14 on "
         "would index past its embedding table; 2 tokens are on more than one line ('a' on lines 6, 8; 'b' on "
         "lines 7, 10); use the vocabulary the checkpoint was trained with")
 

@@ -9,8 +9,8 @@ import sys
 from absl import flags
 
 from bert_realformer import storage
+from bert_realformer.commandline.runner import run
 from bert_realformer.errors import InputError
-from bert_realformer.runner import run
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")

@@ -139,7 +139,7 @@ def _is_placeholder(value: str) -> bool:
 
 def _value_problem(flag: Flag, value: str | None, complete: bool) -> str | None:
     """What is wrong with `--NAME=value` for `flag`, or None."""
-    from bert_realformer.flag_ranges import RANGES
+    from bert_realformer.commandline.flag_ranges import RANGES
     if value is None:
         return f"--{flag.name} needs a value" if complete and flag.kind != "bool" and not flag.builtin else None
     if flag.kind == "bool":

@@ -86,7 +86,7 @@ def _dump(script: str) -> list[dict]:
 
     from absl import flags
 
-    from bert_realformer.flag_ranges import RANGES
+    from bert_realformer.commandline.flag_ranges import RANGES
     importlib.import_module(f"bert_realformer.cli.{script}")
     found = []
     for module, defined in flags.FLAGS.flags_by_module_dict().items():

@@ -35,7 +35,7 @@ VOCAB_FILE = "vocab.txt"
 CONFIG_FILE = "bert_config.json"
 # A run's directories of weights whose config, vocabulary and labels the run keeps beside them:
 # its training state (`training_states.TRAINING_STATE`) and its best checkpoint
-# (`training.best_checkpoint`).
+# (`finetuning.best_checkpoint`).
 RUN_WEIGHT_DIRECTORIES = ("training_state", "best")
 
 

@@ -174,13 +174,13 @@ def fold_layer_names(names, shown=6):
     return f"{len(names)} weights: {', '.join(folded[:shown])}{more}"
 
 
-AVERAGES = "averages/"  # the keys of a training state's weight averages (`training.averaging`)
+AVERAGES = "averages/"  # the keys of a training state's weight averages (`finetuning.averaging`)
 
 
 def read_training_state(path):
     """{TF1 name: array} of the model weights in our training state (a run or training-state
     directory, or a `ckpt-N` prefix). A run that kept moving averages of its weights
-    (`training.averaging`) is read as its averages: what it evaluated and exported."""
+    (`finetuning.averaging`) is read as its averages: what it evaluated and exported."""
     state_dir = os.path.join(path, TRAINING_STATE)
     prefix = resolve_checkpoint_path(state_dir if storage.isdir(state_dir) else path)
     stored = read_checkpoint_tensors(prefix, keep=lambda key: _weight_name(key) is not None

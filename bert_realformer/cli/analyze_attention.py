@@ -15,8 +15,8 @@ import sys
 from absl import flags
 
 from bert_realformer import storage
+from bert_realformer.commandline.runner import script_entry
 from bert_realformer.errors import InputError
-from bert_realformer.runner import script_entry
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("bert_config_file", None, "Config of the checkpoint.")
@@ -68,7 +68,7 @@ def main(argv):
     import modeling
     from bert_realformer.checkpoints.config_files import read_config  # (imports TensorFlow)
     from bert_realformer.checkpoints.training_states import describe, load_weights, resolve
-    from bert_realformer.comparison.attention import AttentionStatistics, plot
+    from bert_realformer.comparison.attention_analysis import AttentionStatistics, plot
     config = read_config(FLAGS.bert_config_file)
     model = modeling.BertModel(config)
     model.build()

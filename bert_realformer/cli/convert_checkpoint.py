@@ -30,8 +30,8 @@ import tempfile
 from absl import flags
 
 from bert_realformer import storage
+from bert_realformer.commandline.runner import require_flags, script_entry
 from bert_realformer.errors import InputError
-from bert_realformer.runner import require_flags, script_entry
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("from", None, "Format of --input: tf1, ours, hf or kerashub.")
@@ -79,8 +79,10 @@ def main(argv):
 
 def _convert(weights):
     """Writes `weights` as --to says, whole or not at all, and says what it wrote."""
+    import modeling
     from bert_realformer.checkpoints import conversion
-    from bert_realformer.tasks.export import export_model
+    from bert_realformer.inference.engines import engine_for, make_engine
+    from bert_realformer.inference.export import ServedText, export_model
     if FLAGS.to == "savedmodel" and weights.vocab_file is None:
         raise InputError("--to=savedmodel needs --vocab_file (no vocab.txt beside --input)")
     if FLAGS.quantize != "none" and FLAGS.to != "savedmodel":
@@ -96,12 +98,15 @@ def _convert(weights):
             max_seq_length = FLAGS.max_seq_length if FLAGS["max_seq_length"].present else reading.get(
                 "max_seq_length", FLAGS.max_seq_length)
             model = conversion.model_for(weights)
-            path = export_model(model, weights.vocab_file, FLAGS.do_lower_case, max_seq_length,
-                                staging, weights.labels, reading.get("doc_stride"),
-                                reading.get("window_pooling", "mean"), reading.get("truncation", "head"),
-                                reading.get("thresholds") if reading.get("multi_label") else None,
-                                int8=None if FLAGS.tflite else _int8_layers(model),
-                                tflite=FLAGS.tflite and ("int8" if FLAGS.quantize == "int8" else "float32"))
+            engine = make_engine(engine_for(quantize=FLAGS.quantize, tflite=FLAGS.tflite), model)
+            if engine.writes and not isinstance(model, modeling.BertClassifier):
+                raise InputError("tflite writes a classifier's TensorFlow Lite model; this checkpoint holds no "
+                                 "classifier", options=("tflite",))
+            text = ServedText(weights.vocab_file, FLAGS.do_lower_case, max_seq_length,
+                              reading.get("truncation", "head"), reading.get("doc_stride"),
+                              reading.get("window_pooling", "mean"))
+            path = export_model(model, text, staging, weights.labels,
+                                reading.get("thresholds") if reading.get("multi_label") else None, engine)
             written = [os.path.relpath(path, staging)]
         else:
             written = conversion.write(FLAGS.to, staging, weights, FLAGS.do_lower_case, FLAGS.max_seq_length,
@@ -115,14 +120,6 @@ def _convert(weights):
         print(note, file=sys.stderr)
     print(f"{FLAGS['from'].value} -> {FLAGS.to}: {conversion.describe(weights)}; wrote {', '.join(written)} "
           f"in {FLAGS.output}")
-
-
-def _int8_layers(model):
-    """The model's int8 layers when --quantize=int8 asks for them (else None)."""
-    if FLAGS.quantize != "int8":
-        return None
-    from bert_realformer.training.int8 import Int8Layers
-    return Int8Layers(model)
 
 
 def _classifier_input(path):
@@ -142,7 +139,7 @@ def _classifier_input(path):
             shown = (f"windows of {reading['max_seq_length']} tokens, {doc_stride} apart, {pooling} pooling"
                      if doc_stride else f"{reading['max_seq_length']} tokens, {truncation} truncation")
             print(f"serving texts as the run read them: {shown}", file=sys.stderr)
-            return reading
+            return {**reading, "doc_stride": doc_stride, "window_pooling": pooling, "truncation": truncation}
     return {}
 
 

@@ -14,11 +14,11 @@ import sys
 
 from absl import flags
 
+from bert_realformer.commandline.runner import script_entry
 from bert_realformer.cpus import usable_cpu_count
 from bert_realformer.errors import InputError
 from bert_realformer.file_patterns import expand_file_patterns
 from bert_realformer.pretraining.creation import CreationOptions, check_options, create_pretraining_files
-from bert_realformer.runner import script_entry
 
 FLAGS = flags.FLAGS
 

@@ -20,8 +20,8 @@ import sys
 from absl import flags
 
 from bert_realformer import storage
+from bert_realformer.commandline.runner import script_entry
 from bert_realformer.errors import InputError
-from bert_realformer.runner import script_entry
 
 FLAGS = flags.FLAGS
 

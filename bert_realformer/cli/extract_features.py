@@ -16,8 +16,8 @@ import sys
 from absl import flags
 
 from bert_realformer import storage
+from bert_realformer.commandline.runner import script_entry
 from bert_realformer.errors import InputError
-from bert_realformer.runner import script_entry
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input_file", None, "Input text, one example per line ('text_a' or 'text_a ||| text_b').")
@@ -52,8 +52,8 @@ def main(argv):
     import modeling
     from bert_realformer.checkpoints.config_files import read_config  # (imports TensorFlow)
     from bert_realformer.checkpoints.training_states import describe, load_weights, resolve
-    from bert_realformer.commandline.vocabulary import check_vocabulary
     from bert_realformer.tasks.text_features import read_text_examples, text_features
+    from bert_realformer.training.setup import check_vocabulary
     from tokenization import FullTokenizer
     config = read_config(FLAGS.bert_config_file)
     for index in layer_indexes:
@@ -67,7 +67,7 @@ def main(argv):
     print(describe(checkpoint, load_weights(model, checkpoint, strict=True)), file=sys.stderr)
     all_tokens, arrays = text_features(read_text_examples(FLAGS.input_file), tokenizer, FLAGS.max_seq_length)
 
-    from bert_realformer.training.padding import LENGTH_MULTIPLE
+    from bert_realformer.inference.padding import LENGTH_MULTIPLE
 
     @tf.function(reduce_retracing=True, autograph=False)
     def layers_of(features):

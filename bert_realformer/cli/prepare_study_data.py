@@ -20,9 +20,9 @@ import types
 from absl import flags
 
 from bert_realformer import storage
+from bert_realformer.commandline.runner import script_entry
 from bert_realformer.comparison.plan import python_command, shown
 from bert_realformer.errors import InputError
-from bert_realformer.runner import script_entry
 
 FLAGS = flags.FLAGS
 

@@ -22,14 +22,14 @@ decision thresholds, test_results.tsv each label's probability.
 from absl import flags
 
 from bert_realformer import storage
-from bert_realformer.commandline import finetuning, training_flags
-from bert_realformer.commandline.finetuning import check_monitoring_flags
+from bert_realformer.commandline import finetuning_flags, training_flags
+from bert_realformer.commandline.finetuning_flags import check_monitoring_flags
+from bert_realformer.commandline.runner import script_entry
 from bert_realformer.commandline.training_flags import (
     check_finetuning_flags,
     define_finetuning_flags,
 )
 from bert_realformer.errors import InputError
-from bert_realformer.runner import script_entry
 
 FLAGS = flags.FLAGS
 
@@ -133,7 +133,7 @@ def _check_multi_label_flags():
                              "cut as --truncation says)")
 
 
-def _multi_label_task():
+def _multi_label_task(run):
     from bert_realformer.tasks import registry
     from bert_realformer.tasks.multi_label.task import MultiLabelOptions
     options = MultiLabelOptions(
@@ -142,14 +142,15 @@ def _multi_label_task():
                       "text_b_column": FLAGS.text_b_column, "label_column": FLAGS.label_column},
         threshold=FLAGS.multi_label_threshold, tune_thresholds=FLAGS.tune_thresholds, truncation=FLAGS.truncation,
         group_by_length=FLAGS.group_by_length, rdrop_alpha=FLAGS.rdrop_alpha)
-    return registry.get("multi_label")(finetuning.task_options(), options)
+    return registry.get("multi_label")(run.task, options)
 
 
 def main(argv):
     del argv
     _check_flags()
+    run = finetuning_flags.finetuning_options(export_dir=FLAGS.export_dir)
     if FLAGS.multi_label:
-        finetuning.run(_multi_label_task(), export_dir=FLAGS.export_dir)
+        finetuning_flags.run(_multi_label_task(run), run)
         return
     from bert_realformer.tasks import registry
     from bert_realformer.tasks.classification.task import ClassificationOptions
@@ -162,7 +163,7 @@ def main(argv):
         max_windows_per_document=FLAGS.max_windows_per_document, truncation=FLAGS.truncation,
         group_by_length=FLAGS.group_by_length, loss=FLAGS.loss, focal_gamma=FLAGS.focal_gamma,
         label_smoothing=FLAGS.label_smoothing, class_weights=FLAGS.class_weights, rdrop_alpha=FLAGS.rdrop_alpha)
-    finetuning.run(registry.get("classification")(finetuning.task_options(), options), export_dir=FLAGS.export_dir)
+    finetuning_flags.run(registry.get("classification")(run.task, options), run)
 
 
 entry = script_entry(main, __doc__)  # the installed command `bert-run-classifier`

@@ -13,13 +13,13 @@ docs/other-tasks.md.
 
 from absl import flags
 
-from bert_realformer.commandline import finetuning, training_flags
-from bert_realformer.commandline.finetuning import check_monitoring_flags
+from bert_realformer.commandline import finetuning_flags, training_flags
+from bert_realformer.commandline.finetuning_flags import check_monitoring_flags
+from bert_realformer.commandline.runner import script_entry
 from bert_realformer.commandline.training_flags import (
     check_finetuning_flags,
     define_finetuning_flags,
 )
-from bert_realformer.runner import script_entry
 
 FLAGS = flags.FLAGS
 
@@ -40,9 +40,9 @@ def main(argv):
     del argv
     _check_flags()
     from bert_realformer.tasks import registry
-    task = registry.get("multiple_choice")(finetuning.task_options(), data_dir=FLAGS.data_dir,
-                                           task_name=FLAGS.task_name.lower())
-    finetuning.run(task)
+    run = finetuning_flags.finetuning_options()
+    task = registry.get("multiple_choice")(run.task, data_dir=FLAGS.data_dir, task_name=FLAGS.task_name.lower())
+    finetuning_flags.run(task, run)
 
 
 entry = script_entry(main, __doc__)  # the installed command `bert-run-multiple-choice`

@@ -14,13 +14,13 @@ input line with the predicted tag appended: conlleval's input), and `model.ckpt-
 
 from absl import flags
 
-from bert_realformer.commandline import finetuning, training_flags
-from bert_realformer.commandline.finetuning import check_monitoring_flags
+from bert_realformer.commandline import finetuning_flags, training_flags
+from bert_realformer.commandline.finetuning_flags import check_monitoring_flags
+from bert_realformer.commandline.runner import script_entry
 from bert_realformer.commandline.training_flags import (
     check_finetuning_flags,
     define_finetuning_flags,
 )
-from bert_realformer.runner import script_entry
 
 FLAGS = flags.FLAGS
 
@@ -42,9 +42,10 @@ def main(argv):
     del argv
     _check_flags()
     from bert_realformer.tasks import registry
-    task = registry.get("ner")(finetuning.task_options(), data_dir=FLAGS.data_dir, task_name=FLAGS.task_name.lower(),
+    run = finetuning_flags.finetuning_options()
+    task = registry.get("ner")(run.task, data_dir=FLAGS.data_dir, task_name=FLAGS.task_name.lower(),
                                use_crf=FLAGS.crf)
-    finetuning.run(task)
+    finetuning_flags.run(task, run)
 
 
 entry = script_entry(main, __doc__)  # the installed command `bert-run-ner`

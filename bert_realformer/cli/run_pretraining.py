@@ -24,15 +24,9 @@ from absl import flags
 
 from bert_realformer import storage, tfrecords
 from bert_realformer.commandline import training_flags
-from bert_realformer.commandline.training_flags import (
-    check_batches_fit,
-    define_shared_flags,
-    load_config,
-    run_options,
-    strategy_from_flags,
-)
+from bert_realformer.commandline.runner import require_flags, script_entry
+from bert_realformer.commandline.training_flags import define_shared_flags, run_options, strategy_spec
 from bert_realformer.errors import InputError
-from bert_realformer.runner import require_flags, script_entry
 
 FLAGS = flags.FLAGS
 
@@ -87,14 +81,15 @@ def main(argv):
     from bert_realformer.pretraining.input_pipeline import check_records, expand_input_files
     from bert_realformer.pretraining.task import evaluate, pretraining_task
     from bert_realformer.training.driver import Driver
-    from bert_realformer.training.eval_history import PeriodicEval, once_per_step
-    from bert_realformer.training.results import write_eval_results
-    config = load_config(FLAGS.bert_config_file, FLAGS.max_seq_length)
+    from bert_realformer.training.evaluation import PeriodicEval, once_per_step, write_eval_results
+    from bert_realformer.training.setup import check_batches_fit, for_worker, load_config
+    config = load_config(FLAGS.bert_config_file, FLAGS.max_seq_length, FLAGS.layer_norm_type, FLAGS.residual_attention)
     files = expand_input_files(FLAGS.input_file)
     eval_files = expand_input_files(FLAGS.eval_input_file, "eval_input_file") if FLAGS.eval_input_file else files
-    strategy = strategy_from_flags()  # multi-worker collectives: before TensorFlow runs any op
+    strategy = strategy_spec().make()  # multi-worker collectives: before TensorFlow runs any op
     check_batches_fit(config, FLAGS.max_seq_length, strategy.num_replicas_in_sync,
-                      ("train_batch_size", "eval_batch_size"), FLAGS.max_predictions_per_seq)
+                      {"train_batch_size": FLAGS.train_batch_size, "eval_batch_size": FLAGS.eval_batch_size},
+                      FLAGS.max_predictions_per_seq)
     layout = check_records(sorted({*files, *eval_files}), FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,
                            config.vocab_size, next_sentence=not FLAGS.no_nsp)
     masking = DynamicMasking(FLAGS.masked_lm_prob, FLAGS.max_predictions_per_seq, config.vocab_size, FLAGS.seed)
@@ -109,7 +104,7 @@ def main(argv):
     if FLAGS.train_batch_size % strategy.num_replicas_in_sync:
         raise InputError(f"--train_batch_size={FLAGS.train_batch_size} is not divisible by the "
                          f"{strategy.num_replicas_in_sync} replicas")
-    options = run_options(strategy, FLAGS.output_dir, FLAGS.init_checkpoint)
+    options = for_worker(run_options(FLAGS.output_dir, FLAGS.init_checkpoint), strategy, training=FLAGS.do_train)
     driver = Driver(strategy, lambda: modeling.BertPretrainer(config, next_sentence=not FLAGS.no_nsp), options)
 
     @once_per_step
@@ -126,9 +121,8 @@ def main(argv):
                 FLAGS.learning_rate, FLAGS.num_train_steps, FLAGS.num_warmup_steps, seed=FLAGS.seed,
                 pld_options=(FLAGS.pld_theta, FLAGS.pld_gamma) if FLAGS.pld else None,
                 next_sentence=not FLAGS.no_nsp, layout=layout, masking=masking)
-            if FLAGS.eval_every_steps:
-                task.periodic_eval = PeriodicEval(FLAGS.eval_every_steps, held_out_eval)
-            step = driver.train(task)
+            hooks = [PeriodicEval(FLAGS.eval_every_steps, held_out_eval)] if FLAGS.eval_every_steps else []
+            step = driver.train(task, hooks)
         if FLAGS.do_eval and options.is_chief:
             if not FLAGS.do_train:
                 step = driver.restore_for_inference()

@@ -16,8 +16,9 @@ import logging
 from absl import flags
 
 from bert_realformer import storage
-from bert_realformer.commandline import finetuning, training_flags
-from bert_realformer.commandline.finetuning import check_monitoring_flags
+from bert_realformer.commandline import finetuning_flags, training_flags
+from bert_realformer.commandline.finetuning_flags import check_monitoring_flags
+from bert_realformer.commandline.runner import script_entry
 from bert_realformer.commandline.training_flags import (
     define_layerwise_flags,
     define_monitoring_flags,
@@ -25,7 +26,6 @@ from bert_realformer.commandline.training_flags import (
     define_shared_flags,
 )
 from bert_realformer.errors import InputError
-from bert_realformer.runner import script_entry
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("bert_config_file", None, "The config json file corresponding to the pre-trained BERT model.")
@@ -100,8 +100,9 @@ def main(argv):
         version_2_with_negative=FLAGS.version_2_with_negative,
         null_score_diff_threshold=FLAGS.null_score_diff_threshold, eval_metric=FLAGS.eval_metric)
     # (the predictions of --predict_file are the dev split where --do_eval scores them)
-    plan = dataclasses.replace(finetuning.plan_from_flags(), do_eval=FLAGS.do_predict and FLAGS.do_eval)
-    finetuning.run(registry.get("squad")(finetuning.task_options(), squad), plan=plan)
+    run = finetuning_flags.finetuning_options()
+    run = dataclasses.replace(run, plan=dataclasses.replace(run.plan, do_eval=FLAGS.do_predict and FLAGS.do_eval))
+    finetuning_flags.run(registry.get("squad")(run.task, squad), run)
 
 
 entry = script_entry(main, __doc__)  # the installed command `bert-run-squad`

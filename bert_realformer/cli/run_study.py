@@ -28,8 +28,8 @@ import time
 from absl import flags
 
 from bert_realformer import storage
+from bert_realformer.commandline.runner import script_entry
 from bert_realformer.errors import InputError
-from bert_realformer.runner import script_entry
 from bert_realformer.text_files import read_text
 
 FLAGS = flags.FLAGS

@@ -1,18 +1,12 @@
 """Flags that run_pretraining.py and the fine-tuning scripts share: the original TPU flags and
 our distribution, precision, optimizer, variant and PLD flags."""
 
-import logging
-import os
-
 from absl import flags
 
-from bert_realformer.commandline.vocabulary import check_vocabulary
-from bert_realformer.cpu_kernels import slow_int8_warning, slow_precision_warning
+from bert_realformer.commandline.runner import require_flags
 from bert_realformer.errors import InputError
-from bert_realformer.runner import require_flags
 
 XLA_PREDICTION_DEFAULT = False
-logger = logging.getLogger(__name__)
 
 
 def define_shared_flags(pld=False, adam_bias_correction=False):
@@ -168,145 +162,38 @@ def check_finetuning_flags(min_seq_length, sequence, other_modes=()):
         raise InputError(f"--max_seq_length={FLAGS.max_seq_length}: too small for {sequence}")
 
 
-def finetuning_driver(make_model):
-    """(driver, tokenizer) of a fine-tuning script from its flags: --do_lower_case checked
-    against a released checkpoint's name, the config with its variant overrides, the strategy,
-    the tokenizer, --init_checkpoint checked to exist, and the model `make_model(config)`."""
-    from bert_realformer import checkpoints
-    from bert_realformer.checkpoints import training_states
-    from bert_realformer.training.driver import Driver
-    from tokenization import FullTokenizer, validate_case_matches_checkpoint
-    FLAGS = flags.FLAGS
-    try:
-        validate_case_matches_checkpoint(FLAGS.do_lower_case, FLAGS.init_checkpoint)
-    except ValueError as error:
-        raise InputError(str(error)) from None
-    config = load_config(FLAGS.bert_config_file, FLAGS.max_seq_length)
-    if FLAGS.reinit_top_layers > config.num_hidden_layers:
-        raise InputError(f"--reinit_top_layers={FLAGS.reinit_top_layers}: {FLAGS.bert_config_file} has "
-                         f"{config.num_hidden_layers} layers")
-    strategy = strategy_from_flags()
-    check_batches_fit(config, FLAGS.max_seq_length, strategy.num_replicas_in_sync,
-                      [name for name in ("train_batch_size", "eval_batch_size", "predict_batch_size")
-                       if name in FLAGS])
-    check_vocabulary(FLAGS.vocab_file, config.vocab_size)
-    tokenizer = FullTokenizer(FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
-    if FLAGS.init_checkpoint:  # (there, and of this config's shapes: before the data is tokenized)
-        checkpoints.resolve_checkpoint_path(FLAGS.init_checkpoint)
-        training_states.check_fits(training_states.resolve(FLAGS.init_checkpoint), config)
-    driver = Driver(strategy, lambda: make_model(config),
-                    run_options(strategy, FLAGS.output_dir, FLAGS.init_checkpoint))
-    return driver, tokenizer
-
-
-def load_config(config_file, max_seq_length):
-    """The config with the variant overrides applied; checks max_seq_length against it."""
-    FLAGS = flags.FLAGS
-    from bert_realformer.checkpoints.config_files import read_config  # (imports TensorFlow)
-    config = read_config(config_file)
-    overrides = {k: getattr(FLAGS, k) for k in ("layer_norm_type", "residual_attention")
-                 if getattr(FLAGS, k) is not None}
-    config = config.replace(**overrides) if overrides else config
-    if max_seq_length > config.max_position_embeddings:
-        raise InputError(f"--max_seq_length={max_seq_length} exceeds max_position_embeddings "
-                         f"{config.max_position_embeddings} of {config_file}")
-    return config
-
-
-TENSOR_INDEX_LIMIT = 2**31 - 1  # elements one tensor may hold: TensorFlow's kernels index with int32
-
-
-def check_batches_fit(config, seq_length, replicas, names, predictions_per_seq=0):
-    """An `InputError` for a batch flag in `names` whose largest activation on one replica (the
-    attention scores [B, heads, S, S], the feed-forward's [B, S, intermediate] or the masked LM
-    logits [B * predictions, vocab]) would hold more elements than a tensor can index: said up
-    front with what fits, instead of a shape error deep in the graph."""
-    per_example = {"attention scores": config.num_attention_heads * seq_length * seq_length,
-                   "feed-forward activations": seq_length * config.intermediate_size,
-                   "masked LM logits": predictions_per_seq * config.vocab_size}
-    what, largest = max(per_example.items(), key=lambda item: item[1])
-    fits = TENSOR_INDEX_LIMIT // largest * replicas
-    for name in names:
-        batch = getattr(flags.FLAGS, name)
-        if batch > fits:
-            raise InputError(
-                f"--{name}={batch} is too large for the device: one replica's {what} would hold "
-                f"{-(-batch // replicas) * largest:,} values, more than the {TENSOR_INDEX_LIMIT:,} a tensor can "
-                f"index; at most {fits:,} fit (--gradient_accumulation_steps makes larger updates)")
-
-
-def schedule_from_flags(seed=None):
-    """The fine-tuning `Schedule` the shared flags give (batch, learning rate, epochs, warmup,
-    accumulation, order, and `seed`: default --seed)."""
-    from bert_realformer.training.per_example import Schedule
-    FLAGS = flags.FLAGS
-    return Schedule(FLAGS.train_batch_size, FLAGS.learning_rate, FLAGS.num_train_epochs, FLAGS.warmup_proportion,
-                    FLAGS.gradient_accumulation_steps, FLAGS.seed if seed is None else seed, FLAGS.shuffle_buffer_size)
-
-
-def strategy_from_flags():
-    """The tf.distribute strategy the flags ask for (create it before any TF op runs)."""
-    from bert_realformer.training.distribution import make_strategy
+def strategy_spec():
+    """The tf.distribute strategy the flags ask for (`setup.StrategySpec`)."""
+    from bert_realformer.training.setup import StrategySpec
     FLAGS = flags.FLAGS
     name = "tpu" if FLAGS.use_tpu else FLAGS.distribution_strategy
-    return make_strategy(name, FLAGS.tpu_name, FLAGS.tpu_zone, FLAGS.gcp_project, FLAGS.master)
+    return StrategySpec(name, FLAGS.tpu_name, FLAGS.tpu_zone, FLAGS.gcp_project, FLAGS.master)
 
 
-def run_options(strategy, output_dir, init_checkpoint):
-    """The driver's `RunOptions` from the shared flags; non-chief workers keep their training
-    state in OUTPUT_DIR/worker_N. Warns of bf16 or fp16 on a CPU without instructions for it, and
-    of int8 on a CPU where it gains nothing."""
-    from bert_realformer.training.distribution import on_cpus
+def run_options(output_dir, init_checkpoint):
+    """The driver's `RunOptions` from the shared flags (`setup.for_worker` completes them for a
+    worker of the run's strategy)."""
+    from bert_realformer.inference.engines import engine_for
     from bert_realformer.training.driver import RunOptions
     FLAGS = flags.FLAGS
     finetuning = "on_stuck" in FLAGS  # (the fine-tuning scripts' monitoring flags)
-    cpus_alone = on_cpus(strategy)
-    for warning in (slow_precision_warning(FLAGS.mixed_precision, cpus_alone),
-                    slow_int8_warning(FLAGS.quantize if finetuning else "none", cpus_alone)):
-        if warning:
-            logger.warning(warning)
-    chief = is_chief(strategy)
-    write_dir = None if chief else os.path.join(output_dir, f"worker_{strategy.cluster_resolver.task_id}")
     return RunOptions(
         output_dir=output_dir, init_checkpoint=init_checkpoint, seed=FLAGS.seed,
-        mixed_precision=FLAGS.mixed_precision, use_xla=FLAGS.use_xla, xla_prediction=FLAGS.xla_prediction,
-        tflite_prediction=FLAGS.tflite_prediction,
+        mixed_precision=FLAGS.mixed_precision, use_xla=FLAGS.use_xla,
+        prediction_engine=engine_for(FLAGS.xla_prediction, FLAGS.quantize if finetuning else "none",
+                                     FLAGS.tflite_prediction),
         optimizer=FLAGS.optimizer,
         weight_decay=FLAGS.weight_decay, adam_bias_correction=FLAGS.adam_bias_correction,
         gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
         save_checkpoints_steps=FLAGS.save_checkpoints_steps, iterations_per_loop=FLAGS.iterations_per_loop,
-        keep_checkpoint_max=FLAGS.keep_checkpoint_max, is_chief=chief, write_dir=write_dir,
-        claim_output_dir=chief and FLAGS.do_train, seed_globally=True,
-        **({"on_stuck": FLAGS.on_stuck, "max_restarts": FLAGS.max_restarts, "keep_recorded_seed": FLAGS.do_train,
-            "restart_deadline": restart_deadline_for(FLAGS.restart_deadline, strategy),
-            "layerwise_lr_decay": FLAGS.layerwise_lr_decay, "reinit_top_layers": FLAGS.reinit_top_layers,
-            "ema_decay": FLAGS.ema_decay, "adversary": adversary_from_flags(), "quantize": FLAGS.quantize}
-           if finetuning else {}))
-
-
-def restart_deadline_for(deadline: float, strategy) -> float:
-    """--restart_deadline, refused for several processes: each would judge the time by its own
-    clock and pace, and one restarting without the others would leave them waiting."""
-    resolver = getattr(strategy, "cluster_resolver", None)
-    spec = resolver.cluster_spec() if resolver is not None and resolver.task_type else None
-    if deadline and spec is not None and sum(spec.num_tasks(job) for job in spec.jobs) > 1:
-        raise InputError("--restart_deadline: not for a multi-worker run (each worker would judge the time on its "
-                         "own); leave it at 0 there")
-    return deadline
+        keep_checkpoint_max=FLAGS.keep_checkpoint_max, seed_globally=True,
+        **({"keep_recorded_seed": FLAGS.do_train} if finetuning else {}))
 
 
 def adversary_from_flags():
     """The `Adversary` --adversarial asks for (None: none)."""
-    from bert_realformer.training.adversarial import Adversary
+    from bert_realformer.finetuning.adversarial import Adversary
     FLAGS = flags.FLAGS
     if FLAGS.adversarial is None:
         return None
     return Adversary(FLAGS.adversarial, FLAGS.adversarial_epsilon, FLAGS.adversarial_steps)
-
-
-def is_chief(strategy):
-    resolver = getattr(strategy, "cluster_resolver", None)
-    if resolver is None or not resolver.task_type:
-        return True
-    return resolver.task_type == "chief" or (resolver.task_type == "worker" and resolver.task_id == 0
-                                             and "chief" not in resolver.cluster_spec().as_dict())

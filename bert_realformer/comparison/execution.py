@@ -15,9 +15,9 @@ import subprocess
 import sys
 import time
 
-from bert_realformer import report, storage
+from bert_realformer import console, storage
 from bert_realformer.comparison.plan import Run, StudyPlan, python_command, shown
-from bert_realformer.comparison.progress import StudyProgress
+from bert_realformer.comparison.study_progress import StudyProgress
 from bert_realformer.errors import InputError
 from bert_realformer.text_files import read_text
 
@@ -49,9 +49,9 @@ def execute(run: Run, stream=None) -> bool:
     stream = stream or sys.stdout
     _check_recorded_command(run)
     if storage.exists(run.done_marker):
-        report.say(f"[{run.name}] done already", stream)
+        console.say(f"[{run.name}] done already", stream)
         return False
-    report.say(f"[{run.name}] {shown(run.command)}", stream)
+    console.say(f"[{run.name}] {shown(run.command)}", stream)
     started = time.time()
     log = os.path.join(run.directory, LOG_FILE)
     returncode, output = _streamed(run, log, stream)
@@ -59,7 +59,7 @@ def execute(run: Run, stream=None) -> bool:
         errors = [line for line in output if line.startswith("error:")]
         reason = errors[-1] if errors else (output[-1] if output else "no output")
         raise RunFailed(f"[{run.name}] failed (exit {returncode}): {reason} (log: {log})")
-    report.say(f"[{run.name}] finished in {time.time() - started:.0f} s", stream)
+    console.say(f"[{run.name}] finished in {time.time() - started:.0f} s", stream)
     return True
 
 
@@ -78,7 +78,7 @@ def _streamed(run: Run, log: str, stream) -> tuple[int, list[str]]:
                 line = line.rstrip("\n")
                 tail = (tail + [line])[-50:]
                 if line.startswith("step "):
-                    report.say(f"[{run.name}] {line}", stream)
+                    console.say(f"[{run.name}] {line}", stream)
         finally:
             if proc.poll() is None:  # (the study itself was stopped)
                 proc.terminate()
@@ -108,7 +108,7 @@ def execute_plan(plan: StudyPlan, stream=None) -> int:
     ran = 0
     for index, run in enumerate(runs):
         if to_do[index]:
-            report.say(progress.line(index, run.name, to_do), stream)
+            console.say(progress.line(index, run.name, to_do), stream)
         started = time.monotonic()
         if execute(run, stream):
             progress.finished(run.kind, time.monotonic() - started)

@@ -21,8 +21,8 @@ from bert_realformer import storage
 from bert_realformer.comparison.plan import ATTENTION, BASELINE_VARIANT, PRETRAINING, StudyPlan
 from bert_realformer.comparison.statistics import paired_difference, summary
 from bert_realformer.text_files import read_text
-from bert_realformer.training.eval_history import FILE_NAME as HISTORY_FILE
-from bert_realformer.training.eval_history import read_history
+from bert_realformer.training.evaluation import FILE_NAME as HISTORY_FILE
+from bert_realformer.training.evaluation import read_history
 
 # What a fine-tuning run's eval_results.txt says about the run, not about the model.
 RUN_KEYS = ("seed", "restarts")
@@ -85,7 +85,7 @@ def collect(plan: StudyPlan) -> list[dict]:
 
 
 def stuck_runs(plan: StudyPlan) -> list[dict]:
-    """The finished fine-tuning runs that were stuck (`training.stuck`), in the plan's order:
+    """The finished fine-tuning runs that were stuck (`finetuning.stuck`), in the plan's order:
     {"task", "variant", "seed", "restarts": times it started again (`--on_stuck=restart`),
     "final_seed": the seed it ended with, "stuck_at_step": where its last start was still found
     stuck, else None, "left_at_step": where that start left chance after all (its numbers are a

@@ -93,7 +93,7 @@ def worker_pool(tokenizer_args, num_workers):
     if num_workers <= 1:
         return None
     if os.name == "posix":
-        # Forked workers would inherit the script's SIGTERM handler (bert_realformer.runner), and a
+        # Forked workers would inherit the script's SIGTERM handler (bert_realformer.commandline.runner), and a
         # worker that does not die when the pool terminates it keeps the pool waiting.
         return multiprocessing.get_context("fork").Pool(num_workers, initializer=_default_sigterm)
     return multiprocessing.get_context("spawn").Pool(num_workers, initializer=_init_worker,

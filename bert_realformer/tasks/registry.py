@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib
 
-from bert_realformer.tasks.contract import FinetuningTask
+from bert_realformer.finetuning.contract import FinetuningTask
 
 # name -> task class. Written only by `register` (at the import of a task module), read by `get`.
 TASKS: dict[str, type[FinetuningTask]] = {}

@@ -32,16 +32,6 @@ def make_strategy(name, tpu_name=None, tpu_zone=None, gcp_project=None, master=N
                      options=("distribution_strategy",))
 
 
-def on_cpus(strategy) -> bool:
-    """Whether the strategy's replicas are all CPUs."""
-    import tensorflow as tf
-    try:
-        devices = strategy.extended.worker_devices
-    except RuntimeError:  # the default strategy: TensorFlow's default device, a GPU where there is one
-        return not tf.config.list_logical_devices("GPU")
-    return all(tf.DeviceSpec.from_string(device).device_type == "CPU" for device in devices)
-
-
 def this_worker(strategy) -> tuple[int, int]:
     """(the number of workers, this worker's index) as `MultiWorkerMirroredStrategy` counts
     them: the chief first, then the workers by task id; (1, 0) for any other strategy or
@@ -59,18 +49,6 @@ def cluster_index(cluster: dict, task_type: str, task_id: int) -> tuple[int, int
     `task_type`:`task_id` among them: the chief first, then the workers)."""
     chiefs = len(cluster.get("chief", []))
     return chiefs + len(cluster.get("worker", [])), task_id + (chiefs if task_type == "worker" else 0)
-
-
-def without_autotuning(dataset):
-    """`dataset` with tf.data's autotuning off (its parallel stages at their initial parallelism),
-    for pipelines feeding CPUs. On a few CPU cores its tuning competes with the model: some
-    `predict` calls at batch 1 took much longer than others, and releasing an iterator waits for
-    its tuning thread, which sleeps between rounds (a stall of many seconds at a run's end). The
-    demo's pretraining input reads as fast or faster without it."""
-    import tensorflow as tf
-    options = tf.data.Options()
-    options.autotune.enabled = False
-    return dataset.with_options(options)
 
 
 POLICIES = types.MappingProxyType({"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"})

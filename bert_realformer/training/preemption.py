@@ -21,7 +21,7 @@ import threading
 
 import tensorflow as tf
 
-from bert_realformer import report
+from bert_realformer import console
 from bert_realformer.training.distribution import this_worker
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -42,7 +42,7 @@ class StopSignals:
             os.kill(os.getpid(), signal_number)
             return
         self.received = signal_number
-        report.say(f"{signal.Signals(signal_number).name} received: saving a training state after the current loop "
+        console.say(f"{signal.Signals(signal_number).name} received: saving a training state after the current loop "
                    "of steps (send it again to stop at once)", self.stream)
 
     def __enter__(self) -> StopSignals:

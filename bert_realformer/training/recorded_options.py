@@ -82,11 +82,3 @@ def resumed_ema_decay(write_dir: str, wanted: float) -> tuple[float, str | None]
     kept = f"weight averages of decay {recorded:g}" if recorded else "no weight averages"
     return recorded, (f"resuming with {kept}, as this run started ({os.path.join(write_dir, FILE_NAME)}); "
                       f"an EMA decay of {wanted:g} applies to new runs")
-
-
-def resumed(write_dir: str, options) -> tuple[tuple[bool, float], list[str]]:
-    """((Adam bias correction, EMA decay) a run resuming in `write_dir` goes on with, the lines
-    saying where that differs from `options`, a `RunOptions`)."""
-    bias_correction, bias_line = resumed_bias_correction(write_dir, options.adam_bias_correction, options.optimizer)
-    ema_decay, ema_line = resumed_ema_decay(write_dir, options.ema_decay)
-    return (bias_correction, ema_decay), [line for line in (bias_line, ema_line) if line]

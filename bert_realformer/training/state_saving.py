@@ -50,7 +50,7 @@ def what_is_kept(manager: tf.train.CheckpointManager) -> str:
 def naming_what_is_kept(manager: tf.train.CheckpointManager):
     """An error leaving the training loop (a full disk, memory, a lost worker) gets a note
     naming the training state that survives it (`KEPT_NOTE`), for the script's last line
-    (`bert_realformer.runner`)."""
+    (`bert_realformer.commandline.runner`)."""
     try:
         yield
     except Exception as error:

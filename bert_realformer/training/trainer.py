@@ -28,7 +28,8 @@ from typing import Any, Protocol
 
 import tensorflow as tf
 
-from bert_realformer.training.distribution import on_cpus, this_worker, without_autotuning
+from bert_realformer.cpus import on_cpus, without_autotuning
+from bert_realformer.training.distribution import this_worker
 from bert_realformer.training.optimization import global_norm_scale, squared_norms
 from modeling.randomness import random_stream
 
@@ -146,13 +147,14 @@ class TrainLoop:
       accumulation_steps: micro-batches per optimizer step.
       loss_scaling: dynamic loss scaling (fp16).
       use_xla: compile the replica's forward and backward pass with XLA.
-      averages: a `training.averaging.WeightAverages` stepped after every applied update.
+      after_update: functions of one boolean scalar (whether the update was applied) called in
+        replica context after each optimizer step (the hooks' `after_update`: weight averages).
     """
 
     def __init__(self, strategy: tf.distribute.Strategy, model, optimizer, loss_fn: LossFn,
                  totals_fn: TotalsFn, metric_names: Sequence[str] = ("loss",),
                  accumulation_steps: int = 1, loss_scaling: bool = False, use_xla: bool = False,
-                 clip_norm: float = 1.0, averages=None):
+                 clip_norm: float = 1.0, after_update: Sequence[Callable] = ()):
         self.strategy = strategy
         self.model = model
         self.optimizer = optimizer
@@ -162,7 +164,7 @@ class TrainLoop:
         self.accumulation_steps = accumulation_steps
         self.loss_scaling = loss_scaling
         self.clip_norm = clip_norm
-        self.averages = averages
+        self.after_update = tuple(after_update)
         self._variables = [v.value for v in model.trainable_variables]
         with strategy.scope():
             optimizer.build(model.trainable_variables)
@@ -234,8 +236,8 @@ class TrainLoop:
         # An all-zero gradient (a layer Progressive Layer Dropping skipped) updates nothing.
         has_gradient = [None if s is None else s > 0 for s in squares]
         self.optimizer.apply(grads, self._variables, scale=scale, has_gradient=has_gradient, apply_mask=finite)
-        if self.averages is not None:
-            self.averages.update(finite)
+        for call in self.after_update:
+            call(finite)
         if self.loss_scaling:
             self._update_loss_scale(finite)
         return norm

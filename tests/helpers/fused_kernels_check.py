@@ -1,4 +1,4 @@
-"""What `training.fused_kernels` computes, measured in a process where TensorFlow's oneDNN
+"""What `inference.fused_kernels` computes, measured in a process where TensorFlow's oneDNN
 kernels are on (the test suite turns them off for its own processes): prints one JSON object.
 
     TF_ENABLE_ONEDNN_OPTS=1 python tests/helpers/fused_kernels_check.py
@@ -13,9 +13,9 @@ import numpy as np
 import tensorflow as tf
 
 import modeling
-from bert_realformer.training import activation_apart
-from bert_realformer.training.fused_kernels import fused_dense
-from bert_realformer.training.prediction import Predictor
+from bert_realformer.inference import activation_apart
+from bert_realformer.inference.fused_kernels import fused_dense
+from bert_realformer.inference.predictor import Predictor
 
 # The formulas written out in NumPy (float64): the independent truth.
 NUMPY_ACTIVATIONS = {
@@ -64,7 +64,7 @@ def predictions(rng):
         model = modeling.BertClassifier(config, num_labels=3)
         model({k: v[:1] for k, v in features.items()})
         strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
-        fused, plain, apart = Predictor(strategy, model), Predictor(strategy, model, fused_kernels=False), \
+        fused, plain, apart = Predictor(strategy, model), Predictor(strategy, model, cpu_kernels=False), \
             Predictor(strategy, model)
         with gelu_apart(False):
             got = fused.predict(dataset, logits)["logits"]

@@ -3,7 +3,7 @@ lines would (for journeys on TensorFlow's in-process `ram://` filesystem).
 
 Each call imports the script afresh (its flags are defined), parses the arguments, runs its
 `main` with stderr captured, and then removes the flags it defined, so the next script can
-define its own. Errors and stops end as the scripts' runner ends them (`bert_realformer.runner.run_main`).
+define its own. Errors and stops end as the scripts' runner ends them (`bert_realformer.commandline.runner.run_main`).
 """
 
 import contextlib
@@ -27,8 +27,8 @@ def completed_in_process(script, *argv):
     script computes, not of how its process starts and ends)."""
     from absl import flags
 
-    from bert_realformer import flag_ranges
-    from bert_realformer.runner import flag_error_line, run_main
+    from bert_realformer.commandline import flag_ranges
+    from bert_realformer.commandline.runner import flag_error_line, run_main
     FLAGS = flags.FLAGS
     path = os.path.join(ROOT, script)
     defined_before = set(FLAGS)

@@ -1,4 +1,4 @@
-"""What `training.int8` computes, measured in a process where TensorFlow's oneDNN kernels are on
+"""What `inference.int8` computes, measured in a process where TensorFlow's oneDNN kernels are on
 (the test suite turns them off for its own processes): prints one JSON object.
 
     TF_ENABLE_ONEDNN_OPTS=1 python tests/helpers/int8_arithmetic.py
@@ -11,15 +11,15 @@ import numpy as np
 import tensorflow as tf
 
 import modeling
-from bert_realformer.training import activation_apart
-from bert_realformer.training.fused_kernels import block_dense_layers
-from bert_realformer.training.int8 import Int8Layers, quantized_product
+from bert_realformer.inference import activation_apart
+from bert_realformer.inference.fused_kernels import block_dense_layers
+from bert_realformer.inference.int8 import Int8Layers, quantized_product
 from modeling import activations
 
 
 def missing_int8_kernel(inputs, weights_fixed, activation=None):
     """What a TensorFlow built without oneDNN answers for the int8 product (a test puts it in
-    place of `training.int8._fused_quantized_matmul`)."""
+    place of `inference.int8._fused_quantized_matmul`)."""
     raise tf.errors.NotFoundError(None, None, "No registered '_QuantizedMatMul' OpKernel for 'CPU' devices")
 
 

@@ -52,9 +52,9 @@ def classification_data(n=64, seq=12, seed=0):
 def classification_task(num_train_steps, seed=0, learning_rate=1e-3, num_warmup_steps=0, batch_size=8):
     """A `TrainingTask` of a two-class BertClassifier on `classification_data()`, in the order
     `seed` gives (`per_example.training_batches`)."""
+    from bert_realformer.finetuning.schedule import example_totals, training_batches
     from bert_realformer.tasks.classification.losses import ClassifierLoss
     from bert_realformer.tasks.classification.task import classifier_loss_fn
-    from bert_realformer.training.per_example import example_totals, training_batches
     data = classification_data()
     return TrainingTask(
         loss_fn=classifier_loss_fn(ClassifierLoss()), totals_fn=example_totals, batch_size=batch_size,

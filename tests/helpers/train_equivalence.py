@@ -27,11 +27,11 @@ tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfigur
 import keras  # noqa: E402
 
 import modeling  # noqa: E402
+from bert_realformer.finetuning.adversarial import Adversary  # noqa: E402
+from bert_realformer.finetuning.averaging import WeightAverages  # noqa: E402
 from bert_realformer.pretraining.losses import pretraining_totals, replica_pretraining_loss  # noqa: E402
 from bert_realformer.tasks.classification.losses import ClassifierLoss  # noqa: E402
 from bert_realformer.tasks.classification.task import classifier_loss_fn  # noqa: E402
-from bert_realformer.training.adversarial import Adversary  # noqa: E402
-from bert_realformer.training.averaging import WeightAverages  # noqa: E402
 from bert_realformer.training.driver import Driver, RunOptions  # noqa: E402
 from bert_realformer.training.optimization import create_optimizer  # noqa: E402
 from bert_realformer.training.trainer import TrainLoop, distributed_input, replica_stream  # noqa: E402
@@ -78,7 +78,8 @@ def run(strategy, micro_batch, accumulation, global_batches, initial, config=CON
                 ClassifierLoss().totals
         else:
             loss, totals = loss_fn, pretraining_totals
-        loop = TrainLoop(strategy, model, optimizer, loss, totals, accumulation_steps=accumulation, averages=averages)
+        loop = TrainLoop(strategy, model, optimizer, loss, totals, accumulation_steps=accumulation,
+                         after_update=[averages.update] if averages is not None else ())
     # Each global batch of 8 is cut into `accumulation` micro-batches of `micro_batch`.
     pieces = [{k: v[i * micro_batch:(i + 1) * micro_batch] for k, v in b.items()}
               for b in global_batches for i in range(accumulation)]

@@ -14,17 +14,19 @@ matches; otherwise it is rebuilt.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from bert_realformer.inference.padding import trim_to_longest
 from bert_realformer.tasks.feature_cache import cached_records, digest, file_digest
 from bert_realformer.tasks.sequences import pack, pack_windows
 from bert_realformer.tfrecords import encode_example, float_feature, int64_feature
-from bert_realformer.training.padding import trim_to_longest
 
 if TYPE_CHECKING:  # annotations only
     import tensorflow as tf
 
+    from bert_realformer.finetuning.schedule import Schedule
     from bert_realformer.tasks.classification.reading import InputExample
     from tokenization import FullTokenizer
 
@@ -146,39 +148,55 @@ def cached_features(examples: list[InputExample], label_list: list[str] | None, 
 _TOKEN_FEATURES = ("input_ids", "input_mask", "segment_ids")
 
 
-def make_dataset(path: str, batch_size: int, max_seq_length: int, is_training: bool, regression: bool = False,
-                 seed: int | None = None, start_batch: int = 0, num_examples: int | None = None,
-                 shuffle_buffer_size: int = 0, group_by_length: bool = False,
-                 dynamic_padding: bool = True, multi_hot: int | None = None,
-                 trim: Callable[[dict], dict] = trim_to_longest) -> tf.data.Dataset:
-    """Training: the `num_examples` records in a new permutation every epoch (or the original's
-    100-record buffer, `shuffle_buffer_size`), repeated, remainder dropped, from batch
-    `start_batch` on; fixed shapes unless `group_by_length` (batches of similar lengths, each
-    cut to its longest). Eval/predict: in order, the last batch kept, each batch cut to its
-    longest sequence (`dynamic_padding`, by `trim`: the driver's `trim` for its prediction; False:
-    every batch at `max_seq_length`). `multi_hot`: the records hold multi-label examples' [C] labels."""
+@dataclasses.dataclass(frozen=True)
+class RecordLayout:
+    """What a feature file's records hold (`feature_spec`): sequences of `max_seq_length`, float
+    labels for `regression`, and `multi_hot`: C, the width of multi-label examples' labels."""
+    max_seq_length: int
+    regression: bool = False
+    multi_hot: int | None = None
+
+    def spec(self) -> dict:
+        return feature_spec(self.max_seq_length, self.regression, self.multi_hot)
+
+
+def _cast(example: dict) -> dict:
+    import tensorflow as tf
+    return {k: tf.cast(v, tf.int32) if v.dtype == tf.int64 else v for k, v in example.items()}
+
+
+def training_dataset(path: str, layout: RecordLayout, schedule: Schedule, start_batch: int = 0,
+                     num_examples: int | None = None, group_by_length: bool = False) -> tf.data.Dataset:
+    """The `num_examples` records in batches of the schedule's size, in a new permutation every
+    epoch from its seed (or the original's 100-record buffer, its `shuffle_buffer_size`),
+    repeated, remainder dropped, from batch `start_batch` on; fixed shapes unless
+    `group_by_length` (batches of similar lengths, each cut to its longest)."""
     import tensorflow as tf
 
-    from bert_realformer.training.per_example import training_batches
-    spec = feature_spec(max_seq_length, regression, multi_hot)
+    from bert_realformer.finetuning.schedule import training_batches
+    spec, d = layout.spec(), tf.data.TFRecordDataset(path)
+    order = (schedule.batch_size, schedule.seed, start_batch, num_examples, schedule.shuffle_buffer_size)
+    if group_by_length:
+        d = d.map(lambda record: _cast(tf.io.parse_single_example(record, spec)), num_parallel_calls=tf.data.AUTOTUNE)
+        return training_batches(d, *order, group_by_length=True).prefetch(tf.data.AUTOTUNE)
+    d = training_batches(d, *order)
+    return d.map(lambda records: _cast(tf.io.parse_example(records, spec)),
+                 num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
-    def cast(example):
-        return {k: tf.cast(v, tf.int32) if v.dtype == tf.int64 else v for k, v in example.items()}
 
-    d = tf.data.TFRecordDataset(path)
-    if is_training and group_by_length:
-        d = d.map(lambda record: cast(tf.io.parse_single_example(record, spec)), num_parallel_calls=tf.data.AUTOTUNE)
-        d = training_batches(d, batch_size, seed, start_batch, num_examples, shuffle_buffer_size, group_by_length=True)
-        return d.prefetch(tf.data.AUTOTUNE)
-    if is_training:
-        d = training_batches(d, batch_size, seed, start_batch, num_examples, shuffle_buffer_size)
-    else:
-        d = d.batch(batch_size)
+def prediction_dataset(path: str, layout: RecordLayout, batch_size: int,
+                       trim: Callable[[dict], dict] | None = trim_to_longest) -> tf.data.Dataset:
+    """The records in order, the last batch kept, each batch cut by `trim` (the driver's `trim`
+    for its prediction: to the batch's longest sequence or its length bucket; None: every batch
+    at `max_seq_length`, as the original)."""
+    import tensorflow as tf
+    spec = layout.spec()
 
     def decode(records):
-        example = cast(tf.io.parse_example(records, spec))
-        return trim(example) if dynamic_padding and not is_training else example
-    return d.map(decode, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+        example = _cast(tf.io.parse_example(records, spec))
+        return example if trim is None else trim(example)
+    return tf.data.TFRecordDataset(path).batch(batch_size).map(decode, num_parallel_calls=tf.data.AUTOTUNE) \
+        .prefetch(tf.data.AUTOTUNE)
 
 
 def document_dataset(path: str, batch_size: int, max_seq_length: int, max_windows: int, regression: bool = False,
@@ -193,7 +211,7 @@ def document_dataset(path: str, batch_size: int, max_seq_length: int, max_window
     the training stream, so a resumed run draws what the uninterrupted one drew)."""
     import tensorflow as tf
 
-    from bert_realformer.training.per_example import training_order
+    from bert_realformer.finetuning.schedule import training_order
     spec = {name: tf.io.VarLenFeature(tf.int64) for name in _TOKEN_FEATURES}
     spec.update({"label_ids": tf.io.FixedLenFeature([], tf.float32 if regression else tf.int64),
                  "num_windows": tf.io.FixedLenFeature([], tf.int64)})

@@ -23,15 +23,19 @@ import numpy as np
 import tensorflow as tf
 
 import modeling
-from bert_realformer import report, storage
+from bert_realformer import console, storage
 from bert_realformer.checkpoints.formats import LABELS_FILE, labels_text, read_labels
 from bert_realformer.errors import InputError
+from bert_realformer.finetuning.contract import Evaluation, FinetuningTask, TaskData, TaskOptions
+from bert_realformer.finetuning.schedule import Schedule, example_totals, loss_share
 from bert_realformer.tasks.classification import metrics
 from bert_realformer.tasks.classification.features import (
+    RecordLayout,
     cached_features,
     document_dataset,
     features_key,
-    make_dataset,
+    prediction_dataset,
+    training_dataset,
 )
 from bert_realformer.tasks.classification.losses import (
     ClassifierLoss,
@@ -45,14 +49,13 @@ from bert_realformer.tasks.classification.windows import (
     choose_pooling,
     pool_windows,
     recorded_choice,
+    served_reading,
     training_pooling,
 )
-from bert_realformer.tasks.contract import Evaluation, FinetuningTask, TaskData, TaskOptions
 from bert_realformer.tasks.feature_cache import keyed_path, record_count
 from bert_realformer.tasks.outputs import write_test_results
 from bert_realformer.tasks.registry import register
 from bert_realformer.training.driver import TrainingTask
-from bert_realformer.training.per_example import Schedule, example_totals, loss_share
 
 logger = logging.getLogger(__name__)
 
@@ -142,12 +145,10 @@ def training_task(examples: list[InputExample], tokenizer: FullTokenizer, max_se
             summary=f"{done} ({len(examples)} documents, their windows pooled ({window_pooling}) before the loss)",
             features_path=features_path)
     windows = f", {count} windows" if doc_stride else ""
+    layout = RecordLayout(max_seq_length, regression, len(label_list) if multi_label else None)
     return schedule.training_task(
         count, classifier_loss_fn(loss), totals_fn,
-        lambda start: make_dataset(features_path, schedule.batch_size, max_seq_length, True, regression,
-                                   schedule.seed, start_batch=start, num_examples=count,
-                                   shuffle_buffer_size=schedule.shuffle_buffer_size, group_by_length=group_by_length,
-                                   multi_hot=len(label_list) if multi_label else None),
+        lambda start: training_dataset(features_path, layout, schedule, start, count, group_by_length),
         summary=f"{done} ({len(examples)} examples{windows})", features_path=features_path)
 
 
@@ -168,9 +169,9 @@ def predict_windows(driver: Driver, examples: list[InputExample], label_list: li
     features_path = keyed_path(features_path, key)
     cached_features(examples, label_list, max_seq_length, tokenizer, features_path, doc_stride,
                     sort_by_length=dynamic_padding, truncation=truncation, key=key)
-    result = driver.predict(make_dataset(features_path, batch_size, max_seq_length, False, regression,
-                                         dynamic_padding=dynamic_padding,
-                                         multi_hot=len(label_list) if multi_label else None, trim=driver.trim),
+    layout = RecordLayout(max_seq_length, regression, len(label_list) if multi_label else None)
+    result = driver.predict(prediction_dataset(features_path, layout, batch_size,
+                                               driver.trim if dynamic_padding else None),
                             _prediction_outputs(regression))
     labels = np.zeros((len(examples), *result["labels"].shape[1:]), result["labels"].dtype)
     labels[result["example_index"]] = result["labels"]
@@ -324,9 +325,9 @@ class ClassificationTask(FinetuningTask):
         elif c.class_weights:
             weights = read_class_weights(c.class_weights, self.label_list)
         if weights is not None:
-            report.say("class weights: " + ", ".join(f"{label} {w:.4g}" for label, w in zip(self.label_list, weights)))
+            console.say("class weights: " + ", ".join(f"{label} {w:.4g}" for label, w in zip(self.label_list, weights)))
         if c.rdrop_alpha:
-            report.say(f"R-Drop: two dropout passes per example, their divergence weighted {c.rdrop_alpha:g}")
+            console.say(f"R-Drop: two dropout passes per example, their divergence weighted {c.rdrop_alpha:g}")
         return ClassifierLoss(c.loss, c.focal_gamma, c.label_smoothing, weights, c.rdrop_alpha)
 
     def training_task(self, examples, tokenizer, schedule):
@@ -371,9 +372,9 @@ class ClassificationTask(FinetuningTask):
             write_test_results(windows.combined(self.served_pooling), self.options.output_dir)
 
     def export(self, driver, tokenizer, export_dir):
-        from bert_realformer.tasks.export import export_classifier
+        from bert_realformer.inference.export import ServedText, export_classifier
         c = self.classification
-        return export_classifier(driver.model, tokenizer.vocab_file, tokenizer.do_lower_case,
-                                 self.options.max_seq_length, self.label_list, export_dir, c.doc_stride,
-                                 self.served_pooling, c.truncation, int8=driver.predictor.int8,
-                                 tflite=driver.predictor.lite_precision)
+        doc_stride, pooling, truncation = served_reading(c.doc_stride, self.served_pooling, c.truncation)
+        text = ServedText(tokenizer.vocab_file, tokenizer.do_lower_case, self.options.max_seq_length, truncation,
+                          doc_stride, pooling)
+        return export_classifier(driver.model, text, self.label_list, export_dir, engine=driver.predictor.engine)

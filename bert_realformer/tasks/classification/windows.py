@@ -140,7 +140,8 @@ def recorded_choice(pooling: str, weights_prefix: str | None, output_dir: str) -
     itself; for `auto`, the choice recorded with the best checkpoint the weights came from
     (best.json beside `weights_prefix`), else the one the run in `output_dir` recorded
     (training_options.json), else max."""
-    from bert_realformer.training import best_checkpoint, recorded_options
+    from bert_realformer.finetuning import best_checkpoint
+    from bert_realformer.training import recorded_options
     if pooling != AUTO:
         return pooling
     directory = os.path.dirname(weights_prefix or "")

@@ -18,14 +18,14 @@ from typing import Any
 import numpy as np
 
 import modeling
-from bert_realformer import report, storage
+from bert_realformer import console, storage
+from bert_realformer.finetuning.contract import Evaluation, FinetuningTask, TaskData, TaskOptions
 from bert_realformer.tasks.classification.task import (
     LABEL_LIST,
     predict_windows,
     settle_label_list,
     training_task,
 )
-from bert_realformer.tasks.contract import Evaluation, FinetuningTask, TaskData, TaskOptions
 from bert_realformer.tasks.multi_label.losses import MultiLabelLoss
 from bert_realformer.tasks.multi_label.metrics import REPORTED, multi_label_results, sigmoid, tuned_thresholds
 from bert_realformer.tasks.multi_label.reading import MultiLabelProcessor
@@ -86,7 +86,7 @@ class MultiLabelTask(FinetuningTask):
     def training_task(self, examples, tokenizer, schedule):
         m = self.multi_label
         if m.rdrop_alpha:
-            report.say(f"R-Drop: two dropout passes per example, their divergence weighted {m.rdrop_alpha:g}")
+            console.say(f"R-Drop: two dropout passes per example, their divergence weighted {m.rdrop_alpha:g}")
         return training_task(
             examples, tokenizer, self.options.max_seq_length, schedule, label_list=self.label_list,
             features_path=os.path.join(self.options.output_dir, "train.tf_record"), group_by_length=m.group_by_length,
@@ -130,8 +130,8 @@ class MultiLabelTask(FinetuningTask):
             write_test_results(sigmoid(predictions[0]), self.options.output_dir)
 
     def export(self, driver, tokenizer, export_dir):
-        from bert_realformer.tasks.export import export_classifier
-        return export_classifier(driver.model, tokenizer.vocab_file, tokenizer.do_lower_case,
-                                 self.options.max_seq_length, self.label_list, export_dir,
-                                 truncation=self.multi_label.truncation, thresholds=self.thresholds,
-                                 int8=driver.predictor.int8, tflite=driver.predictor.lite_precision)
+        from bert_realformer.inference.export import ServedText, export_classifier
+        text = ServedText(tokenizer.vocab_file, tokenizer.do_lower_case, self.options.max_seq_length,
+                          self.multi_label.truncation)
+        return export_classifier(driver.model, text, self.label_list, export_dir, self.thresholds,
+                                 driver.predictor.engine)

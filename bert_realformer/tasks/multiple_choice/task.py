@@ -11,14 +11,14 @@ import numpy as np
 import tensorflow as tf
 
 import modeling
-from bert_realformer.tasks.contract import Evaluation, FinetuningTask, TaskData, TaskOptions
+from bert_realformer.finetuning.contract import Evaluation, FinetuningTask, TaskData, TaskOptions
+from bert_realformer.finetuning.schedule import Schedule, example_totals, loss_share
 from bert_realformer.tasks.multiple_choice.features import choice_arrays
 from bert_realformer.tasks.multiple_choice.metrics import REPORTED, evaluation_results, test_rows
 from bert_realformer.tasks.multiple_choice.reading import ChoiceExample, read_examples
 from bert_realformer.tasks.outputs import write_test_results
 from bert_realformer.tasks.registry import register
 from bert_realformer.training.driver import TrainingTask
-from bert_realformer.training.per_example import Schedule, example_totals, loss_share
 
 if TYPE_CHECKING:  # annotations only
     from bert_realformer.training.driver import Driver

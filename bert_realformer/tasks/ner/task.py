@@ -14,13 +14,13 @@ import numpy as np
 import tensorflow as tf
 
 import modeling
-from bert_realformer.tasks.contract import Evaluation, FinetuningTask, TaskData, TaskOptions
+from bert_realformer.finetuning.contract import Evaluation, FinetuningTask, TaskData, TaskOptions
+from bert_realformer.finetuning.schedule import Schedule, example_totals, loss_share
 from bert_realformer.tasks.ner import reading
 from bert_realformer.tasks.ner.features import sentence_tags, sentence_windows
 from bert_realformer.tasks.ner.metrics import REPORTED, entity_metrics
 from bert_realformer.tasks.registry import register
 from bert_realformer.training.driver import TrainingTask
-from bert_realformer.training.per_example import Schedule, example_totals, loss_share
 from modeling import crf
 
 if TYPE_CHECKING:  # annotations only

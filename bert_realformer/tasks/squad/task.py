@@ -17,9 +17,11 @@ import numpy as np
 import tensorflow as tf
 
 import modeling
-from bert_realformer import report, storage
+from bert_realformer import console, storage
 from bert_realformer.errors import InputError
-from bert_realformer.tasks.contract import Evaluation, FinetuningTask, TaskData, TaskOptions
+from bert_realformer.finetuning.contract import Evaluation, FinetuningTask, TaskData, TaskOptions
+from bert_realformer.finetuning.schedule import Schedule, example_totals, loss_share, training_batches
+from bert_realformer.inference.padding import pad_to
 from bert_realformer.tasks.feature_cache import cached_records, digest, file_digest
 from bert_realformer.tasks.registry import register
 from bert_realformer.tasks.squad.answers import RawResult, compute_predictions
@@ -29,8 +31,6 @@ from bert_realformer.tasks.squad.reading import read_squad_examples
 from bert_realformer.text_files import read_text
 from bert_realformer.tfrecords import encode_example, int64_feature
 from bert_realformer.training.driver import TrainingTask
-from bert_realformer.training.padding import pad_to
-from bert_realformer.training.per_example import Schedule, example_totals, loss_share, training_batches
 
 PADDING_LOGIT = -10000.0  # start/end logits past a batch's longest window (dynamic padding)
 
@@ -132,24 +132,22 @@ def training_task(examples: list[SquadExample], tokenizer: FullTokenizer, max_se
         summary=f"{'re-used' if reused else 'wrote'} {features_path} ({count} features)", features_path=features_path)
 
 
-def predict(driver: Driver, examples: list[SquadExample], tokenizer: FullTokenizer, max_seq_length: int,
-            doc_stride: int, max_query_length: int, batch_size: int, n_best_size: int, max_answer_length: int,
-            do_lower_case: bool, version_2_with_negative: bool = False,
-            null_score_diff_threshold: float = 0.0, dynamic_padding: bool = True) -> tuple[dict, dict, dict]:
-    """Runs the driver's model over the examples' windows; returns (predictions, nbest,
-    null odds) as `compute_predictions`. With `dynamic_padding` each batch is cut to its
-    longest window; the logits of the positions past it (padding, never an answer) are
-    `PADDING_LOGIT`."""
-    features = convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride,
-                                            max_query_length, False)
+def predict(driver: Driver, examples: list[SquadExample], tokenizer: FullTokenizer, squad: SquadOptions,
+            max_seq_length: int, batch_size: int, dynamic_padding: bool = True) -> tuple[dict, dict, dict]:
+    """Runs the driver's model over the examples' windows (`squad`'s stride and query length),
+    `batch_size` at a time; returns (predictions, nbest, null odds) as `compute_predictions` with
+    `squad`'s answer settings. With `dynamic_padding` each batch is cut to its longest window; the
+    logits of the positions past it (padding, never an answer) are `PADDING_LOGIT`."""
+    features = convert_examples_to_features(examples, tokenizer, max_seq_length, squad.doc_stride,
+                                            squad.max_query_length, False)
     dataset = tf.data.Dataset.from_tensor_slices(feature_arrays(features, False)).batch(batch_size)
     if dynamic_padding:
         dataset = dataset.map(driver.trim)
     out = driver.predict(dataset, span_logits(max_seq_length))
     results = [RawResult(f.unique_id, np.asarray(s, np.float64).tolist(), np.asarray(e, np.float64).tolist())
                for f, s, e in zip(features, out["start"], out["end"])]
-    return compute_predictions(examples, features, results, n_best_size, max_answer_length,
-                               do_lower_case, version_2_with_negative, null_score_diff_threshold)
+    return compute_predictions(examples, features, results, squad.n_best_size, squad.max_answer_length,
+                               squad.do_lower_case, squad.version_2_with_negative, squad.null_score_diff_threshold)
 
 
 @functools.cache
@@ -221,7 +219,7 @@ class SquadTask(FinetuningTask):
             data.train, skipped = read_squad_examples(self.squad.train_file, True, v2)
             if not data.train:
                 raise InputError(f"train_file={self.squad.train_file}: no usable questions", options=("train_file",))
-            report.say(f"training on {len(data.train)} questions ({skipped} skipped)")
+            console.say(f"training on {len(data.train)} questions ({skipped} skipped)")
         if "dev" in splits or "test" in splits:
             examples = read_squad_examples(self.squad.predict_file, False, v2)[0]
             setattr(data, "dev" if "dev" in splits else "test", examples)
@@ -237,11 +235,8 @@ class SquadTask(FinetuningTask):
                              features_path=os.path.join(self.options.output_dir, "train.tf_record"))
 
     def predict(self, driver, tokenizer, examples, split):
-        squad = self.squad
-        return SquadPredictions(*predict(
-            driver, examples, tokenizer, self.options.max_seq_length, squad.doc_stride, squad.max_query_length,
-            self.options.batch_size(split), squad.n_best_size, squad.max_answer_length, squad.do_lower_case,
-            squad.version_2_with_negative, squad.null_score_diff_threshold, self.options.dynamic_padding))
+        return SquadPredictions(*predict(driver, examples, tokenizer, self.squad, self.options.max_seq_length,
+                                         self.options.batch_size(split), self.options.dynamic_padding))
 
     def evaluate(self, examples, predicted, step, selection):
         return Evaluation({**self.score(predicted), "global_step": step}, predicted)

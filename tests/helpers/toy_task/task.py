@@ -8,12 +8,12 @@ import tensorflow as tf
 import modeling
 from bert_realformer import storage
 from bert_realformer.errors import InputError
-from bert_realformer.tasks.contract import Evaluation, FinetuningTask, TaskData
+from bert_realformer.finetuning.contract import Evaluation, FinetuningTask, TaskData
+from bert_realformer.finetuning.schedule import example_totals, loss_share
+from bert_realformer.inference.padding import trim_to_longest
 from bert_realformer.tasks.registry import register
 from bert_realformer.tasks.sequences import pack
 from bert_realformer.text_files import read_lines
-from bert_realformer.training.padding import trim_to_longest
-from bert_realformer.training.per_example import example_totals, loss_share
 
 LABELS = ("no", "yes")
 PREDICTIONS = "toy_predictions.txt"

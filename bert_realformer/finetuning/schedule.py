@@ -24,8 +24,8 @@ from collections.abc import Callable, Sequence
 
 import tensorflow as tf
 
+from bert_realformer.inference.padding import trim_to_longest
 from bert_realformer.training.driver import TrainingTask
-from bert_realformer.training.padding import trim_to_longest
 from bert_realformer.training.trainer import LossFn, TotalsFn
 
 ORIGINAL_SHUFFLE_BUFFER = 100  # the original fine-tuning scripts' `d.shuffle(buffer_size=100)`

@@ -1,5 +1,5 @@
 """The best checkpoint of a fine-tuning run, by a metric of its evaluations during training, and
-early stopping.
+early stopping (`KeepBest`, a training hook).
 
     OUTPUT_DIR/best/model.ckpt-300     the weights of the best evaluation so far (TF1 names)
     OUTPUT_DIR/best/best.json          {"step": 300, "metric": "eval_accuracy", "value": 0.8, "metrics": {...}}
@@ -24,10 +24,14 @@ import numbers
 import os
 
 from bert_realformer import storage
-from bert_realformer.checkpoints import save_tf1_checkpoint
+from bert_realformer.checkpoints import save_tf1_checkpoint, training_states
 from bert_realformer.checkpoints.tf1 import write_checkpoint_state
+from bert_realformer.checkpoints.training_states import Checkpoint
 from bert_realformer.errors import InputError
 from bert_realformer.text_files import read_text
+from bert_realformer.training.evaluation import FILE_NAME as HISTORY_FILE
+from bert_realformer.training.evaluation import read_history
+from bert_realformer.training.hooks import HookRun, TrainingHook
 
 BEST_DIR = "best"
 RECORD = "best.json"
@@ -196,3 +200,53 @@ def early_stopping_line(step: int, best: BestCheckpoint | None) -> str:
         return f"early stopping at step {step} (decided by the chief)"
     return (f"early stopping at step {step}: {best.selection.metric} has not improved in {best.since_best} "
             f"evaluations (best: {best.describe()})")
+
+
+class KeepBest(TrainingHook):
+    """The hook that keeps a run's best checkpoint (the chief's) by `selection` as the
+    evaluations during training come (`training.evaluation.PeriodicEval`), and asks for early
+    stopping once `selection.patience` evaluations in a row brought no better one."""
+
+    def __init__(self, selection: Selection):
+        self.selection = selection
+        self.best: BestCheckpoint | None = None
+
+    def on_train_begin(self, run: HookRun) -> None:
+        """The best of the eval history up to the step training starts at (a new run: none)."""
+        if not run.is_chief:
+            return
+        self.best = BestCheckpoint.for_run(run.output_dir, self.selection, run.resuming)
+        points = read_history(os.path.join(run.output_dir, HISTORY_FILE))
+        self.best.resume_at(run.first_step, [point for point in points if int(point["step"]) <= run.first_step])
+
+    def on_evaluation(self, run: HookRun, step: int, result: dict, classes) -> bool:
+        return self.best is not None and self.best.consider(step, result, run.model)
+
+    def after_save(self, run: HookRun, step: int) -> None:
+        if self.best is not None:
+            self.best.state_saved(step)
+
+    def stop_reason(self, run: HookRun, step: int) -> str | None:
+        if self.best is None or not self.best.exhausted():
+            return None
+        return early_stopping_line(step, self.best)
+
+    def on_train_end(self, run: HookRun, step: int) -> list[str]:
+        saved = run.latest_saved_step()  # (the final state may precede the last evaluation)
+        if self.best is not None and saved is not None:
+            self.best.state_saved(saved)
+        return []
+
+
+def load_best(model, output_dir: str, last_step: int | None = None) -> tuple[Checkpoint | None, list[str]]:
+    """Loads the run's best checkpoint (OUTPUT_DIR/best/) into `model` when it kept one (None and
+    no line when it did not); `last_step`: where training ended, for the line."""
+    record = read_record(output_dir)
+    if record is None:
+        return None, []
+    step = int(record["step"])
+    found = Checkpoint(checkpoint_prefix(output_dir, step), training_states.TF1_KIND, step)
+    training_states.load_weights(model, found, strict=True)
+    ended = "" if last_step is None else f"; training ended at step {last_step}"
+    return found, [f"weights: the best checkpoint {found.prefix} ({record['metric']} {record['value']:.4f} at "
+                   f"step {step}{ended})"]

@@ -24,7 +24,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_realformer.training.fused_kernels import apply_op, on_rows, replaced_products
+from bert_realformer.inference.fused_kernels import apply_op, on_rows, replaced_products
 from modeling.layers import LayerNorm
 
 logger = logging.getLogger(__name__)

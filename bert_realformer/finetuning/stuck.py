@@ -24,7 +24,7 @@ fine-tuning evaluation hands it its predictions (`observe_predictions`). Only th
 restart a run (`--on_stuck=restart`): the losses are the same on every worker of a multi-worker
 run, the predictions only the chief sees.
 
-A training state holds the watch's `state()` (`training.watch_state`): a run killed and resumed
+A training state holds the watch's `state()` (`finetuning.watch_state`): a run killed and resumed
 goes on with the windows it had and finds what the uninterrupted run finds, at the same step. (The
 streak of one-class evaluations is kept as of the state's save: an evaluation at the saved step
 itself comes after the save.)

@@ -1,4 +1,6 @@
-"""Held-out evaluation every N steps of training: `OUTPUT_DIR/eval_history.jsonl`, one JSON
+"""Evaluations and their results: eval_results.txt written as the original scripts write it
+(`write_eval_results`, the numbers also to TensorBoard), and held-out evaluation every N steps
+of training: `OUTPUT_DIR/eval_history.jsonl`, one JSON
 object per evaluation (`{"step": 500, "masked_lm_accuracy": 0.31, ...}`), in step order, and
 the same numbers in TensorBoard (`OUTPUT_DIR/eval/`).
 
@@ -7,6 +9,8 @@ shows where it starts. A resumed run keeps exactly one point per evaluation step
 from are dropped (the resumed run evaluates those steps again, with the same weights), and a
 point due at that step which the killed run did not write is written first.
 """
+
+from __future__ import annotations
 
 import dataclasses
 import json
@@ -17,20 +21,46 @@ from collections.abc import Callable
 from bert_realformer import storage
 from bert_realformer.errors import InputError
 from bert_realformer.text_files import read_text
-from bert_realformer.training.results import EVAL_SUMMARIES, write_eval_summaries
+from bert_realformer.training.hooks import HookRun, TrainingHook
 
 FILE_NAME = "eval_history.jsonl"
+EVAL_SUMMARIES = "eval"  # OUTPUT_DIR/eval/: TensorBoard's eval curves, beside OUTPUT_DIR/train/
 
 
 @dataclasses.dataclass
-class PeriodicEval:
-    """`evaluate(step) -> {metric: number}` before the first step (step 0: the model a run
-    starts from; not with `at_start=False`), at every multiple of `every_steps` and at the last
-    step of training. `shown`: the metrics the progress line shows (None: every number)."""
+class PeriodicEval(TrainingHook):
+    """The hook that evaluates during training: `evaluate(step) -> {metric: number}` (or
+    `(result, classes)`, the class each example got, which other hooks may read) before the first
+    step (step 0: the model a run starts from; not with `at_start=False`), at every multiple of
+    `every_steps` and at the last step of training, into the chief's eval history. Each
+    evaluation runs in the hooks' evaluation context and is handed to every hook
+    (`HookRun.report_evaluation`: the best checkpoint keeps it). `shown`: the metrics the line
+    after each evaluation shows (None: every number)."""
     every_steps: int
-    evaluate: Callable[[int], dict]
+    evaluate: Callable[[int], dict | tuple]
     at_start: bool = True
     shown: tuple[str, ...] | None = None
+    history: EvalHistory | None = dataclasses.field(default=None, init=False, repr=False)
+
+    def on_train_begin(self, run: HookRun) -> None:
+        """The chief's eval history, trimmed to the step training starts at."""
+        if run.is_chief:
+            self.history = EvalHistory(run.output_dir)
+            self.history.resume_at(run.first_step)
+
+    def next_boundary(self, run: HookRun, step: int) -> int:
+        return self.next_due(step, run.task.num_train_steps)
+
+    def at_step(self, run: HookRun, step: int) -> None:
+        """The evaluation due at `step` unless the history has it (a resumed run's first point)."""
+        if self.history is None or not self.due(step, run.task.num_train_steps) or self.history.has(step):
+            return
+        with run.evaluating():
+            outcome = self.evaluate(step)
+            result, classes = outcome if isinstance(outcome, tuple) else (outcome, None)
+            best = run.report_evaluation(step, result, classes)
+        self.history.add(step, result)
+        run.say(f"eval at step {step}: {self.line(result)}{' (best so far)' if best else ''}")
 
     def due(self, step: int, last_step: int) -> bool:
         if step == 0 and not self.at_start:
@@ -108,3 +138,26 @@ class EvalHistory:
 
     def _write(self):
         storage.write_atomic(self.path, "".join(json.dumps(p, sort_keys=True) + "\n" for p in self.points))
+
+
+
+def write_eval_results(result, path, step=None):
+    """`key = value` lines sorted by key (the original's eval_results.txt), written atomically;
+    the numbers also go to TensorBoard in `eval/` beside the file, at `step` (default: the
+    result's `global_step`)."""
+    storage.write_atomic(path, "".join(f"{key} = {result[key]}\n" for key in sorted(result)))
+    write_eval_summaries(result, os.path.join(os.path.dirname(path), EVAL_SUMMARIES),
+                         result.get("global_step", 0) if step is None else step)
+
+
+def write_eval_summaries(result, directory, step):
+    """Every real number of `result` (not `global_step`, the x axis) as a TensorBoard scalar."""
+    import tensorflow as tf
+    step = int(step)
+    writer = tf.summary.create_file_writer(directory)
+    with writer.as_default(step=step):
+        for key in sorted(result):
+            value = result[key]
+            if key != "global_step" and isinstance(value, numbers.Real) and not isinstance(value, bool):
+                tf.summary.scalar(key, float(value))
+    writer.close()

@@ -1,5 +1,5 @@
 """What every fine-tuning task implements: `FinetuningTask`. The one fine-tuning flow
-(`tasks.finetuning.run`) drives any task through it: read the splits, train with dev-set
+(`finetuning.flow.run`) drives any task through it: read the splits, train with dev-set
 evaluations (best checkpoint, early stopping, the stuck check), the final evaluation into
 eval_results.txt, predictions, and an export where the task has one. A task only says what is
 its own: its data, its head and loss, how it predicts, what its evaluation reports and what it
@@ -22,9 +22,9 @@ if TYPE_CHECKING:  # annotations only
     import keras
     import numpy as np
 
-    from bert_realformer.training.best_checkpoint import Selection
+    from bert_realformer.finetuning.best_checkpoint import Selection
+    from bert_realformer.finetuning.schedule import Schedule
     from bert_realformer.training.driver import Driver, TrainingTask
-    from bert_realformer.training.per_example import Schedule
     from modeling import BertConfig
     from tokenization import FullTokenizer
 

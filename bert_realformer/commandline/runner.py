@@ -1,6 +1,6 @@
 """How every command-line script runs: user mistakes end in one line, not a traceback.
 
-    from bert_realformer.runner import script_entry
+    from bert_realformer.commandline.runner import script_entry
     ...
     entry = script_entry(main, __doc__)  # what the console command and the wrapper call
 
@@ -27,7 +27,7 @@ import sys
 
 from absl import app, flags, logging
 
-from bert_realformer import cpu_kernels, report
+from bert_realformer import console, cpu_kernels
 from bert_realformer.errors import SigtermHandler, Terminated, sigterm_received, stop_if_terminated, what_survives
 
 
@@ -39,22 +39,22 @@ def run_main(main, argv) -> int:
         stop_if_terminated()  # (raised where Python ignores exceptions, e.g. a GC callback)
         return status
     except KeyboardInterrupt:
-        report.say(f"error: interrupted (SIGINT); {INTACT}")
+        console.say(f"error: interrupted (SIGINT); {INTACT}")
         return 128 + signal.SIGINT
     except (Terminated, Exception) as error:
         # After a SIGTERM, any error is the signal's: its exception met inside a library that
         # turned it into another (TensorFlow tracing a function, where a shape came back None).
         if isinstance(error, Terminated) or sigterm_received():
-            report.say(f"error: stopped by SIGTERM; {INTACT}")
+            console.say(f"error: stopped by SIGTERM; {INTACT}")
             return 128 + signal.SIGTERM
         if getattr(type(error), "is_user_error", False):
-            report.say(f"error: {as_flags(error)}")
+            console.say(f"error: {as_flags(error)}")
             return getattr(error, "exit_code", 2)
         ending = _system_ending(error)
         if ending is None:
             raise
         then = " after freeing space" if ending[1] == DISK_FULL_STATUS else ""
-        report.say(f"error: {ending[0]}; {_intact(error)}{then}")
+        console.say(f"error: {ending[0]}; {_intact(error)}{then}")
         return ending[1]
 
 
@@ -147,7 +147,7 @@ def script_entry(main, usage: str | None):
     as what `--help` prints first, whatever module started it (the repository's wrapper, an
     installed console command, `python -m`)."""
     def entry() -> None:
-        from bert_realformer import flag_ranges
+        from bert_realformer.commandline import flag_ranges
         sys.modules["__main__"].__doc__ = usage
         flag_ranges.register()
         for flag in flags.FLAGS.get_key_flags_for_module(main.__module__):  # (--help lists the main module's)
@@ -167,7 +167,7 @@ def run(main):
             logging.set_verbosity(logging.WARNING)
         signal.signal(signal.SIGTERM, SigtermHandler())  # (a new one per run: nothing received yet)
         sys.unraisablehook = _quiet_about_terminated
-        with report.plain_warnings() if plain else contextlib.nullcontext():
+        with console.plain_warnings() if plain else contextlib.nullcontext():
             status = run_main(main, argv)
         # The work is done, or ended with its line: a stop now would only cut the exit short
         # (a traceback from an exit handler, a status that belies finished outputs).
@@ -201,5 +201,5 @@ def _parse_flags(argv):
     try:
         return flags.FLAGS(argv)
     except flags.Error as error:
-        report.say(flag_error_line(error))
+        console.say(flag_error_line(error))
         sys.exit(2)

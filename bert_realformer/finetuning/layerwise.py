@@ -9,7 +9,8 @@ Few-sample BERT Fine-tuning"; Clark et al. 2020, ELECTRA):
   initializer (truncated normal of `initializer_range`; LayerNorm gamma 1, beta and biases 0),
   as a layer that was never pretrained would start.
 
-Both find a weight's place by its TF1 name (`BertModel.tf1_names`), the same for every variant.
+Both find a weight's place by its TF1 name (`BertModel.tf1_names`), the same for every variant,
+and take part in a run as one training hook (`LayerwiseTraining`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import re
 from typing import TYPE_CHECKING
 
 import keras
+
+from bert_realformer.training.hooks import HookRun, TrainingHook
 
 if TYPE_CHECKING:  # annotations only
     from modeling import BertConfig
@@ -87,3 +90,22 @@ def reinitialize_top_layers(model: keras.Model, num_layers: int, seed: int) -> l
             variable.assign(keras.ops.cast(value, variable.dtype))
             done.append(name)
     return done
+
+
+class LayerwiseTraining(TrainingHook):
+    """The hook of both: the optimizer's per-variable learning-rate multipliers for `decay` (1:
+    one rate), and the top `reinit_top_layers` layers re-initialised from the run's seed when a
+    run starts (never on a resume: the training state holds them)."""
+
+    def __init__(self, decay: float = 1.0, reinit_top_layers: int = 0):
+        self.decay, self.reinit_top_layers = decay, reinit_top_layers
+
+    def learning_rate_multipliers(self, run: HookRun) -> list[float] | None:
+        return learning_rate_multipliers(run.model, self.decay)
+
+    def on_weights_set(self, run: HookRun) -> list[str]:
+        if run.resuming or not self.reinit_top_layers:
+            return []
+        reinitialize_top_layers(run.model, self.reinit_top_layers, run.options.seed)
+        return [f"re-initialised the top {self.reinit_top_layers} of {run.model.config.num_hidden_layers} encoder "
+                "layers and the pooler"]

@@ -1,5 +1,6 @@
 """Adversarial training on the word embeddings: FGM (Miyato et al. 2017, "Adversarial Training
-Methods for Semi-Supervised Text Classification") and PGD (Madry et al. 2018).
+Methods for Semi-Supervised Text Classification") and PGD (Madry et al. 2018), as a training hook
+(`AdversarialTraining`).
 
 A task's loss function is wrapped (`Adversary.wrap`): the step's loss becomes the loss on the
 input as given plus the loss with a perturbation r [B, ..., S, H] added to the word vectors
@@ -24,6 +25,7 @@ import dataclasses
 
 import tensorflow as tf
 
+from bert_realformer.training.hooks import HookRun, TrainingHook
 from modeling import WORD_EMBEDDING_DELTA
 
 KINDS = ("fgm", "pgd")
@@ -116,6 +118,12 @@ def word_vector_norms(model, features):
     return tf.stop_gradient(example_norms(vectors * real))
 
 
-def wrapped(loss_fn, adversary: Adversary | None):
-    """`loss_fn`, trained adversarially when `adversary` is given."""
-    return loss_fn if adversary is None else adversary.wrap(loss_fn)
+class AdversarialTraining(TrainingHook):
+    """The hook that trains a run adversarially (`adversary.wrap` of the task's loss)."""
+
+    def __init__(self, adversary: Adversary):
+        self.adversary = adversary
+
+    def wrap_loss(self, run: HookRun, loss_fn):
+        run.say(self.adversary.describe())
+        return self.adversary.wrap(loss_fn)

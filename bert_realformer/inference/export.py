@@ -14,24 +14,22 @@ Each request is padded to its longest sequence (rounded up to a multiple of 8, a
 max_seq_length), not to max_seq_length: short texts cost what their tokens cost. A classifier
 exported with `doc_stride` takes texts of any length: text_a is cut into overlapping windows
 as run_classifier.py --doc_stride cuts it, and a text's windows are combined into one row the
-same way (`window_pooling`). Given `int8` (`training.int8.Int8Layers`, `--quantize=int8`), the
-model's Transformer blocks run their dense layers in int8, the quantized kernels stored in the
-SavedModel (serving it needs a TensorFlow with oneDNN's kernels, as the run did), and requests of
-many rows are normalized by oneDNN's LayerNorm as the run's prediction is
-(`training.layer_norm_kernel`; a float export keeps the model's LayerNorm ops, which any
-TensorFlow runs).
+same way (`window_pooling`). The prediction engine an export is given (`inference.engines`)
+decides what it holds besides the model: the int8 engine's quantized kernels (serving them needs a
+TensorFlow with oneDNN's kernels, as the run did), a TensorFlow Lite engine's model.tflite; the
+graph's export keeps the model's own ops, which any TensorFlow serves.
 
-A classifier exported with `tflite` (`--tflite_prediction`) also holds EXPORT_DIR/<version>/
-model.tflite: the model on packed sequences for TensorFlow Lite runtimes (signature
-`serving_default`: input_ids, input_mask, token_type_ids int32 [B, T] -> the outputs above but
-`label`, one row per sequence; tokenizing and packing, and pooling a long text's windows, are
-the caller's), in `tflite`'s precision ("float32", or "int8": dynamic-range int8), with
-vocab.txt and label_list.txt (the outputs' order) beside it.
+A classifier's model.tflite (EXPORT_DIR/<version>/model.tflite) is the model on packed sequences
+for TensorFlow Lite runtimes (signature `serving_default`: input_ids, input_mask, token_type_ids
+int32 [B, T] -> the outputs above but `label`, one row per sequence; tokenizing and packing, and
+pooling a long text's windows, are the caller's), in the engine's precision (float32, or
+dynamic-range int8), with vocab.txt and label_list.txt (the outputs' order) beside it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import time
 from typing import TYPE_CHECKING
@@ -42,18 +40,12 @@ import modeling
 from bert_realformer import storage
 from bert_realformer.checkpoints.training_states import named_variables
 from bert_realformer.errors import InputError, sigterm_deferred, stop_if_terminated
-from bert_realformer.tasks.classification.windows import served_reading
-from bert_realformer.training.layer_norm_kernel import LayerNormKernels
-from bert_realformer.training.padding import padded_length
+from bert_realformer.inference.engines import GraphEngine
+from bert_realformer.inference.padding import padded_length
 from tokenization.fast import FastTokenizer
 
 if TYPE_CHECKING:  # annotations only
     import keras
-
-    from bert_realformer.training.int8 import Int8Layers
-
-
-LITE_MODEL = "model.tflite"
 
 
 def _keep(ids, lengths, truncation="head"):
@@ -104,6 +96,20 @@ def pack_inputs(ids_a, ids_b, max_seq_length, cls_id, sep_id, truncation="head")
             "token_type_ids": tf.cast(types.to_tensor(0, shape=shape), tf.int32)}
 
 
+@dataclasses.dataclass(frozen=True)
+class ServedText:
+    """How an export reads the raw text it is sent: the tokenizer (`vocab_file`,
+    `do_lower_case`), the longest sequence (`max_seq_length`), which tokens a text too long keeps
+    (`truncation`: `sequences.kept`), and for a classifier long texts in windows of `doc_stride`
+    whose outputs are pooled by `window_pooling` (`mean` or `max`)."""
+    vocab_file: str
+    do_lower_case: bool = True
+    max_seq_length: int = 128
+    truncation: str = "head"
+    doc_stride: int | None = None
+    window_pooling: str = "mean"
+
+
 def _features_spec():
     """Packed features [B, S] as `pack_inputs` makes them: what the model's own function takes."""
     return {name: tf.TensorSpec([None, None], tf.int32, name=name)
@@ -117,20 +123,17 @@ class TextServing(tf.Module):
     of any batch and length), which every signature calls: the model is traced and stored once,
     however many signatures the export has."""
 
-    def __init__(self, model, vocab_file, do_lower_case, max_seq_length, truncation="head", int8=None):
+    def __init__(self, model: keras.Model, text: ServedText, engine: GraphEngine | None = None):
         super().__init__()
         self._model = model
-        self._truncation = truncation
+        self._truncation = text.truncation
         self.model_variables = named_variables(model)  # tracked, so the SavedModel holds them
-        self._int8 = int8
-        self._layer_norms = None
-        if int8 is not None:
-            int8.refresh()
-            self.int8_variables = int8.variables
-            self._layer_norms = LayerNormKernels(model)
-        self._tokenizer = FastTokenizer(vocab_file, do_lower_case=do_lower_case)
+        self.engine = engine or GraphEngine(model)
+        self.engine_variables = self.engine.serving_variables()
+        self._within = self.engine.serving_within()
+        self._tokenizer = FastTokenizer(text.vocab_file, do_lower_case=text.do_lower_case)
         self.wordpiece = self._tokenizer._wordpiece
-        self._max_seq_length = max_seq_length
+        self._max_seq_length = text.max_seq_length
         self._cls = self._tokenizer.vocab["[CLS]"]
         self._sep = self._tokenizer.vocab["[SEP]"]
 
@@ -144,9 +147,8 @@ class TextServing(tf.Module):
     @tf.function(input_signature=[_features_spec()], autograph=False)
     def model_outputs(self, features):
         with contextlib.ExitStack() as kernels:
-            if self._int8 is not None:
-                kernels.enter_context(self._int8.active(weights_fixed=True))
-                kernels.enter_context(self._layer_norms.active())
+            for within in self._within:
+                kernels.enter_context(within())
             return self.forward(features)
 
     def texts_outputs(self, ids_a, ids_b):
@@ -172,15 +174,14 @@ class ClassifierServing(TextServing):
     it, a text too long is cut as `truncation` says. With `thresholds` (one per label) it is a
     multi-label classifier: {probabilities [B, C] (sigmoids), predicted [B, C] (0/1)}."""
 
-    def __init__(self, model, vocab_file, do_lower_case, max_seq_length, label_list, doc_stride=None,
-                 window_pooling="mean", truncation="head", thresholds=None, int8=None):
-        doc_stride, window_pooling, truncation = served_reading(doc_stride, window_pooling, truncation)
-        super().__init__(model, vocab_file, do_lower_case, max_seq_length, truncation, int8)
+    def __init__(self, model: keras.Model, text: ServedText, label_list: list[str] | None,
+                 thresholds: list[float] | None = None, engine: GraphEngine | None = None):
+        super().__init__(model, text, engine)
         self._regression = label_list is None
         self._thresholds = None if thresholds is None else tf.constant(thresholds, tf.float32)
         self.labels = tf.constant(label_list or ["score"])
-        self._doc_stride = doc_stride
-        self._window_pooling = window_pooling
+        self._doc_stride = text.doc_stride
+        self._window_pooling = text.window_pooling
 
     def outputs(self, features):
         return self._named(self._logits(features))
@@ -281,59 +282,39 @@ def _save(module, export_dir, names, extra_files=None):
     return path
 
 
-def export_classifier(model: keras.Model, vocab_file: str, do_lower_case: bool, max_seq_length: int,
-                      label_list: list[str] | None, export_dir: str, doc_stride: int | None = None,
-                      window_pooling: str = "mean", truncation: str = "head",
-                      thresholds: list[float] | None = None, int8: Int8Layers | None = None,
-                      tflite: str | None = None) -> str:
-    """Signatures `serving_default`/`classify` (text_a) and `classify_pair` (text_a, text_b);
-    `thresholds`: a multi-label classifier's, one per label; `int8`: the model's int8 layers;
-    `tflite` ("float32" or "int8"): model.tflite as well."""
-    module = ClassifierServing(model, vocab_file, do_lower_case, max_seq_length, label_list, doc_stride,
-                               window_pooling, truncation, thresholds, int8)
-    return _save(module, export_dir, ("classify", "classify_pair"),
-                 tflite and _lite_files(module, vocab_file, label_list, tflite))
+def export_classifier(model: keras.Model, text: ServedText, label_list: list[str] | None, export_dir: str,
+                      thresholds: list[float] | None = None, engine: GraphEngine | None = None) -> str:
+    """Signatures `serving_default`/`classify` (text_a) and `classify_pair` (text_a, text_b), the
+    text read as `text` says; `thresholds`: a multi-label classifier's, one per label; `engine`:
+    the prediction engine whose kernels or files the export holds (None: the graph's)."""
+    module = ClassifierServing(model, text, label_list, thresholds, engine)
 
-
-def _lite_files(module: ClassifierServing, vocab_file: str, label_list: list[str] | None,
-                precision: str) -> dict[str, bytes]:
-    """model.tflite (`module`'s model on packed sequences, its numeric outputs, in `precision`),
-    with the vocabulary and the labels in the order of its outputs (none for regression)."""
-    from bert_realformer.training import lite
-
-    def outputs(features):
+    def outputs(features):  # (the numeric outputs of packed features)
         named = module._named(module.forward(features))
         return {name: value for name, value in named.items() if value.dtype != tf.string}
-    files = {LITE_MODEL: lite.converted(outputs, _features_spec(), int8=precision == "int8"),
-             "vocab.txt": storage.read_bytes(vocab_file)}
-    if label_list is not None:
-        files["label_list.txt"] = "".join(f"{label}\n" for label in label_list).encode("utf-8")
-    return files
+    files = module.engine.serving_files(outputs, _features_spec())
+    if files:  # (what reads them needs the vocabulary, and the labels in the order of the outputs)
+        files["vocab.txt"] = storage.read_bytes(text.vocab_file)
+        if label_list is not None:
+            files["label_list.txt"] = "".join(f"{label}\n" for label in label_list).encode("utf-8")
+    return _save(module, export_dir, ("classify", "classify_pair"), files)
 
 
-def export_encoder(model: keras.Model, vocab_file: str, do_lower_case: bool, max_seq_length: int,
-                   export_dir: str, int8: Int8Layers | None = None) -> str:
+def export_encoder(model: keras.Model, text: ServedText, export_dir: str, engine: GraphEngine | None = None) -> str:
     """Signatures `serving_default`/`encode` (text_a) and `encode_pair` (text_a, text_b)."""
-    module = EncoderServing(model, vocab_file, do_lower_case, max_seq_length, int8=int8)
-    return _save(module, export_dir, ("encode", "encode_pair"))
+    return _save(EncoderServing(model, text, engine), export_dir, ("encode", "encode_pair"))
 
 
-def export_model(model: keras.Model, vocab_file: str, do_lower_case: bool, max_seq_length: int, export_dir: str,
-                 label_list: list[str] | None = None, doc_stride: int | None = None, window_pooling: str = "mean",
-                 truncation: str = "head", thresholds: list[float] | None = None,
-                 int8: Int8Layers | None = None, tflite: str | None = None) -> str:
+def export_model(model: keras.Model, text: ServedText, export_dir: str, label_list: list[str] | None = None,
+                 thresholds: list[float] | None = None, engine: GraphEngine | None = None) -> str:
     """What a checkpoint serves, by its model: a `BertClassifier` as `export_classifier` (its
     labels named by `label_list`, a fine-tuning run's order; '0'..'C-1' without one; a regression
-    model's score; long texts read as `doc_stride`, `window_pooling` and `truncation` say; a
-    multi-label classifier with its `thresholds`), any other model as its encoder
-    (`export_encoder`); `int8`: the model's int8 layers; `tflite`: a classifier's model.tflite
-    as well ("float32" or "int8"). Returns the version's path."""
+    model's score; a multi-label classifier with its `thresholds`), any other model as its
+    encoder (`export_encoder`); `engine`: the prediction engine whose kernels or files the export
+    holds. Returns the version's path."""
     if not isinstance(model, modeling.BertClassifier):
-        if tflite:
-            raise InputError("tflite writes a classifier's TensorFlow Lite model; this checkpoint holds no classifier",
-                             options=("tflite",))
         encoder = model if isinstance(model, modeling.BertModel) else model.bert
-        return export_encoder(encoder, vocab_file, do_lower_case, max_seq_length, export_dir, int8)
+        return export_encoder(encoder, text, export_dir, engine)
     if model.num_labels == 1:
         label_list = None
     elif label_list is None:
@@ -341,5 +322,4 @@ def export_model(model: keras.Model, vocab_file: str, do_lower_case: bool, max_s
     elif len(label_list) != model.num_labels:
         raise InputError(f"label_list.txt names {len(label_list)} labels but the classifier has "
                          f"{model.num_labels} outputs")
-    return export_classifier(model, vocab_file, do_lower_case, max_seq_length, label_list, export_dir, doc_stride,
-                             window_pooling, truncation, thresholds, int8, tflite)
+    return export_classifier(model, text, label_list, export_dir, thresholds, engine)

@@ -37,8 +37,8 @@ import numpy as np
 import tensorflow as tf
 
 from bert_realformer.errors import InputError
-from bert_realformer.training import activation_apart
-from bert_realformer.training.fused_kernels import (
+from bert_realformer.inference import activation_apart
+from bert_realformer.inference.fused_kernels import (
     FUSED_ACTIVATIONS,
     apply_op,
     block_dense_layers,

@@ -27,14 +27,14 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_realformer.training import activation_apart
+from bert_realformer.inference import activation_apart
 from modeling import activations
 from modeling.encoder import TransformerBlock
 
 logger = logging.getLogger(__name__)
 
 # The blocks' activations that oneDNN applies inside the intermediate product, float or int8
-# (`training.int8`), by TensorFlow's names of the same formulas.
+# (`inference.int8`), by TensorFlow's names of the same formulas.
 FUSED_ACTIVATIONS = types.MappingProxyType({activations.gelu: "GeluApproximate", activations.gelu_exact: "GeluExact",
                                            keras.ops.relu: "Relu", keras.ops.tanh: "Tanh"})
 _TRIAL_ROWS = np.linspace(-2.0, 3.0, 24, dtype=np.float32).reshape(3, 8)

@@ -1,6 +1,6 @@
 """The intermediate product's activation (GELU) run apart from the product, compiled by XLA,
-on CPUs without AVX-512, for the fused float kernel (`training.fused_kernels`) and the int8 one
-(`training.int8`).
+on CPUs without AVX-512, for the fused float kernel (`inference.fused_kernels`) and the int8 one
+(`inference.int8`).
 
 oneDNN applies the activation inside those products, but on a CPU without AVX-512 its GELU there
 is slow: with it inside, the intermediate product takes far longer than the product alone plus

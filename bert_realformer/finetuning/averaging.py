@@ -1,4 +1,5 @@
-"""Exponential moving averages of a model's trainable weights (`--ema_decay=D`).
+"""Exponential moving averages of a model's trainable weights (`--ema_decay=D`; `MovingAverages`,
+a training hook).
 
 After every optimizer step that changed the weights, each average moves towards its weight:
 `average = D * average + (1 - D) * weight`. The averages start as the starting weights (after
@@ -15,6 +16,8 @@ import keras
 import tensorflow as tf
 
 import modeling
+from bert_realformer.training import recorded_options
+from bert_realformer.training.hooks import HookRun, TrainingHook
 
 
 class WeightAverages:
@@ -67,3 +70,44 @@ class WeightAverages:
         finally:
             for (_, weight), value in zip(self._pairs(), kept):
                 weight.assign(value)
+
+
+class MovingAverages(TrainingHook):
+    """The hook that keeps `WeightAverages` of decay `decay` (0: none) through a run: in its
+    training state (`averages/`), stepped after every applied update, started from the starting
+    weights, swapped in for every evaluation, and put in the weights' place at the end. A
+    resumed run keeps the decay it started with (`recorded_options.resumed_ema_decay`)."""
+
+    def __init__(self, decay: float):
+        self.wanted = decay
+        self.decay = decay
+        self.averages: WeightAverages | None = None
+
+    def state_variables(self, run: HookRun, resumed_from: str | None) -> dict:
+        self.decay, line = (recorded_options.resumed_ema_decay(run.write_dir, self.wanted) if run.resuming
+                            else (self.wanted, None))
+        run.say(*([line] if line else []))
+        self.averages = WeightAverages(run.model, self.decay) if self.decay else None
+        return {} if self.averages is None else {"averages": self.averages.averages}
+
+    def after_update(self, run: HookRun, applied) -> None:
+        if self.averages is not None:
+            self.averages.update(applied)
+
+    def recorded_options(self, run: HookRun) -> dict:
+        return {"ema_decay": self.decay}
+
+    def on_weights_set(self, run: HookRun) -> list[str]:
+        if self.averages is not None and not run.resuming:
+            self.averages.reset()
+        return []
+
+    def evaluation_context(self, run: HookRun):
+        return None if self.averages is None else self.averages.swapped_in()
+
+    def on_train_end(self, run: HookRun, step: int) -> list[str]:
+        if self.averages is None:
+            return []
+        with run.strategy.scope():
+            self.averages.assign_to_model()
+        return [f"weights: their moving averages (decay {self.decay:g}) from here on"]

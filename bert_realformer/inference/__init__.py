@@ -1,0 +1,1 @@
+"""Prediction and export: the predictor, its engines and their CPU kernels, SavedModel export."""
