@@ -14,7 +14,7 @@ import math
 import keras
 from keras import ops
 
-from modeling.layers import dense
+from modeling.layers import dense, serializable
 from modeling.randomness import Dropout
 from modeling.variants import Variant
 
@@ -39,6 +39,7 @@ def attention_mask_adder(attention_mask):
     return (1.0 - mask) * MASK_ADDER
 
 
+@serializable
 class AttentionLayer(keras.layers.Layer):
     """Multi-head attention from `from_tensor` to `to_tensor` (`query`, `key`, `value` dense layers).
 

@@ -19,12 +19,22 @@ from keras import ops
 
 from modeling.config import BertConfig
 from modeling.encoder import TransformerEncoder
-from modeling.layers import LayerNorm, assert_rank, create_initializer, dense, dense_names, layer_norm_names
+from modeling.layers import (
+    DeclaredInputs,
+    LayerNorm,
+    assert_rank,
+    create_initializer,
+    dense,
+    dense_names,
+    layer_norm_names,
+    serializable,
+)
 from modeling.randomness import Dropout
 
 WORD_EMBEDDING_DELTA = "word_embedding_delta"  # the input added to the word vectors [B, S, H]
 
 
+@serializable
 class BertEmbeddings(keras.layers.Layer):
     """Word + token-type + position embeddings, then LayerNorm and dropout.
 
@@ -35,7 +45,7 @@ class BertEmbeddings(keras.layers.Layer):
 
     def __init__(self, config: BertConfig, **kwargs):
         super().__init__(autocast=False, **kwargs)
-        self.config = config
+        self.config = config = BertConfig.of(config)
         self.layer_norm = LayerNorm(name="layer_norm")
         self.dropout = Dropout(config.hidden_dropout_prob)
 
@@ -69,13 +79,13 @@ class BertEmbeddings(keras.layers.Layer):
         return {**super().get_config(), "config": self.config.to_dict()}
 
 
-class BertModel(keras.Model):
+@serializable
+class BertModel(DeclaredInputs, keras.Model):
     """The BERT encoder (any variant of `BertConfig`). See the module docstring for I/O."""
 
     def __init__(self, config: BertConfig, name: str = "bert", **kwargs):
         super().__init__(name=name, **kwargs)
-        if isinstance(config, dict):
-            config = BertConfig.from_dict(config)
+        config = BertConfig.of(config)
         config.check_buildable()
         self.config = config
         self.embeddings = BertEmbeddings(config, name="embeddings")

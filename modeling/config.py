@@ -105,6 +105,11 @@ class BertConfig:
 
     # ------------------------------------------------------------------ reading
     @classmethod
+    def of(cls, config: "BertConfig | dict[str, Any]") -> "BertConfig":
+        """`config` itself, or the config of its dict (as a layer's `get_config` holds it)."""
+        return config if isinstance(config, cls) else cls.from_dict(config)
+
+    @classmethod
     def from_dict(cls, json_object: dict[str, Any], source: str = "BertConfig") -> "BertConfig":
         """Builds a config from a parsed `bert_config.json` object."""
         if not isinstance(json_object, dict):

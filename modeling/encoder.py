@@ -10,16 +10,18 @@ import keras
 
 from modeling.activations import get_activation
 from modeling.attention import AttentionLayer
-from modeling.layers import LayerNorm, dense
+from modeling.config import BertConfig
+from modeling.layers import LayerNorm, dense, serializable
 from modeling.randomness import Dropout, StreamSeedGenerator
 
 
+@serializable
 class TransformerBlock(keras.layers.Layer):
     """One encoder layer. Shapes: x [B, S, H] -> y [B, S, H]; scores [B, N, S, S] float32."""
 
     def __init__(self, config, layer_index, **kwargs):
         super().__init__(autocast=False, **kwargs)  # keeps `prev_attens` float32, see attention.py
-        self.config = config
+        self.config = config = BertConfig.of(config)
         self.layer_index = layer_index
         self.pre_ln = config.variant.pre_ln
         init = config.initializer_range
@@ -72,6 +74,7 @@ class TransformerBlock(keras.layers.Layer):
                 "layer_index": self.layer_index}
 
 
+@serializable
 class TransformerEncoder(keras.layers.Layer):
     """`num_hidden_layers` blocks (+ a final LayerNorm for Pre-LN).
 
@@ -82,7 +85,7 @@ class TransformerEncoder(keras.layers.Layer):
 
     def __init__(self, config, **kwargs):
         super().__init__(**kwargs)
-        self.config = config
+        self.config = config = BertConfig.of(config)
         self.blocks = [TransformerBlock(config, layer_index=i, name=f"layer_{i}")
                        for i in range(config.num_hidden_layers)]
         self.final_layer_norm = (LayerNorm(name="final_layer_norm")

@@ -11,7 +11,8 @@ import keras
 from keras import ops
 
 from modeling.activations import get_activation
-from modeling.layers import LayerNorm, create_initializer, dense
+from modeling.config import BertConfig
+from modeling.layers import LayerNorm, create_initializer, dense, serializable
 from modeling.randomness import Dropout
 
 FINETUNING_INITIALIZER_RANGE = 0.02  # the fine-tuning scripts use a fixed 0.02, not the config's
@@ -22,13 +23,14 @@ def gather_indexes(sequence_tensor, positions):
     return ops.take_along_axis(sequence_tensor, ops.cast(positions, "int32")[:, :, None], axis=1)
 
 
+@serializable
 class MaskedLMHead(keras.layers.Layer):
     """`call(sequence_output [B, S, H], positions [B, P], embedding_table [V, H])` -> float32
     log-probabilities [B, P, V]."""
 
     def __init__(self, config, **kwargs):
         super().__init__(autocast=False, **kwargs)  # output_bias is added in float32
-        self.config = config
+        self.config = config = BertConfig.of(config)
         self.transform = dense(config.hidden_size, config.initializer_range, name="transform")
         self.transform_act = get_activation(config.hidden_act)
         self.layer_norm = LayerNorm(name="layer_norm")
@@ -46,6 +48,9 @@ class MaskedLMHead(keras.layers.Layer):
         logits = ops.matmul(x, ops.transpose(ops.cast(embedding_table, x.dtype)))
         logits = ops.cast(logits, "float32") + self.output_bias
         return ops.log_softmax(logits, axis=-1)
+
+    def get_config(self):
+        return {**super().get_config(), "config": self.config.to_dict()}
 
 
 class _OutputWeightsHead(keras.layers.Layer):
@@ -69,16 +74,23 @@ class _OutputWeightsHead(keras.layers.Layer):
         return ops.cast(logits, "float32") + self.output_bias
 
 
+@serializable
 class NextSentenceHead(_OutputWeightsHead):
     """`call(pooled_output [B, H])` -> float32 log-probabilities [B, 2] (1 = random next)."""
 
     def __init__(self, config, **kwargs):
+        config = BertConfig.of(config)
         super().__init__(config.hidden_size, 2, config.initializer_range, **kwargs)
+        self.config = config
 
     def call(self, pooled_output):
         return ops.log_softmax(self.logits(pooled_output), axis=-1)
 
+    def get_config(self):
+        return {**super().get_config(), "config": self.config.to_dict()}
 
+
+@serializable
 class ClassifierHead(_OutputWeightsHead):
     """`call(pooled_output [B, H])` -> float32 logits [B, num_labels]; dropout 0.1 in training."""
 
@@ -89,7 +101,12 @@ class ClassifierHead(_OutputWeightsHead):
     def call(self, pooled_output, training=None):
         return self.logits(self.dropout(pooled_output, training=training))
 
+    def get_config(self):
+        return {**super().get_config(), "hidden_size": self.hidden_size, "num_labels": self.num_outputs,
+                "dropout_prob": self.dropout.rate}
 
+
+@serializable
 class TokenClassifierHead(_OutputWeightsHead):
     """`call(sequence_output [B, S, H], word_positions [B, W])` -> float32 logits [B, W,
     num_labels] of the tokens at `word_positions` (each word's first WordPiece); dropout 0.1
@@ -112,7 +129,12 @@ class TokenClassifierHead(_OutputWeightsHead):
         words = gather_indexes(sequence_output, word_positions)
         return self.logits(self.dropout(words, training=training))
 
+    def get_config(self):
+        return {**super().get_config(), "hidden_size": self.hidden_size, "num_labels": self.num_outputs,
+                "dropout_prob": self.dropout.rate, "crf": self.crf}
 
+
+@serializable
 class ChoiceHead(_OutputWeightsHead):
     """`call(pooled_output [B*C, H], num_choices)` -> float32 scores [B, C]: one score per
     choice (`output_weights` [1, H]); dropout 0.1 in training, as the classifier head."""
@@ -125,7 +147,11 @@ class ChoiceHead(_OutputWeightsHead):
         scores = self.logits(self.dropout(pooled_output, training=training))
         return ops.reshape(scores, (-1, num_choices))
 
+    def get_config(self):
+        return {**super().get_config(), "hidden_size": self.hidden_size, "dropout_prob": self.dropout.rate}
 
+
+@serializable
 class SpanHead(_OutputWeightsHead):
     """`call(sequence_output [B, S, H])` -> (start_logits [B, S], end_logits [B, S]), float32."""
 
@@ -135,6 +161,9 @@ class SpanHead(_OutputWeightsHead):
     def call(self, sequence_output):
         logits = self.logits(sequence_output)
         return logits[:, :, 0], logits[:, :, 1]
+
+    def get_config(self):
+        return {**super().get_config(), "hidden_size": self.hidden_size}
 
 
 # ---------------------------------------------------------------------------- losses

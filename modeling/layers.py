@@ -8,6 +8,57 @@ import keras
 from keras import ops
 
 LAYER_NORM_EPSILON = 1e-12  # the original's tf.contrib.layers.layer_norm default
+# Registers a layer or model class with Keras, so that `.keras` files hold it by name and
+# `keras.models.load_model` rebuilds it once `modeling` is imported.
+serializable = keras.saving.register_keras_serializable(package="bert_realformer")
+
+
+ENCODER_INPUTS = ("input_ids", "input_mask", "token_type_ids")
+
+
+def int32_inputs(names: Sequence[str], rank: int = 2) -> dict:
+    """{name: keras.InputSpec} of int32 inputs of `rank` dimensions, each of them free."""
+    return {name: keras.InputSpec(shape=(None,) * rank, dtype="int32", name=name) for name in names}
+
+
+class DeclaredInputs:
+    """A model (mixed in before `keras.Model`) that declares its inputs, so that `export(path)`
+    needs no `input_signature`: int32 `input_ids`, `input_mask`, `token_type_ids` [B, S], the batch
+    and the sequence length free, and what a task model adds (`input_signature`)."""
+
+    def input_signature(self) -> dict:
+        """{name: keras.InputSpec} of what `call` takes."""
+        return int32_inputs(ENCODER_INPUTS)
+
+    def export(self, filepath, format="tf_saved_model", verbose=None, input_signature=None, **kwargs):
+        """`keras.Model.export`, with the declared inputs when no `input_signature` is given. A
+        SavedModel's `serve` gives what `call` gives, a list in a dict of outputs as one output
+        per item (`all_encoder_layers` as `all_encoder_layers_0`, ...): a signature's outputs
+        are flat."""
+        if not self.built:
+            self.build()
+        signature = input_signature or [self.input_signature()]
+        if format != "tf_saved_model":
+            return super().export(filepath, format=format, verbose=verbose, input_signature=signature, **kwargs)
+        archive = keras.export.ExportArchive()
+        archive.track(self)
+        archive.add_endpoint("serve", lambda inputs: flat_outputs(self(inputs, training=False)),
+                             input_signature=signature)
+        archive.write_out(filepath, verbose=True if verbose is None else verbose)
+
+
+def flat_outputs(outputs):
+    """A dict of outputs with each list value spread into one key per item (`name_0`, ...);
+    any other outputs as they are."""
+    if not isinstance(outputs, dict):
+        return outputs
+    flat = {}
+    for name, value in outputs.items():
+        if isinstance(value, (list, tuple)):
+            flat.update((f"{name}_{i}", item) for i, item in enumerate(value))
+        else:
+            flat[name] = value
+    return flat
 
 
 def create_initializer(initializer_range=0.02):
@@ -15,6 +66,7 @@ def create_initializer(initializer_range=0.02):
     return keras.initializers.TruncatedNormal(stddev=initializer_range)
 
 
+@serializable
 class LayerNorm(keras.layers.Layer):
     """LayerNorm over the last axis with `gamma`/`beta`, always computed in float32.
 

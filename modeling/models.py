@@ -20,10 +20,10 @@ from modeling.heads import (
     masked_lm_loss,
     next_sentence_loss,
 )
-from modeling.layers import dense_names, layer_norm_names
+from modeling.layers import ENCODER_INPUTS, DeclaredInputs, dense_names, int32_inputs, layer_norm_names, serializable
 
 
-class BertWithHeads(keras.Model):
+class BertWithHeads(DeclaredInputs, keras.Model):
     """A `BertModel` (`.bert`) with a task's heads: what every model below shares. A subclass
     makes its heads in `__init__` after this one's, lists them in `heads`, names their weights in
     `head_names` and its own constructor arguments in `options` (for `get_config`)."""
@@ -56,6 +56,7 @@ class BertWithHeads(keras.Model):
         return {"config": self.config.to_dict(), "name": self.name, **self.options()}
 
 
+@serializable
 class BertPretrainer(BertWithHeads):
     """MLM + NSP, as the original `run_pretraining.model_fn`; MLM alone with
     `next_sentence=False` (RoBERTa's recipe: no `cls/seq_relationship` head at all).
@@ -87,6 +88,9 @@ class BertPretrainer(BertWithHeads):
     def options(self):
         return {"next_sentence": self.next_sentence is not None}
 
+    def input_signature(self):
+        return int32_inputs((*ENCODER_INPUTS, "masked_lm_positions"))
+
     def call(self, features, training=False, layer_keep_probs=None):
         outputs = dict(self.bert(encoder_inputs(features), training=training,
                                  layer_keep_probs=layer_keep_probs))
@@ -113,6 +117,7 @@ def pretraining_losses(outputs: dict, features: dict) -> dict:
     return losses
 
 
+@serializable
 class BertClassifier(BertWithHeads):
     """Pooled output [B, H] -> dropout -> `output_weights`/`output_bias`: logits [B, num_labels]."""
 
@@ -136,6 +141,7 @@ class BertClassifier(BertWithHeads):
         return self.classifier(pooled, training=training)
 
 
+@serializable
 class BertSpanLabeler(BertWithHeads):
     """Sequence output [B, S, H] -> `cls/squad` span logits: (start_logits [B, S], end_logits [B, S])."""
 
@@ -156,6 +162,7 @@ class BertSpanLabeler(BertWithHeads):
         return self.span(sequence)
 
 
+@serializable
 class BertTokenClassifier(BertWithHeads):
     """Sequence output -> a tag score per word (`cls/ner/...`), for NER.
 
@@ -183,11 +190,15 @@ class BertTokenClassifier(BertWithHeads):
     def options(self):
         return {"num_labels": self.num_labels, "crf": self.crf}
 
+    def input_signature(self):
+        return int32_inputs((*ENCODER_INPUTS, "word_positions"))
+
     def call(self, features, training=False):
         sequence = self.bert(encoder_inputs(features), training=training)["sequence_output"]
         return self.head(sequence, features["word_positions"], training=training)
 
 
+@serializable
 class BertMultipleChoice(BertWithHeads):
     """SWAG-style multiple choice: each choice is its own `[CLS] A [SEP] B [SEP]` sequence; the
     pooled output of each gives one score (`cls/multiple_choice/...`).
@@ -207,6 +218,10 @@ class BertMultipleChoice(BertWithHeads):
         """`cls/multiple_choice/...`."""
         return [("cls/multiple_choice/output_weights", self.head.output_weights),
                 ("cls/multiple_choice/output_bias", self.head.output_bias)]
+
+    def input_signature(self):
+        """[B, C, S] sequences, one per choice, and `choice_mask` [B, C]."""
+        return {**int32_inputs(ENCODER_INPUTS, rank=3), **int32_inputs(("choice_mask",))}
 
     def call(self, features, training=False):
         shape = keras.ops.shape(features["input_ids"])

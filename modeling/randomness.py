@@ -22,6 +22,8 @@ import contextvars
 import keras
 from keras import ops
 
+from modeling.layers import serializable
+
 # A prime above the largest initial seed (Keras draws them from [1, 1e9]): streams of one
 # generator do not land on another generator's initial seed (modulo the int32 range).
 _STREAM_MULTIPLIER = 1_000_000_007
@@ -72,6 +74,7 @@ class StreamSeedGenerator(keras.random.SeedGenerator):
         return ops.stack([first, ops.cast(step, dtype)])
 
 
+@serializable
 class Dropout(keras.layers.Layer):
     """`keras.layers.Dropout(rate)` drawing from a `StreamSeedGenerator`. Shapes: any -> same."""
 

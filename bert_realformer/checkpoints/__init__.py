@@ -9,6 +9,7 @@ conversion between them (`conversion`). The names come from the model classes
     from bert_realformer import checkpoints
     report = checkpoints.load_tf1_checkpoint(model, "uncased_L-12_H-768_A-12/bert_model.ckpt")
     checkpoints.save_tf1_checkpoint(model, "out/bert_model.ckpt")
+    model = checkpoints.from_pretrained("hf_dir", task="classifier", num_labels=3)  # any format (`pretrained`)
 """
 
 from bert_realformer.checkpoints.tf1 import (
@@ -26,7 +27,16 @@ from bert_realformer.checkpoints.tf1 import (
     write_tf1_checkpoint,
 )
 
-__all__ = ["CheckpointError", "DamagedCheckpoint", "LoadReport", "assign_named_values", "checkpoint_keys",
-           "load_tf1_checkpoint", "read_checkpoint_tensors",
+__all__ = ["from_pretrained", "CheckpointError", "DamagedCheckpoint", "LoadReport", "assign_named_values",
+           "checkpoint_keys", "load_tf1_checkpoint", "read_checkpoint_tensors",
            "read_tf1_checkpoint", "reading_checkpoint", "resolve_checkpoint_path", "save_tf1_checkpoint",
            "write_tf1_checkpoint"]
+
+
+def __getattr__(name):
+    # `from_pretrained` on first use: its module imports TensorFlow, which the rest of this
+    # package imports only inside the functions that need it.
+    if name == "from_pretrained":
+        from bert_realformer.checkpoints.pretrained import from_pretrained
+        return from_pretrained
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,5 +1,8 @@
 """`bert_config.json` files on any filesystem: read (errors name the file) and written
 atomically. The parsing itself is `modeling.BertConfig.from_json_string` (modeling does no I/O).
+A Hugging Face model's `config.json` and a KerasHub preset's are read too, as their weights are
+(`huggingface.config_from_hf`, `kerashub.config_from_kerashub`): `--bert_config_file` may name
+the config of whatever `--init_checkpoint` names.
 
     config = read_config("uncased_L-12_H-768_A-12/bert_config.json")
     write_config(config, "out/bert_config.json")
@@ -7,6 +10,7 @@ atomically. The parsing itself is `modeling.BertConfig.from_json_string` (modeli
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 
 from bert_realformer import storage
@@ -27,7 +31,29 @@ def read_config(path: str) -> BertConfig:
         raise ConfigError(f"{path}: cannot read config ({error.reason})") from None
     except InputError as error:  # not UTF-8 (the message names the line)
         raise ConfigError(str(error)) from None
-    return BertConfig.from_json_string(text, source=str(path))
+    config = _foreign_config(text, str(path))
+    if config is None:
+        return BertConfig.from_json_string(text, source=str(path))
+    config.check_buildable()
+    return config
+
+
+def _foreign_config(text: str, source: str) -> BertConfig | None:
+    """The config of a Hugging Face config.json (it names its `model_type`) or a KerasHub
+    preset's (a serialised `BertBackbone`); None for any other text (a `bert_config.json`)."""
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError:
+        return None  # (`from_json_string` says where)
+    if not isinstance(parsed, dict):
+        return None
+    if "model_type" in parsed:
+        from bert_realformer.checkpoints.huggingface import config_from_hf
+        return config_from_hf(parsed, source=source)
+    if parsed.get("class_name") == "BertBackbone" and isinstance(parsed.get("config"), dict):
+        from bert_realformer.checkpoints.kerashub import config_from_kerashub
+        return config_from_kerashub(parsed["config"], source)
+    return None
 
 
 def write_config(config: BertConfig, path: str) -> None:

@@ -80,6 +80,10 @@ class WeightFormat(abc.ABC):
     writing `Weights` into a directory, and its own names of the TF1 names."""
 
     name: ClassVar[str]
+    # The files that make a directory this format's (none: the format is found otherwise, as a
+    # checkpoint prefix is), and what a user calls it.
+    marker_files: ClassVar[tuple[str, ...]] = ()
+    title: ClassVar[str] = ""
 
     @abc.abstractmethod
     def read(self, path: str, options: ReadOptions) -> Weights:
@@ -113,6 +117,16 @@ def get(name: str) -> WeightFormat:
     if name not in FORMATS:
         raise InputError(f"unknown weight format {name!r}; expected one of {', '.join(known())}")
     return FORMATS[name]()
+
+
+def holding(path: str) -> str | None:
+    """The name of the format whose `marker_files` directory `path` is (a Hugging Face model,
+    a KerasHub preset), or None."""
+    if not storage.isdir(path):
+        return None
+    _import_formats()
+    return next((name for name, format_class in sorted(FORMATS.items()) if format_class.marker_files
+                 and all(storage.isfile(os.path.join(path, file)) for file in format_class.marker_files)), None)
 
 
 def known() -> list[str]:

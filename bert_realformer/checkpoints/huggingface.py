@@ -271,6 +271,8 @@ class HuggingFaceFormat(WeightFormat):
     """A Hugging Face model directory: config.json (a task class's architecture where there is a
     fine-tuning head), model.safetensors, vocab.txt and the tokenizer's files."""
     name = "hf"
+    marker_files = ("config.json", "model.safetensors")
+    title = "Hugging Face model"
 
     def read(self, path, options):
         config, values, vocab, unused, labels = read_hf_dir(path)

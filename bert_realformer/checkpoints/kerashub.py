@@ -35,6 +35,22 @@ TASK_FILE = "task.json"
 OUR_CONFIG = "bert_config.json"
 
 
+def config_from_kerashub(backbone_config: dict, source: str) -> BertConfig:
+    """A `BertBackbone`'s config (its `get_config()`, the `config` of a preset's config.json) ->
+    BertConfig: post-LN BERT with the original's tanh GELU."""
+    try:
+        return BertConfig(vocab_size=backbone_config["vocabulary_size"], hidden_size=backbone_config["hidden_dim"],
+                          num_hidden_layers=backbone_config["num_layers"],
+                          num_attention_heads=backbone_config["num_heads"],
+                          intermediate_size=backbone_config["intermediate_dim"],
+                          hidden_dropout_prob=backbone_config.get("dropout", 0.1),
+                          attention_probs_dropout_prob=backbone_config.get("dropout", 0.1),
+                          max_position_embeddings=backbone_config.get("max_sequence_length", 512),
+                          type_vocab_size=backbone_config.get("num_segments", 2), source=source)
+    except (KeyError, TypeError) as error:
+        raise ConfigError(f"{source}: not a KerasHub BertBackbone config (no {error})") from None
+
+
 def check_expressible(config: BertConfig) -> None:
     if not config.variant.is_original:
         raise ConfigError(f"a {config.layer_norm_type}-LN model with residual_attention={config.residual_attention!r} "
@@ -169,12 +185,7 @@ def read_preset(path: str) -> tuple[BertConfig, dict, str | None]:
     else:
         task = None
     backbone = task.backbone if task is not None else keras_hub.models.BertBackbone.from_preset(path)
-    config = BertConfig(vocab_size=backbone.vocabulary_size, hidden_size=backbone.hidden_dim,
-                        num_hidden_layers=backbone.num_layers, num_attention_heads=backbone.num_heads,
-                        intermediate_size=backbone.intermediate_dim, hidden_dropout_prob=backbone.dropout,
-                        attention_probs_dropout_prob=backbone.dropout,
-                        max_position_embeddings=backbone.max_sequence_length,
-                        type_vocab_size=backbone.num_segments, source=path)
+    config = config_from_kerashub(backbone.get_config(), path)
     values = _read(_pairs(backbone), config)
     if isinstance(task, keras_hub.models.BertTextClassifier):
         values["output_weights"] = np.ascontiguousarray(np.asarray(task.output_dense.kernel.numpy()).T)
@@ -205,6 +216,8 @@ class KerasHubFormat(WeightFormat):
     """A KerasHub preset directory (`keras_hub.models.BertBackbone.from_preset`), with a
     `BertTextClassifier` or `BertMaskedLM` task where the weights have that head."""
     name = "kerashub"
+    marker_files = ("config.json", "metadata.json")
+    title = "KerasHub preset"
 
     def read(self, path, options):
         config, values, vocab = read_preset(path)

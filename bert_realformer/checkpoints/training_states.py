@@ -8,8 +8,9 @@ Two kinds of checkpoint:
 
 The weights policy, the same for every script and mode (`choose_weights`): the latest training
 state or `model.ckpt-N` in the output directory (the higher step; the training state on a
-tie); else `--init_checkpoint` (a TF1 checkpoint, one of ours, or a run's output directory);
-else fresh weights for training and an error for eval/predict.
+tie); else `--init_checkpoint` (a TF1 checkpoint, one of ours, a run's output directory, a
+Hugging Face model directory or a KerasHub preset); else fresh weights for training and an
+error for eval/predict.
 """
 
 import dataclasses
@@ -20,8 +21,8 @@ import tensorflow as tf
 
 import modeling
 from bert_realformer import storage
-from bert_realformer.checkpoints import state_recovery
-from bert_realformer.checkpoints.formats import WeightFormat, register
+from bert_realformer.checkpoints import formats, state_recovery
+from bert_realformer.checkpoints.formats import ReadOptions, WeightFormat, register
 from bert_realformer.checkpoints.tf1 import (
     CheckpointError,
     assign_named_values,
@@ -44,11 +45,13 @@ _LAYER = re.compile(r"layer_\d+")
 
 @dataclasses.dataclass(frozen=True)
 class Checkpoint:
-    """A checkpoint prefix, its kind (`TRAINING_STATE_KIND` or `TF1_KIND`) and step (0 if
-    its name has none)."""
+    """A checkpoint prefix, its kind (`TRAINING_STATE_KIND`, `TF1_KIND`, or another format's
+    title) and step (0 if its name has none); `weight_format`: the registered format that reads
+    it when it is neither (a Hugging Face directory, a KerasHub preset: `prefix` is the directory)."""
     prefix: str
     kind: str
     step: int
+    weight_format: str | None = None
 
 
 def named_variables(model):
@@ -59,7 +62,10 @@ def named_variables(model):
 
 def run_directory(prefix):
     """The directory a checkpoint prefix belongs to: a run's for its `training_state/ckpt-N`,
-    else the prefix's own directory."""
+    else the prefix's own directory (a directory read as a whole, a Hugging Face model's, is
+    its own)."""
+    if storage.isdir(prefix):
+        return prefix
     parent = os.path.dirname(prefix)
     return os.path.dirname(parent) if os.path.basename(parent) == TRAINING_STATE else parent
 
@@ -109,7 +115,11 @@ def latest_in(directory):
 
 def resolve(path):
     """`--init_checkpoint` as a `Checkpoint`: a run directory (its latest), a training-state
-    directory or prefix, or a TF1 checkpoint (prefix, or a directory with a `checkpoint` file)."""
+    directory or prefix, or a TF1 checkpoint (prefix, or a directory with a `checkpoint` file),
+    or a directory another format marks as its own (`formats.holding`)."""
+    other = formats.holding(path)
+    if other is not None:
+        return Checkpoint(path, formats.get(other).title, 0, weight_format=other)
     if storage.isdir(path):
         found = latest_in(path)
         if found:
@@ -206,7 +216,9 @@ def _expected_shapes(config) -> dict[str, tuple[int, ...]]:
 def check_fits(checkpoint: Checkpoint, config, option: str = "init_checkpoint") -> None:
     """Before any work: a `CheckpointError` when a weight of `checkpoint` has another shape than
     `config` gives it (another model's checkpoint, or another config's): read from its index
-    alone, no weight loaded."""
+    alone, no weight loaded. (A directory of another format is checked as its weights load.)"""
+    if checkpoint.weight_format is not None:
+        return
     stored = checkpoint_shapes(checkpoint.prefix)
     if checkpoint.kind == TRAINING_STATE_KIND:
         stored = {_weight_name(key): shape for key, shape in stored.items()}
@@ -221,7 +233,10 @@ def check_fits(checkpoint: Checkpoint, config, option: str = "init_checkpoint") 
 def load_weights(model, checkpoint, strict=False):
     """Loads a `Checkpoint`'s weights into `model`; returns the `LoadReport`. `strict`: every
     weight of the model must be in it (eval/predict never runs on random weights)."""
-    if checkpoint.kind == TRAINING_STATE_KIND:
+    if checkpoint.weight_format is not None:
+        weights = formats.get(checkpoint.weight_format).read(checkpoint.prefix, ReadOptions(target="model"))
+        report = assign_named_values(model, weights.values, checkpoint.prefix)
+    elif checkpoint.kind == TRAINING_STATE_KIND:
         report = assign_named_values(
             model, read_training_state(checkpoint.prefix), checkpoint.prefix)
     else:

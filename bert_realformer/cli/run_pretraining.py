@@ -76,7 +76,7 @@ def main(argv):
     del argv
     _check_flags()
     import modeling
-    from bert_realformer import checkpoints
+    from bert_realformer.checkpoints import training_states
     from bert_realformer.pretraining.dynamic_masking import DynamicMasking
     from bert_realformer.pretraining.input_pipeline import check_records, expand_input_files
     from bert_realformer.pretraining.task import evaluate, pretraining_task
@@ -100,7 +100,7 @@ def main(argv):
         tfrecords.check_files(files, "input_file")
         print(f"checked every record of {len(files)} input files", file=sys.stderr)
     if FLAGS.init_checkpoint:
-        checkpoints.resolve_checkpoint_path(FLAGS.init_checkpoint)  # exists?
+        training_states.resolve(FLAGS.init_checkpoint)  # exists?
     if FLAGS.train_batch_size % strategy.num_replicas_in_sync:
         raise InputError(f"--train_batch_size={FLAGS.train_batch_size} is not divisible by the "
                          f"{strategy.num_replicas_in_sync} replicas")

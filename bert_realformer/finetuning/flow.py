@@ -117,7 +117,6 @@ def make_driver(setup: DriverSetup, plan: Plan, build_model) -> tuple[Driver, Fu
     """(driver, tokenizer): the case checked against a released checkpoint's name, the config with
     its variant overrides, the strategy, the batches and vocabulary checked against the model,
     --init_checkpoint checked to exist and fit, and the model `build_model(config)`."""
-    from bert_realformer import checkpoints
     from bert_realformer.checkpoints import training_states
     from tokenization import FullTokenizer, validate_case_matches_checkpoint
     init_checkpoint = setup.run.init_checkpoint
@@ -135,7 +134,6 @@ def make_driver(setup: DriverSetup, plan: Plan, build_model) -> tuple[Driver, Fu
     check_vocabulary(setup.vocab_file, config.vocab_size)
     tokenizer = FullTokenizer(setup.vocab_file, do_lower_case=setup.do_lower_case)
     if init_checkpoint:  # (there, and of this config's shapes: before the data is tokenized)
-        checkpoints.resolve_checkpoint_path(init_checkpoint)
         training_states.check_fits(training_states.resolve(init_checkpoint), config)
     restart_deadline_for(plan.restart_deadline, strategy)
     driver = Driver(strategy, lambda: build_model(config), for_worker(setup.run, strategy, training=plan.do_train))
