@@ -24,6 +24,7 @@ from modeling.layers import (
     get_shape_list,
     reshape_from_matrix,
     reshape_to_matrix,
+    sentence_embedding,
 )
 from modeling.models import (
     BertClassifier,
@@ -50,7 +51,7 @@ __all__ = [
     "gather_indexes", "masked_lm_loss", "next_sentence_loss",
     "LayerNorm", "create_initializer",
     "assert_rank", "get_assignment_map_from_checkpoint", "get_shape_list", "reshape_from_matrix",
-    "reshape_to_matrix",
+    "reshape_to_matrix", "sentence_embedding",
     "BertClassifier", "BertMultipleChoice", "BertPretrainer", "BertSpanLabeler", "BertTokenClassifier",
     "encoder_inputs", "pretraining_losses",
     "Dropout", "random_stream", "second_pass",

@@ -61,6 +61,23 @@ def flat_outputs(outputs):
     return flat
 
 
+def sentence_embedding(sequence, input_mask, pooling: str = "mean", normalize: bool = False):
+    """One vector per sequence: [B, S, H] hidden states and their `input_mask` [B, S] -> [B, H],
+    float32. `mean`: the mean over the real tokens ([CLS] and [SEP] included), `cls`: the first
+    token's vector; `normalize`: each divided by its L2 norm."""
+    if pooling not in ("mean", "cls"):
+        raise ValueError(f"pooling={pooling!r}: expected 'mean' or 'cls'")
+    sequence = ops.cast(sequence, "float32")
+    if pooling == "cls":
+        pooled = sequence[:, 0, :]
+    else:
+        mask = ops.cast(input_mask, "float32")[:, :, None]
+        pooled = ops.sum(sequence * mask, axis=1) / ops.maximum(ops.sum(mask, axis=1), 1.0)
+    if normalize:
+        pooled = pooled / ops.maximum(ops.norm(pooled, axis=-1, keepdims=True), 1e-12)
+    return pooled
+
+
 def create_initializer(initializer_range=0.02):
     """Truncated normal (cut at two standard deviations), as the original `create_initializer`."""
     return keras.initializers.TruncatedNormal(stddev=initializer_range)

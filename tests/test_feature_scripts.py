@@ -4,6 +4,7 @@ weights, the text mode of analyze_attention.py."""
 import json
 import os
 
+import numpy as np
 import pytest
 from helpers.in_process import completed_in_process
 
@@ -62,3 +63,64 @@ def test_analyze_attention_on_text_lines(tmp_path):
     # Queries counted: the real tokens of the three lines (16 + 3 + 5 WordPieces with [CLS]/[SEP]).
     assert stats["entropy"][0][0]["count"] == 16 + 3 + 5
     assert (tmp_path / "out" / "attention_entropy.png").stat().st_size > 0
+
+
+def _hand_pooled(token_features, pooling):
+    """One line's vector from the original output's per-token values (its real tokens only):
+    their mean, or the first token's."""
+    vectors = np.array([token["layers"][0]["values"] for token in token_features])
+    return vectors.mean(axis=0) if pooling == "mean" else vectors[0]
+
+
+def test_sentence_embeddings_are_the_mean_or_the_cls_vector_of_the_tokens(tmp_path):
+    """--pooling gives one vector per line: the mean over the line's real tokens of the last
+    layer (or its [CLS] vector), as computed by hand from the per-token output; --normalize
+    divides it by its norm. Several --layers are averaged first."""
+    (tmp_path / "in.txt").write_text(TEXT, encoding="utf-8")
+    assert _extract(tmp_path, f"{POSTLN}/bert_model.ckpt", "tokens.jsonl").returncode == 0
+    tokens = [json.loads(line)["features"] for line in (tmp_path / "tokens.jsonl").read_text().splitlines()]
+    common = (f"--input_file={tmp_path}/in.txt", f"--vocab_file={POSTLN}/vocab.txt",
+              f"--bert_config_file={POSTLN}/bert_config.json", f"--init_checkpoint={POSTLN}/bert_model.ckpt",
+              "--max_seq_length=16", "--batch_size=2")
+    for pooling, normalize in (("mean", False), ("mean", True), ("cls", False)):
+        name = f"{pooling}-{normalize}.jsonl"
+        done = _run("extract_features.py", *common, f"--output_file={tmp_path}/{name}", f"--pooling={pooling}",
+                    *(["--normalize"] if normalize else []))
+        assert done.returncode == 0, done.stderr[-2000:]
+        lines = [json.loads(line) for line in (tmp_path / name).read_text().splitlines()]
+        assert [line["linex_index"] for line in lines] == [0, 1, 2]
+        for line, features in zip(lines, tokens):
+            expected = _hand_pooled(features, pooling)
+            if normalize:
+                expected = expected / np.linalg.norm(expected)
+            np.testing.assert_allclose(line["embedding"], expected, atol=2e-6, err_msg=name)
+    two_layers = _run("extract_features.py", *common, f"--output_file={tmp_path}/two_layers.jsonl", "--pooling=cls",
+                "--layers=-1,-2")
+    assert two_layers.returncode == 0, two_layers.stderr[-2000:]
+    both = _run("extract_features.py", *common, f"--output_file={tmp_path}/both.jsonl", "--layers=-1,-2")
+    first = json.loads((tmp_path / "both.jsonl").read_text().splitlines()[0])["features"][0]["layers"]
+    np.testing.assert_allclose(json.loads((tmp_path / "two_layers.jsonl").read_text().splitlines()[0])["embedding"],
+                               (np.array(first[0]["values"]) + np.array(first[1]["values"])) / 2, atol=2e-6)
+    assert both.returncode == 0
+    refused = _run("extract_features.py", *common, f"--output_file={tmp_path}/no.jsonl", "--normalize")
+    assert refused.returncode == 2 and "--normalize is for --pooling" in refused.stderr.strip().splitlines()[-1]
+
+
+def test_the_exported_encoder_embeds_text_as_its_mean_token_vector(tmp_path):
+    """The encoder SavedModel's `embed` signature equals the mean of its `encode` signature's
+    sequence_output over input_mask, by hand; `normalized` is that over its norm."""
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the tokenizer's ops)
+
+    from bert_realformer.checkpoints import from_pretrained
+    from bert_realformer.inference.export import ServedText, export_encoder
+    path = export_encoder(from_pretrained(POSTLN), ServedText(f"{POSTLN}/vocab.txt", True, 16), str(tmp_path))
+    served = tf.saved_model.load(path)
+    texts = tf.constant(["The cat sat on the mat", "Hi", "A dog played in the snow today"])
+    embedded = served.signatures["embed"](text_a=texts)
+    encoded = served.signatures["encode"](text_a=texts)
+    sequence, mask = encoded["sequence_output"].numpy(), encoded["input_mask"].numpy()
+    expected = (sequence * mask[:, :, None]).sum(1) / mask.sum(1, keepdims=True)
+    np.testing.assert_allclose(embedded["embedding"].numpy(), expected, atol=1e-6)
+    np.testing.assert_allclose(embedded["normalized"].numpy(), expected / np.linalg.norm(expected, axis=1,
+                                                                                         keepdims=True), atol=1e-6)

@@ -1,8 +1,8 @@
 """`bert_config.json` files on any filesystem: read (errors name the file) and written
 atomically. The parsing itself is `modeling.BertConfig.from_json_string` (modeling does no I/O).
-A Hugging Face model's `config.json` and a KerasHub preset's are read too, as their weights are
-(`huggingface.config_from_hf`, `kerashub.config_from_kerashub`): `--bert_config_file` may name
-the config of whatever `--init_checkpoint` names.
+A Hugging Face model's `config.json` and a KerasHub preset's are read too (`config_from_hf`,
+`config_from_kerashub`: what their formats read their configs with), so `--bert_config_file` may
+name the config of whatever `--init_checkpoint` names.
 
     config = read_config("uncased_L-12_H-768_A-12/bert_config.json")
     write_config(config, "out/bert_config.json")
@@ -11,6 +11,7 @@ the config of whatever `--init_checkpoint` names.
 from __future__ import annotations
 
 import json
+import types
 from typing import TYPE_CHECKING
 
 from bert_realformer import storage
@@ -48,12 +49,55 @@ def _foreign_config(text: str, source: str) -> BertConfig | None:
     if not isinstance(parsed, dict):
         return None
     if "model_type" in parsed:
-        from bert_realformer.checkpoints.huggingface import config_from_hf
         return config_from_hf(parsed, source=source)
     if parsed.get("class_name") == "BertBackbone" and isinstance(parsed.get("config"), dict):
-        from bert_realformer.checkpoints.kerashub import config_from_kerashub
         return config_from_kerashub(parsed["config"], source)
     return None
+
+
+# Hugging Face's activation names -> ours (its "gelu" is the exact one, the original's the tanh form).
+_HF_ACT_TO_OURS = types.MappingProxyType({
+    "gelu": "gelu_exact", "gelu_new": "gelu", "gelu_pytorch_tanh": "gelu", "relu": "relu", "tanh": "tanh",
+    "silu": "swish", "swish": "swish", "linear": "linear"})
+
+
+def config_from_hf(hf_config: dict, source: str = "config.json") -> BertConfig:
+    """A Hugging Face BERT config.json object -> BertConfig (original post-LN BERT)."""
+    from modeling.config import BertConfig, ConfigError
+    if hf_config.get("model_type", "bert") != "bert":
+        raise ConfigError(f"{source}: model_type {hf_config.get('model_type')!r} is not bert")
+    if hf_config.get("position_embedding_type", "absolute") != "absolute":
+        raise ConfigError(f"{source}: position_embedding_type {hf_config['position_embedding_type']!r} "
+                          "is not supported (only absolute)")
+    eps = hf_config.get("layer_norm_eps", 1e-12)
+    if abs(eps - 1e-12) > 1e-15:
+        raise ConfigError(f"{source}: layer_norm_eps {eps} differs from BERT's 1e-12")
+    act = hf_config.get("hidden_act", "gelu")
+    if act not in _HF_ACT_TO_OURS:
+        raise ConfigError(f"{source}: hidden_act {act!r} has no equivalent here")
+    keys = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+            "hidden_dropout_prob", "attention_probs_dropout_prob", "max_position_embeddings",
+            "type_vocab_size", "initializer_range")
+    values = {k: hf_config[k] for k in keys if k in hf_config}
+    return BertConfig.from_dict({**values, "hidden_act": _HF_ACT_TO_OURS[act]}, source=source)
+
+
+def config_from_kerashub(backbone_config: dict, source: str) -> BertConfig:
+    """A `BertBackbone`'s config (its `get_config()`, the `config` of a preset's config.json) ->
+    BertConfig: post-LN BERT with the original's tanh GELU."""
+    from modeling.config import BertConfig, ConfigError
+    try:
+        return BertConfig(vocab_size=backbone_config["vocabulary_size"], hidden_size=backbone_config["hidden_dim"],
+                          num_hidden_layers=backbone_config["num_layers"],
+                          num_attention_heads=backbone_config["num_heads"],
+                          intermediate_size=backbone_config["intermediate_dim"],
+                          hidden_dropout_prob=backbone_config.get("dropout", 0.1),
+                          attention_probs_dropout_prob=backbone_config.get("dropout", 0.1),
+                          max_position_embeddings=backbone_config.get("max_sequence_length", 512),
+                          type_vocab_size=backbone_config.get("num_segments", 2), source=source)
+    except (KeyError, TypeError) as error:
+        raise ConfigError(f"{source}: not a KerasHub BertBackbone config (no {error})") from None
+
 
 
 def write_config(config: BertConfig, path: str) -> None:

@@ -124,6 +124,7 @@ def holding(path: str) -> str | None:
     a KerasHub preset), or None."""
     if not storage.isdir(path):
         return None
+    storage.check_readable_dir(path)  # (unreadable: said, not "holds no checkpoint")
     _import_formats()
     return next((name for name, format_class in sorted(FORMATS.items()) if format_class.marker_files
                  and all(storage.isfile(os.path.join(path, file)) for file in format_class.marker_files)), None)

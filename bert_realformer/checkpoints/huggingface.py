@@ -18,16 +18,14 @@ import types
 import numpy as np
 
 from bert_realformer import storage
+from bert_realformer.checkpoints.config_files import config_from_hf
 from bert_realformer.checkpoints.formats import WeightFormat, Weights, name_list, refuse_unless_forced, register
 from bert_realformer.checkpoints.hf_tokenizer import tokenizer_files, vocabulary_beside
 from bert_realformer.checkpoints.tf1 import missing_encoder_weights
 from bert_realformer.errors import InputError
 from bert_realformer.text_files import read_text
-from modeling.config import BertConfig, ConfigError
+from modeling.config import ConfigError
 
-_HF_ACT_TO_OURS = types.MappingProxyType({
-    "gelu": "gelu_exact", "gelu_new": "gelu", "gelu_pytorch_tanh": "gelu", "relu": "relu", "tanh": "tanh",
-    "silu": "swish", "swish": "swish", "linear": "linear"})
 _OURS_TO_HF_ACT = types.MappingProxyType({
     "gelu_exact": "gelu", "gelu": "gelu_new", "gelu_new": "gelu_new", "relu": "relu", "tanh": "tanh",
     "swish": "silu", "linear": "linear"})
@@ -148,26 +146,6 @@ def tf1_to_hf(values, num_layers):
         out["cls.predictions.decoder.bias"] = out["cls.predictions.bias"]
     left_out = sorted(name for name in values if name not in used)
     return out, architecture, left_out
-
-
-def config_from_hf(hf_config, source="config.json"):
-    """A Hugging Face BERT config.json object -> BertConfig (original post-LN BERT)."""
-    if hf_config.get("model_type", "bert") != "bert":
-        raise ConfigError(f"{source}: model_type {hf_config.get('model_type')!r} is not bert")
-    if hf_config.get("position_embedding_type", "absolute") != "absolute":
-        raise ConfigError(f"{source}: position_embedding_type {hf_config['position_embedding_type']!r} "
-                          "is not supported (only absolute)")
-    eps = hf_config.get("layer_norm_eps", 1e-12)
-    if abs(eps - 1e-12) > 1e-15:
-        raise ConfigError(f"{source}: layer_norm_eps {eps} differs from BERT's 1e-12")
-    act = hf_config.get("hidden_act", "gelu")
-    if act not in _HF_ACT_TO_OURS:
-        raise ConfigError(f"{source}: hidden_act {act!r} has no equivalent here")
-    keys = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-            "hidden_dropout_prob", "attention_probs_dropout_prob", "max_position_embeddings",
-            "type_vocab_size", "initializer_range")
-    values = {k: hf_config[k] for k in keys if k in hf_config}
-    return BertConfig.from_dict({**values, "hidden_act": _HF_ACT_TO_OURS[act]}, source=source)
 
 
 def config_to_hf(config, architecture, force=False, labels=None, num_labels=None, multi_label=False):

@@ -25,7 +25,7 @@ import unicodedata
 import numpy as np
 
 from bert_realformer import storage
-from bert_realformer.checkpoints.config_files import read_config, write_config
+from bert_realformer.checkpoints.config_files import config_from_kerashub, read_config, write_config
 from bert_realformer.checkpoints.formats import WeightFormat, Weights, name_list, register
 from bert_realformer.errors import InputError
 from modeling.config import BertConfig, ConfigError
@@ -33,22 +33,6 @@ from tokenization.reference import vocab_lines
 
 TASK_FILE = "task.json"
 OUR_CONFIG = "bert_config.json"
-
-
-def config_from_kerashub(backbone_config: dict, source: str) -> BertConfig:
-    """A `BertBackbone`'s config (its `get_config()`, the `config` of a preset's config.json) ->
-    BertConfig: post-LN BERT with the original's tanh GELU."""
-    try:
-        return BertConfig(vocab_size=backbone_config["vocabulary_size"], hidden_size=backbone_config["hidden_dim"],
-                          num_hidden_layers=backbone_config["num_layers"],
-                          num_attention_heads=backbone_config["num_heads"],
-                          intermediate_size=backbone_config["intermediate_dim"],
-                          hidden_dropout_prob=backbone_config.get("dropout", 0.1),
-                          attention_probs_dropout_prob=backbone_config.get("dropout", 0.1),
-                          max_position_embeddings=backbone_config.get("max_sequence_length", 512),
-                          type_vocab_size=backbone_config.get("num_segments", 2), source=source)
-    except (KeyError, TypeError) as error:
-        raise ConfigError(f"{source}: not a KerasHub BertBackbone config (no {error})") from None
 
 
 def check_expressible(config: BertConfig) -> None:

@@ -8,6 +8,13 @@ feature-based use of BERT in the BERT paper).
 Input: one example per line, `text_a` or `text_a ||| text_b`. Output: one JSON object per line,
 {"linex_index": N, "features": [{"token": "[CLS]", "layers": [{"index": -1, "values": [...]},
 ...]}, ...]}, values rounded to 6 decimals, for the real tokens of each example.
+
+Sentence embeddings, one vector per line (`--pooling`): {"linex_index": N, "embedding": [...]},
+the mean of the line's real tokens' vectors (`mean`, [CLS] and [SEP] included) or its [CLS]
+token's (`cls`), of the last layer (with --layers given, of the mean of those layers), divided by
+its L2 norm with --normalize:
+
+    python extract_features.py ... --pooling=mean --normalize
 """
 
 import json
@@ -35,6 +42,11 @@ flags.DEFINE_integer("num_tpu_cores", 8, "Accepted for compatibility.")
 flags.DEFINE_bool("dynamic_padding", True, "Pad each batch to its longest sequence (rounded up to a multiple of 8) "
                   "instead of --max_seq_length; the features are the same.")
 flags.DEFINE_bool("use_one_hot_embeddings", False, "Accepted for compatibility (the lookup gives the same values).")
+flags.DEFINE_enum("pooling", "none", ["none", "mean", "cls"], "none: every token's vectors (the original's output). "
+                  "mean or cls: one vector per line, the mean over its real tokens or its [CLS] token's, of the "
+                  "last layer (with --layers given, of the mean of those layers).")
+flags.DEFINE_bool("normalize", False, "With --pooling: each vector divided by its L2 norm (cosine similarity is then "
+                  "a dot product).")
 
 def main(argv):
     del argv
@@ -42,8 +54,11 @@ def main(argv):
         if not getattr(FLAGS, name):
             raise InputError(f"--{name} is required")
     storage.check_file_target(FLAGS.output_file, "output_file")
+    if FLAGS.normalize and FLAGS.pooling == "none":
+        raise InputError("--normalize is for --pooling=mean or --pooling=cls (one vector per line)")
+    pooled = FLAGS.pooling != "none"
     try:
-        layer_indexes = [int(x) for x in FLAGS.layers.split(",")]
+        layer_indexes = [int(x) for x in FLAGS.layers.split(",")] if FLAGS["layers"].present or not pooled else [-1]
     except ValueError:
         raise InputError(f"--layers={FLAGS.layers}: expected comma-separated integers") from None
     import numpy as np
@@ -72,7 +87,11 @@ def main(argv):
     @tf.function(reduce_retracing=True, autograph=False)
     def layers_of(features):
         layers = model(features, training=False)["all_encoder_layers"]
-        return [layers[i] for i in layer_indexes]
+        chosen = [layers[i] for i in layer_indexes]
+        if not pooled:
+            return chosen
+        mean = tf.add_n(chosen) / len(chosen) if len(chosen) > 1 else chosen[0]
+        return modeling.sentence_embedding(mean, features["input_mask"], FLAGS.pooling, FLAGS.normalize)
 
     with storage.atomic_output(FLAGS.output_file) as writer:
         for start in range(0, len(all_tokens), FLAGS.batch_size):
@@ -81,6 +100,11 @@ def main(argv):
                 longest = int(batch["input_mask"].sum(axis=1).max())
                 length = min(-(-longest // LENGTH_MULTIPLE) * LENGTH_MULTIPLE, FLAGS.max_seq_length)
                 batch = {k: v[:, :length] for k, v in batch.items()}
+            if pooled:
+                for row, vector in enumerate(np.asarray(layers_of(batch))):
+                    writer.write(json.dumps({"linex_index": start + row,
+                                             "embedding": [round(float(x), 6) for x in vector]}) + "\n")
+                continue
             layers = [np.asarray(layer) for layer in layers_of(batch)]
             for row, tokens in enumerate(all_tokens[start:start + FLAGS.batch_size]):
                 entry = {"linex_index": start + row, "features": [

@@ -6,7 +6,9 @@ the graph; loading needs `import tensorflow_text` (it registers the ops). Signat
     (a regression model, one output: scores [B, 1]; a multi-label one: each label's sigmoid
     probability [B, C] and `predicted` [B, C], 1 where it reaches the label's threshold);
     `classify_pair`: text_a, text_b -> the same;
-  encoder: `serving_default` / `encode` and `encode_pair` -> sequence_output, pooled_output.
+  encoder: `serving_default` / `encode` and `encode_pair` -> sequence_output, pooled_output;
+    `embed`: text_a -> a sentence embedding [B, H] (`embedding`: the mean of the last layer over
+    the real tokens, `modeling.sentence_embedding`; `normalized`: the same over its L2 norm).
 The directory layout is TF Serving's: EXPORT_DIR/<version>/saved_model.pb, version = seconds
 since the epoch. Written under a temporary name and renamed.
 
@@ -251,20 +253,27 @@ class EncoderServing(TextServing):
     def outputs(self, features):
         return {**self.model_outputs(features), "input_mask": features["input_mask"]}
 
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text_a")], autograph=False)
+    def embed(self, text_a):
+        features = pack_inputs(self._tokenizer.tokenize(text_a), None, self._max_seq_length, self._cls, self._sep,
+                               self._truncation)
+        sequence = self.model_outputs(features)["sequence_output"]
+        return {"embedding": modeling.sentence_embedding(sequence, features["input_mask"]),
+                "normalized": modeling.sentence_embedding(sequence, features["input_mask"], normalize=True)}
 
-def _save(module, export_dir, names, extra_files=None):
-    """Writes EXPORT_DIR/<version> (seconds since the epoch) atomically, with `extra_files`
-    ({name: bytes}) beside the SavedModel; returns its path."""
+
+def _save(module, export_dir, signatures, extra_files=None):
+    """Writes EXPORT_DIR/<version> (seconds since the epoch) atomically, `signatures` ({name:
+    the module's function}) and `extra_files` ({name: bytes}) beside the SavedModel; returns its
+    path."""
     version = str(int(time.time()))
     path = os.path.join(export_dir, version)
     tmp = os.path.join(export_dir, f".tmp-{version}-{os.getpid()}")
     storage.makedirs(export_dir)
-    single, pair = names
     moving = False
     try:
         with sigterm_deferred():  # (its tracing would print the traceback of a stop met inside it)
-            tf.saved_model.save(module, tmp, signatures={"serving_default": module.serve, single: module.serve,
-                                                         pair: module.serve_pair})
+            tf.saved_model.save(module, tmp, signatures=signatures)
         for name, data in (extra_files or {}).items():  # (inside the temporary version: plain writes)
             with storage.open_file(os.path.join(tmp, name), "wb") as f:
                 f.write(data)
@@ -297,12 +306,16 @@ def export_classifier(model: keras.Model, text: ServedText, label_list: list[str
         files["vocab.txt"] = storage.read_bytes(text.vocab_file)
         if label_list is not None:
             files["label_list.txt"] = "".join(f"{label}\n" for label in label_list).encode("utf-8")
-    return _save(module, export_dir, ("classify", "classify_pair"), files)
+    return _save(module, export_dir, {"serving_default": module.serve, "classify": module.serve,
+                                      "classify_pair": module.serve_pair}, files)
 
 
 def export_encoder(model: keras.Model, text: ServedText, export_dir: str, engine: GraphEngine | None = None) -> str:
-    """Signatures `serving_default`/`encode` (text_a) and `encode_pair` (text_a, text_b)."""
-    return _save(EncoderServing(model, text, engine), export_dir, ("encode", "encode_pair"))
+    """Signatures `serving_default`/`encode` (text_a) and `encode_pair` (text_a, text_b), and
+    `embed` (text_a: a sentence embedding)."""
+    module = EncoderServing(model, text, engine)
+    return _save(module, export_dir, {"serving_default": module.serve, "encode": module.serve,
+                                      "encode_pair": module.serve_pair, "embed": module.embed})
 
 
 def export_model(model: keras.Model, text: ServedText, export_dir: str, label_list: list[str] | None = None,
