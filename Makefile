@@ -1,4 +1,5 @@
-# `make test`: create .venv/ if missing, install the pinned dependencies, lint, run the whole
+# `make test`: create .venv/ if missing, install the dependencies at the versions of
+# constraints.txt (pyproject.toml holds the ranges a user's install may take), lint, run the whole
 # test suite (Python 3.11). `make test-fast`: the same without the end-to-end tests (the inner
 # loop). `make test-versions`: the package installed and the fast tier run on Python 3.12 and
 # 3.13, each in a fresh virtual environment (.venv-3.12/, .venv-3.13/). `make test-wheel`: the
@@ -29,10 +30,10 @@ define install_test_data
 	$(1)/bin/python -m pip download --quiet --no-deps --no-binary :all: vaderSentiment==3.3.2 -d $(1)/data
 endef
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,oracles]'
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[test,oracles]'
 	$(call install_test_data,$(VENV))
 	touch $(STAMP)
 
@@ -58,22 +59,25 @@ test-versions:
 	$(MAKE) fresh-fast-tier VERSION=3.13 INTERPRETER="$(PYTHON_3_13)"
 
 # The project as a user installs it: a wheel built and installed (not editable) in a fresh
-# environment, then its commands run from a directory outside the checkout (the environment is
-# removed once it passed).
+# environment, then its commands run from a directory outside the checkout, first with no extras
+# (English fine-tuning runs; what needs an extra names it), then with the extras (the environment
+# is removed once it passed).
 test-wheel:
 	rm -rf .venv-wheel .wheel
 	$(PYTHON) -m venv .venv-wheel
 	.venv-wheel/bin/python -m pip install --quiet --upgrade pip
 	.venv-wheel/bin/python -m pip wheel --quiet --no-deps --wheel-dir .wheel .
-	.venv-wheel/bin/python -m pip install --quiet .wheel/*.whl
-	.venv-wheel/bin/python tests/installed_journey.py tests/data
+	.venv-wheel/bin/python -m pip install --quiet -c constraints.txt .wheel/*.whl
+	.venv-wheel/bin/python tests/installed_journey.py tests/data --extras=none
+	.venv-wheel/bin/python -m pip install --quiet -c constraints.txt "$$(ls .wheel/*.whl)[chinese,plots]"
+	.venv-wheel/bin/python tests/installed_journey.py tests/data --extras=chinese,plots
 	rm -rf .venv-wheel .wheel
 
 fresh-fast-tier:
 	rm -rf .venv-$(VERSION)
 	$(INTERPRETER) -m venv .venv-$(VERSION)
 	.venv-$(VERSION)/bin/python -m pip install --quiet --upgrade pip
-	.venv-$(VERSION)/bin/python -m pip install --quiet -e '.[test]'
+	.venv-$(VERSION)/bin/python -m pip install --quiet -c constraints.txt -e '.[test]'
 	$(call install_test_data,.venv-$(VERSION))
 	REALDATA_DIR=$(CURDIR)/.venv-$(VERSION)/data REQUIRE_REAL_DATA=1 REQUIRE_NATIVE=1 REQUIRE_NO_SKIPS=1 \
 		.venv-$(VERSION)/bin/python -m pytest $(PYTEST_ARGS) -m "not slow" -p no:cacheprovider

@@ -22,7 +22,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 # (Not bench/common.py: it sets TensorFlow's kernel choice in the environment the command would inherit.)
-from bert_realformer.cpus import cpu_description, cpu_summary  # noqa: E402
+from bert_realformer.cpus import cpu_description, cpu_summary, cpu_tag  # noqa: E402
 
 
 def _passed(output: str):
@@ -40,8 +40,7 @@ def main():
     if not command:
         parser.error("give the command to time after --")
     cpu = cpu_description()
-    tag = f"cpu-f{cpu.get('family')}-m{cpu.get('model')}"
-    path = os.path.join(ROOT, "bench", "results", f"wall_time-{args.name}-{tag}.json")
+    path = os.path.join(ROOT, "bench", "results", f"wall_time-{args.name}-{cpu_tag()}.json")
     started = time.monotonic()
     process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     output = []

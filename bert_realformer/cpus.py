@@ -81,6 +81,12 @@ def cpu_description(cpu_info: str = CPU_INFO) -> dict:
             "instruction_sets": [name for name in KERNEL_INSTRUCTION_SETS if name in flags]}
 
 
+def cpu_tag(cpu_info: str = CPU_INFO) -> str:
+    """`cpu-f<family>-m<model>`: what a benchmark's result file is named by (`cpu-f25-m1`)."""
+    cpu = cpu_description(cpu_info)
+    return f"cpu-f{cpu.get('family')}-m{cpu.get('model')}"
+
+
 def cpu_summary(description: dict) -> str:
     """`cpu_description`'s dict in one line: `AMD EPYC 7B13, family 25 model 1 (avx2 fma)`."""
     if not description:

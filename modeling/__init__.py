@@ -26,6 +26,7 @@ from modeling.layers import (
     reshape_to_matrix,
     sentence_embedding,
 )
+from modeling.lora import enable_lora, weight_variables, without_lora
 from modeling.models import (
     BertClassifier,
     BertMultipleChoice,
@@ -44,7 +45,8 @@ __all__ = [
     "gelu", "gelu_exact", "get_activation",
     "AttentionLayer", "attention_layer",
     "BertEmbeddings", "BertModel", "WORD_EMBEDDING_DELTA",
-    "tf1_variable_map",
+    "tf1_variable_map", "weight_variables",
+    "enable_lora", "without_lora",
     "BertConfig", "ConfigError",
     "TransformerBlock", "TransformerEncoder",
     "ChoiceHead", "ClassifierHead", "MaskedLMHead", "NextSentenceHead", "SpanHead", "TokenClassifierHead",

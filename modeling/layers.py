@@ -157,8 +157,45 @@ def reshape_from_matrix(matrix, orig_shape_list: Sequence):
 
 
 def dense_names(prefix: str, layer) -> list[tuple[str, keras.Variable]]:
-    """[(TF1 name, variable)] of a dense layer: `prefix/kernel`, `prefix/bias`."""
-    return [(f"{prefix}/kernel", layer.kernel), (f"{prefix}/bias", layer.bias)]
+    """[(TF1 name, variable)] of a dense layer: `prefix/kernel`, `prefix/bias` (a LoRA-adapted
+    layer's kernel as one `MergedLoraKernel`)."""
+    kernel = MergedLoraKernel(layer) if layer.lora_enabled else layer.kernel
+    return [(f"{prefix}/kernel", kernel), (f"{prefix}/bias", layer.bias)]
+
+
+class MergedLoraKernel:
+    """The kernel of a LoRA-adapted `Dense` as one plain weight, where checkpoints see it: read,
+    it is the merged W + (alpha / r) A B [in, out] in W's dtype; assigned, W takes the value and B
+    is zeroed, so the layer computes exactly the assigned kernel. Checkpoints written through TF1
+    names therefore hold plain kernels, which any consumer reads unchanged."""
+    trainable = False
+
+    def __init__(self, layer: keras.layers.Dense):
+        self.layer = layer
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.layer._kernel.shape)
+
+    @property
+    def dtype(self) -> str:
+        return self.layer._kernel.dtype
+
+    @property
+    def value(self):
+        layer = self.layer
+        delta = ops.matmul(layer.lora_kernel_a, layer.lora_kernel_b) * (layer.lora_alpha / layer.lora_rank)
+        return ops.cast(ops.add(ops.cast(layer._kernel, "float32"), delta), layer._kernel.dtype)
+
+    def numpy(self):
+        return ops.convert_to_numpy(self.value)
+
+    def __array__(self, dtype=None, copy=None):
+        return self.numpy() if dtype is None else self.numpy().astype(dtype)
+
+    def assign(self, value) -> None:
+        self.layer._kernel.assign(value)
+        self.layer.lora_kernel_b.assign(ops.zeros(self.layer.lora_kernel_b.shape))
 
 
 def layer_norm_names(prefix: str, layer) -> list[tuple[str, keras.Variable]]:

@@ -1,13 +1,15 @@
 """A user's first journey with the project installed from its wheel (`make test-wheel`), run by
 that environment's Python from a directory outside the checkout:
 
-    python tests/installed_journey.py TESTS_DATA_DIR
+    python tests/installed_journey.py TESTS_DATA_DIR --extras=none|chinese,plots
 
 The console commands exist and answer `--help`; text becomes pretraining records, which train
-two steps into a TF1 checkpoint; the packages import from site-packages, and none of the
-project's inner packages is a top-level name there. Prints one line per check; exits 1 at the
-first that fails."""
+two steps into a TF1 checkpoint; English reviews fine-tune a classifier; the packages import from
+site-packages, and none of the project's inner packages is a top-level name there. With no
+extras installed, what needs one (jieba's segmentation, the attention plots) says which in one
+line; with them, it runs. Prints one line per check; exits 1 at the first that fails."""
 
+import argparse
 import importlib.util
 import json
 import os
@@ -30,7 +32,7 @@ def command(name, *flags):
     return result.returncode, result.stdout + result.stderr
 
 
-def main(data):
+def main(data, extras):
     work = tempfile.mkdtemp(prefix="installed-journey-")
     os.chdir(work)  # outside the checkout: only what was installed can be imported
     try:
@@ -66,10 +68,63 @@ def main(data):
         status, output = command("bert-run-classifier", "--task_name=nope")
         check("a user mistake is one error line", status == 2 and output.strip().splitlines()[-1].startswith("error: "),
               output[-2000:])
+        finetune(data)
+        segmentation_and_plots(data, extras)
     finally:
         os.chdir("/")
         shutil.rmtree(work)
 
 
+def finetune(data):
+    """English reviews, a classifier fine-tuned from the tiny checkpoint and evaluated."""
+    tiny = os.path.join(data, "bert_postln_tiny")
+    os.makedirs("reviews")
+    texts = ["a good film", "a bad film", "the best book", "the worst day", "a fine song", "a sad song"]
+    for split in ("train", "dev"):
+        with open(os.path.join("reviews", f"{split}.tsv"), "w") as f:
+            f.writelines(f"{'good' if i % 2 == 0 else 'bad'}\t{text}\n" for i, text in enumerate(texts * 2))
+    status, output = command("bert-run-classifier", "--task_name=thucnews", "--data_dir=reviews",
+                             f"--vocab_file={tiny}/vocab.txt", f"--bert_config_file={tiny}/bert_config.json",
+                             f"--init_checkpoint={tiny}/bert_model.ckpt", "--output_dir=classifier", "--do_train",
+                             "--do_eval", "--max_seq_length=16", "--train_batch_size=4", "--num_train_epochs=1")
+    check("bert-run-classifier fine-tunes and evaluates on English reviews",
+          status == 0 and "eval_accuracy" in open("classifier/eval_results.txt").read(), output[-2000:])
+
+
+def segmentation_and_plots(data, extras):
+    """jieba's segmentation (the `chinese` extra) and the attention plots (`plots`): one line
+    naming the extra without it, files with it."""
+    with open("chinese.txt", "w", encoding="utf-8") as f:
+        f.write("我们今天去公园散步。\n天气很好，大家都很开心。\n\n他喜欢读书。\n书店里人很多。\n")
+    status, output = command("bert-create-pretraining-data", "--input_file=chinese.txt",
+                             "--output_file=records/chinese.tfrecord", "--chinese_word_segmentation=jieba",
+                             f"--vocab_file={data}/tokenization/vocab_zh.txt", "--max_seq_length=32",
+                             "--max_predictions_per_seq=5", "--dupe_factor=1")
+    if "chinese" in extras:
+        check("with the chinese extra, jieba segments for whole-word masking",
+              status == 0 and os.path.exists("records/chinese.tfrecord"), output[-2000:])
+    else:
+        check("without the chinese extra, jieba's segmentation names it in one line",
+              status == 2 and output.strip().splitlines()[-1] == "error: --chinese_word_segmentation=jieba needs "
+              "jieba, which is not installed: pip install 'bert-realformer[chinese]'", output[-2000:])
+    tiny = os.path.join(data, "bert_postln_tiny")
+    with open("lines.txt", "w") as f:
+        f.write("the cat sat on the mat\na big dog ran fast\n")
+    status, output = command("bert-analyze-attention", f"--bert_config_file={tiny}/bert_config.json",
+                             f"--init_checkpoint={tiny}/bert_model.ckpt", "--text_file=lines.txt",
+                             f"--vocab_file={tiny}/vocab.txt", "--max_seq_length=16", "--output_dir=attention")
+    if "plots" in extras:
+        check("with the plots extra, the attention plots are drawn",
+              status == 0 and any(name.endswith(".png") for name in os.listdir("attention")), output[-2000:])
+    else:
+        check("without the plots extra, the attention plots name it in one line",
+              status == 2 and output.strip().splitlines()[-1] == "error: analyze_attention.py's plots needs "
+              "matplotlib, which is not installed: pip install 'bert-realformer[plots]'", output[-2000:])
+
+
 if __name__ == "__main__":
-    main(os.path.abspath(sys.argv[1]))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("data")
+    parser.add_argument("--extras", default="none", help="the extras installed: none, or chinese,plots")
+    args = parser.parse_args()
+    main(os.path.abspath(args.data), args.extras.split(","))

@@ -13,38 +13,15 @@ import tensorflow as tf
 from helpers import script_processes
 from helpers.in_process import completed_in_process
 from helpers.pretraining_runs import killed_after_a_save
+from helpers.tiny_classifier_runs import TINY, tf1_weights
+from helpers.tiny_classifier_runs import classifier_flags as _flags
+from helpers.tiny_classifier_runs import thucnews_data as _data
 
 from bert_realformer.training import recorded_options
 
 pytestmark = pytest.mark.slow  # the scripts end to end
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TINY = os.path.join(ROOT, "tests", "data", "bert_postln_tiny")
-TEXTS = ["the cat sat on the mat", "a big dog ran fast", "the bird can sing a song", "it was a bad day",
-         "we read a good book", "the red house is small", "the sun is hot", "a cold night with snow",
-         "the old man can walk", "she flew over the tree", "they play in the rain", "you write a new book"]
-
-
-def _data(tmp_path, labels):
-    """DATA_DIR with train/dev/test.tsv (thucnews' LABEL<TAB>TEXT) of `labels` over TEXTS."""
-    data = tmp_path / "data"
-    data.mkdir()
-    rows = "".join(f"{label}\t{TEXTS[i % len(TEXTS)]}\n" for i, label in enumerate(labels))
-    for split in ("train", "dev", "test"):
-        (data / f"{split}.tsv").write_text(rows)
-    return data
-
-
-def _flags(data, out, *more):
-    return ["--task_name=thucnews", f"--data_dir={data}", f"--vocab_file={TINY}/vocab.txt",
-            f"--bert_config_file={TINY}/bert_config.json", f"--init_checkpoint={TINY}/bert_model.ckpt",
-            f"--output_dir={out}", "--max_seq_length=16", *more]
-
-
-def _weights(prefix):
-    reader = tf.train.load_checkpoint(str(prefix))
-    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
-            if name.startswith(("bert/", "output_"))}
 
 
 def test_one_step_moves_each_layer_at_its_rate_and_the_top_layer_starts_afresh(tmp_path):
@@ -60,7 +37,7 @@ def test_one_step_moves_each_layer_at_its_rate_and_the_top_layer_starts_afresh(t
         "--warmup_proportion=0", "--weight_decay=0", "--layerwise_lr_decay=0.5", "--reinit_top_layers=1"))
     assert result.returncode == 0, result.stderr[-3000:]
     assert "re-initialised the top 1 of 3 encoder layers and the pooler" in result.stderr
-    before, after = _weights(f"{TINY}/bert_model.ckpt"), _weights(out / "model.ckpt-1")
+    before, after = tf1_weights(f"{TINY}/bert_model.ckpt"), tf1_weights(out / "model.ckpt-1")
     for name, value in after.items():
         if name.endswith("attention/self/key/bias"):
             continue
@@ -102,7 +79,7 @@ def test_every_option_at_once_resumes_exactly_after_sigkill(tmp_path):
     best_step = int(json.loads((tmp_path / "whole" / "best" / "best.json").read_text())["step"])
     for step, prefix in ((18, "model.ckpt-18"), (best_step, f"best/model.ckpt-{best_step}")):
         state = tf.train.load_checkpoint(str(tmp_path / "whole" / "training_state" / f"ckpt-{step}"))
-        for name, value in _weights(tmp_path / "whole" / prefix).items():
+        for name, value in tf1_weights(tmp_path / "whole" / prefix).items():
             key = name.replace("/", ".S") + "/.ATTRIBUTES/VARIABLE_VALUE"
             np.testing.assert_array_equal(value, state.get_tensor("averages/" + key), err_msg=name)
             if not name.endswith("key/bias"):  # (no gradient: softmax over the keys ignores what they add)
@@ -112,7 +89,7 @@ def test_every_option_at_once_resumes_exactly_after_sigkill(tmp_path):
     resumed = script_processes.run(command(killed), capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "re-initialised" not in resumed.stderr  # (the resumed state holds the re-initialised layer)
-    expected, got = _weights(tmp_path / "whole" / "model.ckpt-18"), _weights(killed / "model.ckpt-18")
+    expected, got = tf1_weights(tmp_path / "whole" / "model.ckpt-18"), tf1_weights(killed / "model.ckpt-18")
     for name, value in expected.items():
         np.testing.assert_allclose(got[name], value, atol=1e-6, err_msg=name)
     assert (killed / "eval_results.txt").read_text() == (tmp_path / "whole" / "eval_results.txt").read_text()

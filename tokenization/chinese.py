@@ -97,8 +97,8 @@ class JiebaSegmenter:
     """Marks word continuations in a line's tokens using jieba's segmentation of the line."""
 
     def __init__(self):
-
-        import jieba
+        from bert_realformer import optional
+        jieba = optional.require("jieba", "--chinese_word_segmentation=jieba")
         jieba.setLogLevel(logging.WARNING)
         jieba.initialize()
         self._jieba = jieba

@@ -35,6 +35,7 @@ from bert_realformer.checkpoints.tf1 import (
     write_config_beside,
 )
 from bert_realformer.errors import InputError
+from modeling.lora import SCALE, fold_factors
 
 TRAINING_STATE = "training_state"
 TRAINING_STATE_KIND = "training state"
@@ -55,9 +56,10 @@ class Checkpoint:
 
 
 def named_variables(model):
-    """The model's variables keyed by their TF1 names: what training-state checkpoints track
-    (Keras 3 layers nested in layers are not tracked as checkpoint dependencies)."""
-    return {name: variable.value for name, variable in modeling.tf1_variable_map(model).items()}
+    """The model's variables keyed by their TF1 names, a LoRA-adapted kernel's parts apart
+    (`modeling.weight_variables`): what training-state checkpoints track (Keras 3 layers nested
+    in layers are not tracked as checkpoint dependencies)."""
+    return {name: variable.value for name, variable in modeling.weight_variables(model).items()}
 
 
 def run_directory(prefix):
@@ -185,21 +187,25 @@ def fold_layer_names(names, shown=6):
 
 
 AVERAGES = "averages/"  # the keys of a training state's weight averages (`finetuning.averaging`)
+LORA_SCALE_KEY = f"{SCALE}/.ATTRIBUTES/VARIABLE_VALUE"  # (a LoRA run's, `finetuning.lora`)
 
 
 def read_training_state(path):
     """{TF1 name: array} of the model weights in our training state (a run or training-state
     directory, or a `ckpt-N` prefix). A run that kept moving averages of its weights
-    (`finetuning.averaging`) is read as its averages: what it evaluated and exported."""
+    (`finetuning.averaging`) is read as its averages: what it evaluated and exported; a LoRA
+    run's adapted kernels are read merged (`modeling.lora.fold_factors`), as plain kernels."""
     state_dir = os.path.join(path, TRAINING_STATE)
     prefix = resolve_checkpoint_path(state_dir if storage.isdir(state_dir) else path)
     stored = read_checkpoint_tensors(prefix, keep=lambda key: _weight_name(key) is not None
-                                     or _weight_name(key, AVERAGES) is not None)
+                                     or _weight_name(key, AVERAGES) is not None or key == LORA_SCALE_KEY)
     values = {_weight_name(key): value for key, value in stored.items() if _weight_name(key) is not None}
     if not values:
         raise CheckpointError(f"{prefix}: not a training state written by our scripts")
     values.update({_weight_name(key, AVERAGES): value for key, value in stored.items()
                    if _weight_name(key, AVERAGES) is not None})
+    if LORA_SCALE_KEY in stored:  # (a LoRA run's: its kernels as the model computed them)
+        values = fold_factors(values, float(stored[LORA_SCALE_KEY]))
     return values
 
 
@@ -254,7 +260,7 @@ def check_training_state_matches(model, prefix):
     saved = {_weight_name(key) for key in checkpoint_keys(prefix)} - {None}
     if not saved:
         raise CheckpointError(f"{prefix}: not a training state written by our scripts")
-    expected = set(modeling.tf1_variable_map(model))
+    expected = set(modeling.weight_variables(model))
     if saved != expected:
         missing, unexpected = sorted(expected - saved), sorted(saved - expected)
         raise CheckpointError(

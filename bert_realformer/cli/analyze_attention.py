@@ -63,6 +63,8 @@ def main(argv):
             raise InputError(f"--{name} is required")
     if bool(FLAGS.input_file) == bool(FLAGS.text_file):
         raise InputError("give one of --input_file (TFRecords) or --text_file")
+    from bert_realformer import optional
+    optional.require("matplotlib", "analyze_attention.py's plots")  # (before the model runs)
     import tensorflow as tf
 
     import modeling

@@ -162,6 +162,8 @@ def _baselines(plan):
 def main(argv):
     del argv
     seeds = _check_flags()
+    from bert_realformer import optional
+    optional.require("matplotlib", "run_study.py's plots")  # (before the runs, not after them)
     from bert_realformer.comparison.execution import RunFailed, execute_plan
     from bert_realformer.comparison.report import write_report
     from bert_realformer.comparison.results import aggregate, collect, stuck_runs, write_results

@@ -50,7 +50,16 @@ def plan_from_flags(export_dir: str | None = None):
                 export_dir=export_dir, on_stuck=FLAGS.on_stuck, max_restarts=FLAGS.max_restarts,
                 restart_deadline=FLAGS.restart_deadline,
                 layerwise_lr_decay=FLAGS.layerwise_lr_decay, reinit_top_layers=FLAGS.reinit_top_layers,
-                ema_decay=FLAGS.ema_decay, adversary=adversary_from_flags())
+                ema_decay=FLAGS.ema_decay, adversary=adversary_from_flags(), lora=lora_from_flags())
+
+
+def lora_from_flags():
+    """The `finetuning.lora.Lora` of --lora_rank, --lora_alpha, --lora_targets (None: rank 0)."""
+    from bert_realformer.finetuning.lora import Lora
+    FLAGS = flags.FLAGS
+    if not FLAGS.lora_rank:
+        return None
+    return Lora(FLAGS.lora_rank, FLAGS.lora_alpha or None, tuple(FLAGS.lora_targets))
 
 
 def finetuning_options(export_dir: str | None = None):

@@ -128,6 +128,14 @@ def define_layerwise_flags():
     flags.DEFINE_float("adversarial_epsilon", 0.01, "--adversarial: the perturbation's L2 norm over one example as a "
                        "share of its word vectors' norm (PGD: its bound).")
     flags.DEFINE_integer("adversarial_steps", 3, "--adversarial=pgd: the steps that build the perturbation.")
+    flags.DEFINE_integer("lora_rank", 0, "Low-rank adaptation: rank-R factors on the --lora_targets dense layers of "
+                         "every encoder layer, which train with the task's head while every other encoder weight "
+                         "stays frozen; model.ckpt-N, best/ and the export hold the merged kernels. 0: every weight "
+                         "trains, as the original.")
+    flags.DEFINE_float("lora_alpha", 0, "--lora_rank: the factors' product is scaled by ALPHA / R. 0: R (a scale "
+                       "of 1).")
+    flags.DEFINE_list("lora_targets", ["query", "value"], "--lora_rank: the dense layers of each encoder layer that "
+                      "get factors, among query, key, value, attention_output, intermediate, output.")
 
 
 def define_order_and_padding_flags():

@@ -8,6 +8,7 @@ have JSD 0; disjoint ones log 2.
 
 import numpy as np
 
+from bert_realformer import optional
 from bert_realformer.storage import save_figure
 
 QUANTILES = (0.0, 0.05, 0.25, 0.5, 0.75, 0.95, 1.0)
@@ -63,9 +64,7 @@ class AttentionStatistics:
 
 def plot(stats_by_layer, title, path, ylabel):
     """Box plots per layer (one panel each), heads ordered by median, as the paper's figures."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = optional.pyplot("the attention plots")
     layers = len(stats_by_layer)
     fig, axes = plt.subplots(1, layers, figsize=(2.6 * layers, 3.2), sharey=True, squeeze=False)
     for index, (ax, heads) in enumerate(zip(axes[0], stats_by_layer)):

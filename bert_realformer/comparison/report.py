@@ -14,7 +14,7 @@ import os
 
 import numpy as np
 
-from bert_realformer import storage
+from bert_realformer import optional, storage
 from bert_realformer.comparison.plan import ATTENTION, BASELINE_VARIANT, PRETRAINING, StudyPlan
 from bert_realformer.text_files import read_text
 
@@ -137,9 +137,7 @@ def _sorted_head_medians(plan, variant, key):
 
 
 def plot_mlm_accuracy(rows, variants, path, unigram=None):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = optional.pyplot("the study report's plots")
     fig, ax = plt.subplots(figsize=(6, 3.6))
     for variant in variants:
         curves = {}
@@ -166,9 +164,7 @@ def plot_mlm_accuracy(rows, variants, path, unigram=None):
 
 def plot_heads(plan, key, title, path):
     """One panel per variant: x = layer (pair), a dot per head coloured by its median."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = optional.pyplot("the study report's plots")
     panels = [(v, _sorted_head_medians(plan, v, key)) for v in plan.variants]
     panels = [(v, m) for v, m in panels if m is not None and m.size]
     if not panels:

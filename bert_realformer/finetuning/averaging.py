@@ -24,7 +24,7 @@ class WeightAverages:
     """The averages of `model`'s trainable weights (create under the model's strategy scope).
 
     Args:
-      model: a built Keras model with TF1 names (`modeling.tf1_variable_map`).
+      model: a built Keras model with TF1 names (`modeling.weight_variables`: LoRA factors too).
       decay: D in [0, 1): the weight the average keeps at each step.
     """
 
@@ -33,7 +33,7 @@ class WeightAverages:
             raise ValueError(f"an average's decay must be in (0, 1), not {decay}")
         self.decay = decay
         trainable = {id(v) for v in model.trainable_variables}
-        self._weights = {name: v.value for name, v in modeling.tf1_variable_map(model).items() if id(v) in trainable}
+        self._weights = {name: v.value for name, v in modeling.weight_variables(model).items() if id(v) in trainable}
         first_replica = tf.VariableAggregation.ONLY_FIRST_REPLICA
         self.averages = {name: tf.Variable(weight, trainable=False, aggregation=first_replica,
                                            name="average_" + name.replace("/", "_"))

@@ -1,7 +1,7 @@
 """The one fine-tuning flow, the same for every task (`finetuning.contract.FinetuningTask`): read the
 splits the plan asks for, train with the plan's hooks (`training_hooks`: dev-set evaluations every N
 steps with the best checkpoint kept and early stopping, the stuck check and restarts, weight
-averages, adversarial training, layer-wise rates) or load the weights of an earlier run, evaluate
+averages, adversarial training, layer-wise rates, LoRA) or load the weights of an earlier run, evaluate
 the dev set into eval_results.txt, predict the test set, export.
 
     plan = Plan(do_train=True, do_eval=True, schedule=Schedule(32, 2e-5, 3.0, seed=12345))
@@ -22,6 +22,7 @@ from bert_realformer.finetuning.averaging import MovingAverages
 from bert_realformer.finetuning.best_checkpoint import KeepBest, Selection, load_best
 from bert_realformer.finetuning.contract import Evaluation, FinetuningTask
 from bert_realformer.finetuning.layerwise import LayerwiseTraining
+from bert_realformer.finetuning.lora import Lora, LowRankAdaptation, adapted
 from bert_realformer.finetuning.restarts import Attempt, StuckCheck, restart_deadline_for, train_restarting
 from bert_realformer.finetuning.schedule import Schedule
 from bert_realformer.finetuning.stuck import StuckWatch, constant_prediction
@@ -53,8 +54,9 @@ class Plan:
     use_best_checkpoint: evaluation, prediction and export use the run's best checkpoint when it
       kept one (else the weights training ended with).
     on_stuck, max_restarts, restart_deadline: what a run found stuck does (`finetuning.restarts`).
-    layerwise_lr_decay, reinit_top_layers, ema_decay, adversary: the fine-tuning options beyond
-      the original (`finetuning.layerwise`, `finetuning.averaging`, `finetuning.adversarial`).
+    layerwise_lr_decay, reinit_top_layers, ema_decay, adversary, lora: the fine-tuning options
+      beyond the original (`finetuning.layerwise`, `finetuning.averaging`, `finetuning.adversarial`,
+      `finetuning.lora`).
     """
     do_train: bool = False
     do_eval: bool = False
@@ -72,6 +74,13 @@ class Plan:
     reinit_top_layers: int = 0
     ema_decay: float = 0.0
     adversary: Adversary | None = None
+    lora: Lora | None = None
+
+    def __post_init__(self):
+        if self.lora is not None and (self.layerwise_lr_decay != 1.0 or self.reinit_top_layers):
+            raise InputError("lora_rank trains low-rank factors of frozen layers: it takes neither "
+                             "layerwise_lr_decay nor reinit_top_layers",
+                             options=("lora_rank", "layerwise_lr_decay", "reinit_top_layers"))
 
     def selection(self, metrics: Sequence[str]) -> Selection:
         """The best evaluation's `Selection` for a task reporting `metrics` (its main one first)."""
@@ -136,7 +145,8 @@ def make_driver(setup: DriverSetup, plan: Plan, build_model) -> tuple[Driver, Fu
     if init_checkpoint:  # (there, and of this config's shapes: before the data is tokenized)
         training_states.check_fits(training_states.resolve(init_checkpoint), config)
     restart_deadline_for(plan.restart_deadline, strategy)
-    driver = Driver(strategy, lambda: build_model(config), for_worker(setup.run, strategy, training=plan.do_train))
+    build = adapted(build_model, plan.lora)
+    driver = Driver(strategy, lambda: build(config), for_worker(setup.run, strategy, training=plan.do_train))
     return driver, tokenizer
 
 
@@ -226,7 +236,7 @@ def training_hooks(plan: Plan, task: FinetuningTask, training: TrainingTask, eva
     """The hooks of a fine-tuning attempt: the options beyond the original the plan asks for, then
     the monitoring (`monitoring_hooks`)."""
     hooks: list[TrainingHook] = [LayerwiseTraining(plan.layerwise_lr_decay, plan.reinit_top_layers),
-                                 MovingAverages(plan.ema_decay)]
+                                 MovingAverages(plan.ema_decay), LowRankAdaptation(plan.lora)]
     if plan.adversary is not None:
         hooks.append(AdversarialTraining(plan.adversary))
     monitoring = Monitoring(

@@ -291,11 +291,24 @@ def _save(module, export_dir, signatures, extra_files=None):
     return path
 
 
+def _plain(model, engine):
+    """The model and engine a SavedModel holds: a LoRA-adapted model as plain dense layers of
+    its merged kernels (`modeling.without_lora`) under a graph engine of its own; an engine with
+    kernels or files of its own keeps its model (they are made from the merged kernels)."""
+    if engine is not None and type(engine) is not GraphEngine:
+        return model, engine
+    plain = modeling.without_lora(model)
+    if plain is model:
+        return model, engine
+    return plain, GraphEngine(plain, cpu_kernels=engine.cpu_kernels if engine is not None else False)
+
+
 def export_classifier(model: keras.Model, text: ServedText, label_list: list[str] | None, export_dir: str,
                       thresholds: list[float] | None = None, engine: GraphEngine | None = None) -> str:
     """Signatures `serving_default`/`classify` (text_a) and `classify_pair` (text_a, text_b), the
     text read as `text` says; `thresholds`: a multi-label classifier's, one per label; `engine`:
     the prediction engine whose kernels or files the export holds (None: the graph's)."""
+    model, engine = _plain(model, engine)
     module = ClassifierServing(model, text, label_list, thresholds, engine)
 
     def outputs(features):  # (the numeric outputs of packed features)
@@ -313,6 +326,7 @@ def export_classifier(model: keras.Model, text: ServedText, label_list: list[str
 def export_encoder(model: keras.Model, text: ServedText, export_dir: str, engine: GraphEngine | None = None) -> str:
     """Signatures `serving_default`/`encode` (text_a) and `encode_pair` (text_a, text_b), and
     `embed` (text_a: a sentence embedding)."""
+    model, engine = _plain(model, engine)
     module = EncoderServing(model, text, engine)
     return _save(module, export_dir, {"serving_default": module.serve, "encode": module.serve,
                                       "encode_pair": module.serve_pair, "embed": module.embed})

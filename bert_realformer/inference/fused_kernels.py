@@ -148,5 +148,6 @@ def replaced_products(products: Sequence[tuple[keras.layers.Layer, Callable]],
 
 def _fused_dense_call(layer: keras.layers.Dense, activation: str, apart: Callable | None):
     def call(inputs, *args, **kwargs):  # (Keras may pass `training`)
-        return fused_dense(inputs, layer.kernel.value, layer.bias.value, activation, apart)
+        kernel = layer.kernel  # (a LoRA-adapted layer's: already the merged tensor)
+        return fused_dense(inputs, getattr(kernel, "value", kernel), layer.bias.value, activation, apart)
     return call

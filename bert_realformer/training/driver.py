@@ -179,7 +179,8 @@ class Driver:
             keras.utils.set_random_seed(seed)
         with self.strategy.scope(), dtype_policy(self.options.mixed_precision):
             self.model = self._build_model()
-            self.model.build()
+            if not self.model.built:  # (a model adapted with LoRA comes built)
+                self.model.build()
         self.predictor = Predictor(self.strategy, self.model, self.options.prediction_engine)
         self.trim = self.predictor.trim  # what tasks map over batches of dynamic padding (`Predictor.trim`)
 
