@@ -103,7 +103,11 @@ def test_every_option_at_once_resumes_exactly_after_sigkill(tmp_path):
                                       "lines; there is no such file"),
     (["--reinit_top_layers=4"], f"--reinit_top_layers=4: {TINY}/bert_config.json has 3 layers"),
     (["--focal_gamma=1"], "--focal_gamma=1.0 is focal loss's: it needs --loss=focal"),
-], ids=["class-weights-file", "reinit-too-many", "gamma-without-focal"])  # (ranges: test_flag_ranges)
+    (["--adversarial_steps=5"], "--adversarial_steps=5 is adversarial training's: it needs --adversarial=fgm or pgd"),
+    (["--adversarial=fgm", "--adversarial_steps=5"], "--adversarial_steps=5 is PGD's (FGM takes one step): it needs "
+                                                     "--adversarial=pgd"),
+], ids=["class-weights-file", "reinit-too-many", "gamma-without-focal", "steps-without-adversarial",
+        "steps-with-fgm"])  # (ranges: test_flag_ranges)
 def test_a_mistaken_option_is_one_line(tmp_path, flags, said):
     data = _data(tmp_path, ["good", "bad"])
     result = completed_in_process("run_classifier.py", *_flags(data, tmp_path / "out", "--do_train", *flags))

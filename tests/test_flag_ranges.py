@@ -1,6 +1,7 @@
 """Every numeric flag of every script has its range (`bert_realformer/commandline/flag_ranges.py`), checked as
 the command line is parsed: each value just outside it, given to the script, ends in one
-`error: flag --NAME=VALUE: ...` line and exit 2 before any work. Each script runs in a process
+`error: flag --NAME=VALUE: ...` line and exit 2 before any work, and so does nan or inf for a
+float flag. Each script runs in a process
 of its own (their flags share names)."""
 
 import json
@@ -29,7 +30,7 @@ for name in flag_ranges.numeric_flags():
         results[name] = "any"
         continue
     integer = type(flags.FLAGS[name].parser).__name__ == "IntegerParser"
-    for value in allowed.outside(integer):
+    for value in [*allowed.outside(integer), *([] if integer else ["nan", "inf"])]:
         stderr = io.StringIO()
         sys.argv = [sys.argv[0], f"--{name}={value}"]
         flags.FLAGS.unparse_flags()

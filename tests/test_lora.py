@@ -173,7 +173,9 @@ def test_a_killed_lora_run_resumes_exactly_and_only_with_its_own_lora(tmp_path):
                                                     "neither --layerwise_lr_decay nor --reinit_top_layers"),
     (["--lora_rank=2", "--lora_targets=query,queries"], "--lora_targets=query,queries: expected distinct names "
      "among query, key, value, attention_output, intermediate, output"),
-], ids=["with-layerwise", "unknown-target"])
+    (["--lora_alpha=16"], "--lora_alpha=16.0 is LoRA's: it needs --lora_rank=R"),
+    (["--lora_targets=query,key"], "--lora_targets=query,key is LoRA's: it needs --lora_rank=R"),
+], ids=["with-layerwise", "unknown-target", "alpha-without-rank", "targets-without-rank"])
 def test_a_mistaken_lora_flag_is_one_line(tmp_path, flags, said):
     data = thucnews_data(tmp_path, ["good", "bad"])
     result = completed_in_process("run_classifier.py", *classifier_flags(data, tmp_path / "out", "--do_train", *flags))

@@ -50,6 +50,10 @@ def test_mistakes_are_named_by_file_and_line(tmp_path):
     (tmp_path / "train.jsonl").write_text('{"text": "a", "label": 3}\n')
     with pytest.raises(InputError, match=r"train.jsonl:1: expected a list of labels"):
         MultiLabelProcessor(data_format="jsonl").set_labels_from(str(tmp_path))
+    (tmp_path / "labels.txt").write_text("sports\ngood,ok\n")  # (a class no row can name)
+    with pytest.raises(InputError, match=r"labels.txt:2: label 'good,ok' holds the label separator ',', so no "
+                                         r"example can name it"):
+        MultiLabelProcessor(label_file=str(tmp_path / "labels.txt")).set_labels_from(str(tmp_path))
 
 
 def test_a_multi_label_record_is_multi_hot():

@@ -58,6 +58,10 @@ def lora_from_flags():
     from bert_realformer.finetuning.lora import Lora
     FLAGS = flags.FLAGS
     if not FLAGS.lora_rank:
+        for name in ("lora_alpha", "lora_targets"):
+            if FLAGS[name].present:
+                raise InputError(f"--{name}={FLAGS[name].serialize().split('=', 1)[1]} is LoRA's: it needs "
+                                 "--lora_rank=R")
         return None
     return Lora(FLAGS.lora_rank, FLAGS.lora_alpha or None, tuple(FLAGS.lora_targets))
 

@@ -1,5 +1,6 @@
 """The range of every numeric flag of every script, checked by absl as it parses the command
-line: a value no one means (a negative learning rate, zero epochs, a warm-up proportion of 2) ends
+line: a value no one means (a negative learning rate, zero epochs, a warm-up proportion of 2, nan
+or inf) ends
 the script before any work as `error: flag --NAME=VALUE: must be ...` (exit 2).
 
 One table for all scripts, by flag name (a name means the same thing in every script). A numeric
@@ -10,6 +11,7 @@ unchecked; `ANY` marks the flags where every value means something.
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 from collections.abc import Collection, Mapping
 
@@ -27,6 +29,8 @@ class Range:
     def accepts(self, value) -> bool:
         if value is None:  # (a flag without a default, not given)
             return True
+        if not math.isfinite(value):  # (nan and inf parse as floats; no one means them)
+            return False
         if self.low is not None and (value <= self.low if self.low_open else value < self.low):
             return False
         return self.high is None or (value < self.high if self.high_open else value <= self.high)

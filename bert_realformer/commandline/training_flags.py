@@ -203,5 +203,12 @@ def adversary_from_flags():
     from bert_realformer.finetuning.adversarial import Adversary
     FLAGS = flags.FLAGS
     if FLAGS.adversarial is None:
+        for name in ("adversarial_epsilon", "adversarial_steps"):
+            if FLAGS[name].present:
+                raise InputError(f"--{name}={FLAGS[name].value} is adversarial training's: it needs "
+                                 "--adversarial=fgm or pgd")
         return None
+    if FLAGS.adversarial == "fgm" and FLAGS["adversarial_steps"].present:
+        raise InputError(f"--adversarial_steps={FLAGS.adversarial_steps} is PGD's (FGM takes one step): it needs "
+                         "--adversarial=pgd")
     return Adversary(FLAGS.adversarial, FLAGS.adversarial_epsilon, FLAGS.adversarial_steps)

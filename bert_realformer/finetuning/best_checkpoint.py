@@ -25,7 +25,7 @@ import os
 
 from bert_realformer import storage
 from bert_realformer.checkpoints import save_tf1_checkpoint, training_states
-from bert_realformer.checkpoints.tf1 import write_checkpoint_state
+from bert_realformer.checkpoints.tf1 import CheckpointError, read_checkpoint_tensors, write_checkpoint_state
 from bert_realformer.checkpoints.training_states import Checkpoint
 from bert_realformer.errors import InputError
 from bert_realformer.text_files import read_text
@@ -146,6 +146,14 @@ class BestCheckpoint:
         if self.best_step is not None and self.best_step not in saved:
             # (a directory whose best/ was removed by hand): the next evaluation starts a new best
             self.best_step, self.best_value, self.since_best = None, None, 0
+        if self.best_step is not None:
+            prefix = checkpoint_prefix(self.output_dir, self.best_step)
+            try:
+                read_checkpoint_tensors(prefix)  # (every weight read: a damaged file is found before training)
+            except CheckpointError as error:
+                raise CheckpointError(f"{error}; it is this run's best checkpoint: restore it, or remove "
+                                      f"{best_dir(self.output_dir)} to go on without it (the next evaluation keeps "
+                                      "a new best)") from None
         for saved_step in saved:
             if saved_step != self.best_step:
                 _remove_checkpoint(self.output_dir, saved_step)
@@ -243,6 +251,13 @@ def load_best(model, output_dir: str, last_step: int | None = None) -> tuple[Che
     no line when it did not); `last_step`: where training ended, for the line."""
     record = read_record(output_dir)
     if record is None:
+        orphans = _saved_steps(output_dir)
+        if orphans:  # (not the last weights in its place without a word)
+            prefix = checkpoint_prefix(output_dir, orphans[-1])
+            raise InputError(f"{best_dir(output_dir)} holds {os.path.basename(prefix)} but not {RECORD}, which says "
+                             f"which checkpoint is the best: restore it, give init_checkpoint={prefix} in a new "
+                             "output_dir for that checkpoint, or use_best_checkpoint=false for the weights training "
+                             "ended with", options=("init_checkpoint", "output_dir", "use_best_checkpoint"))
         return None, []
     step = int(record["step"])
     found = Checkpoint(checkpoint_prefix(output_dir, step), training_states.TF1_KIND, step)

@@ -210,10 +210,11 @@ def recorded_label_list(output_dir: str) -> list[str] | None:
     return read_labels(path) if storage.isfile(path) else None
 
 
-def settle_label_list(label_list: list[str], output_dir: str) -> list[str]:
-    """The run's label list, written to OUTPUT_DIR/label_list.txt. Where the directory
-    already records one (a run that trained there), its order wins: it is the order of the
-    classifier's outputs. Other labels than the recorded ones are an `InputError`."""
+def settle_label_list(label_list: list[str], output_dir: str, record: bool = True) -> list[str]:
+    """The run's label list, written to OUTPUT_DIR/label_list.txt (with `record`; else
+    `record_label_list` writes it once the data has been read). Where the directory already
+    records one (a run that trained there), its order wins: it is the order of the classifier's
+    outputs. Other labels than the recorded ones are an `InputError`."""
     path = os.path.join(output_dir, LABEL_LIST)
     recorded = recorded_label_list(output_dir)
     if recorded is not None and recorded != label_list:
@@ -225,9 +226,16 @@ def settle_label_list(label_list: list[str], output_dir: str) -> list[str]:
                              "output directory?")
         logger.info("using the label order recorded in %s", path)
         return recorded
-    if recorded is None:
-        storage.write_atomic(path, labels_text(label_list))
+    if recorded is None and record:
+        record_label_list(label_list, output_dir)
     return label_list
+
+
+def record_label_list(label_list: list[str], output_dir: str) -> None:
+    """OUTPUT_DIR/label_list.txt, where the directory records none yet."""
+    path = os.path.join(output_dir, LABEL_LIST)
+    if not storage.isfile(path):
+        storage.write_atomic(path, labels_text(label_list))
 
 
 REPORTED = metrics.REPORTED
@@ -285,11 +293,14 @@ class ClassificationTask(FinetuningTask):
         label_file = c.label_file or (recorded if c.task_name == "generic" and storage.isfile(recorded) else None)
         processor = get_processor(c.task_name, c.data_dir, label_file=label_file, **c.data_options)
         labels = processor.get_labels()
-        self.label_list = None if labels is None else settle_label_list(labels, output_dir)
+        self.label_list = None if labels is None else settle_label_list(labels, output_dir, record=False)
         self.metrics = (main_metric(c.task_name, self.regression), *REPORTED)
         read = {"train": processor.get_train_examples, "dev": processor.get_dev_examples,
                 "test": processor.get_test_examples}
-        return TaskData(**{split: read[split](c.data_dir) for split in splits})
+        data = TaskData(**{split: read[split](c.data_dir) for split in splits})
+        if self.label_list is not None:  # (data refused: no label list left to misread the next run)
+            record_label_list(self.label_list, output_dir)
+        return data
 
     @property
     def num_classes(self):

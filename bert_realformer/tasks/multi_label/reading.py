@@ -9,6 +9,8 @@ import logging
 
 from bert_realformer.errors import InputError
 from bert_realformer.tasks.classification.own_files import GenericProcessor
+from bert_realformer.tasks.classification.reading import existing_file
+from bert_realformer.text_files import read_lines
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +42,12 @@ class MultiLabelProcessor(GenericProcessor):
         return label
 
     def set_labels_from(self, data_dir):
+        if self.label_file:
+            for number, line in read_lines(existing_file(self.label_file)):
+                if self.label_separator in line.strip():
+                    raise InputError(f"{self.label_file}:{number}: label {line.strip()!r} holds the label separator "
+                                     f"{self.label_separator!r}, so no example can name it: rename it, or choose "
+                                     "another label_separator", options=("label_separator",))
         try:
             return super().set_labels_from(data_dir)
         except InputError as error:

@@ -23,6 +23,7 @@ from bert_realformer.finetuning.contract import Evaluation, FinetuningTask, Task
 from bert_realformer.tasks.classification.task import (
     LABEL_LIST,
     predict_windows,
+    record_label_list,
     settle_label_list,
     training_task,
 )
@@ -71,10 +72,12 @@ class MultiLabelTask(FinetuningTask):
         label_file = m.label_file or (recorded if storage.isfile(recorded) else None)
         options = {k: v for k, v in m.data_options.items() if v is not None}
         processor = MultiLabelProcessor(m.label_separator, label_file=label_file, **options)
-        self.label_list = settle_label_list(processor.set_labels_from(m.data_dir), output_dir)
+        self.label_list = settle_label_list(processor.set_labels_from(m.data_dir), output_dir, record=False)
         read = {"train": processor.get_train_examples, "dev": processor.get_dev_examples,
                 "test": processor.get_test_examples}
-        return TaskData(**{split: read[split](m.data_dir) for split in splits})
+        data = TaskData(**{split: read[split](m.data_dir) for split in splits})
+        record_label_list(self.label_list, output_dir)  # (once the data is read: see ClassificationTask.read)
+        return data
 
     @property
     def label_names(self):
