@@ -187,7 +187,7 @@ def fold_layer_names(names, shown=6):
 
 
 AVERAGES = "averages/"  # the keys of a training state's weight averages (`finetuning.averaging`)
-LORA_SCALE_KEY = f"{SCALE}/.ATTRIBUTES/VARIABLE_VALUE"  # (a LoRA run's, `finetuning.lora`)
+LORA_SCALE_KEY = f"{SCALE}/.ATTRIBUTES/VARIABLE_VALUE"  # (a LoRA run's, `finetuning.low_rank_adaptation`)
 
 
 def read_training_state(path):

@@ -54,8 +54,8 @@ def plan_from_flags(export_dir: str | None = None):
 
 
 def lora_from_flags():
-    """The `finetuning.lora.Lora` of --lora_rank, --lora_alpha, --lora_targets (None: rank 0)."""
-    from bert_realformer.finetuning.lora import Lora
+    """The `finetuning.low_rank_adaptation.Lora` of --lora_rank, --lora_alpha, --lora_targets (None: rank 0)."""
+    from bert_realformer.finetuning.low_rank_adaptation import Lora
     FLAGS = flags.FLAGS
     if not FLAGS.lora_rank:
         for name in ("lora_alpha", "lora_targets"):

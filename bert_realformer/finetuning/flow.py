@@ -22,7 +22,7 @@ from bert_realformer.finetuning.averaging import MovingAverages
 from bert_realformer.finetuning.best_checkpoint import KeepBest, Selection, load_best
 from bert_realformer.finetuning.contract import Evaluation, FinetuningTask
 from bert_realformer.finetuning.layerwise import LayerwiseTraining
-from bert_realformer.finetuning.lora import Lora, LowRankAdaptation, adapted
+from bert_realformer.finetuning.low_rank_adaptation import Lora, LowRankAdaptation, adapted
 from bert_realformer.finetuning.restarts import Attempt, StuckCheck, restart_deadline_for, train_restarting
 from bert_realformer.finetuning.schedule import Schedule
 from bert_realformer.finetuning.stuck import StuckWatch, constant_prediction
@@ -56,7 +56,7 @@ class Plan:
     on_stuck, max_restarts, restart_deadline: what a run found stuck does (`finetuning.restarts`).
     layerwise_lr_decay, reinit_top_layers, ema_decay, adversary, lora: the fine-tuning options
       beyond the original (`finetuning.layerwise`, `finetuning.averaging`, `finetuning.adversarial`,
-      `finetuning.lora`).
+      `finetuning.low_rank_adaptation`).
     """
     do_train: bool = False
     do_eval: bool = False

@@ -99,8 +99,8 @@ class LowRankAdaptation(TrainingHook):
                 started = "without LoRA" if recorded is None else \
                     f"with LoRA {Lora(recorded['rank'], recorded['alpha'], tuple(recorded['targets'])).describe()}"
                 raise InputError(f"output_dir={run.output_dir} holds a run started {started}: resume it with the "
-                                 "same --lora_rank, --lora_alpha and --lora_targets, or start a new --output_dir",
-                                 options=("output_dir", "lora_rank"))
+                                 "same lora_rank, lora_alpha and lora_targets, or start a new output_dir",
+                                 options=("output_dir", "lora_rank", "lora_alpha", "lora_targets"))
         if self.lora is None:
             return {}
         # (the factors' scale beside them, so that a reader of the state merges them as the model does)
