@@ -97,7 +97,8 @@ def segmentation_and_plots(data, extras):
     with open("chinese.txt", "w", encoding="utf-8") as f:
         f.write("我们今天去公园散步。\n天气很好，大家都很开心。\n\n他喜欢读书。\n书店里人很多。\n")
     status, output = command("bert-create-pretraining-data", "--input_file=chinese.txt",
-                             "--output_file=records/chinese.tfrecord", "--chinese_word_segmentation=jieba",
+                             "--output_file=records/chinese.tfrecord", "--do_whole_word_mask",
+                             "--chinese_word_segmentation=jieba",
                              f"--vocab_file={data}/tokenization/vocab_zh.txt", "--max_seq_length=32",
                              "--max_predictions_per_seq=5", "--dupe_factor=1")
     if "chinese" in extras:
