@@ -15,6 +15,7 @@ memory. Writes bench/results/lora-<cpu>.json.
 import argparse
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -55,7 +56,7 @@ def run(work, task, seed, extra, checkpoint, config):
     """{eval_accuracy, step_seconds, peak_rss_mib, seconds} of one fine-tuning run."""
     data, task_flags, _ = task
     out = os.path.join(work, "run")
-    subprocess.run(["rm", "-rf", out], check=True)
+    shutil.rmtree(out, ignore_errors=True)
     started = time.time()
     command = [sys.executable, os.path.join(ROOT, "run_classifier.py"), *task_flags, f"--data_dir={data}",
                f"--vocab_file={VOCAB_ZH}", f"--bert_config_file={config}", f"--init_checkpoint={checkpoint}",

@@ -73,9 +73,12 @@ def sentence_embedding(sequence, input_mask, pooling: str = "mean", normalize: b
     else:
         mask = ops.cast(input_mask, "float32")[:, :, None]
         pooled = ops.sum(sequence * mask, axis=1) / ops.maximum(ops.sum(mask, axis=1), 1.0)
-    if normalize:
-        pooled = pooled / ops.maximum(ops.norm(pooled, axis=-1, keepdims=True), 1e-12)
-    return pooled
+    return l2_normalized(pooled) if normalize else pooled
+
+
+def l2_normalized(vectors):
+    """[B, H] vectors each divided by its L2 norm (a zero vector stays zero)."""
+    return vectors / ops.maximum(ops.norm(vectors, axis=-1, keepdims=True), 1e-12)
 
 
 def create_initializer(initializer_range=0.02):

@@ -44,6 +44,7 @@ from bert_realformer.checkpoints.training_states import named_variables
 from bert_realformer.errors import InputError, sigterm_deferred, stop_if_terminated
 from bert_realformer.inference.engines import GraphEngine
 from bert_realformer.inference.padding import padded_length
+from modeling.layers import l2_normalized
 from tokenization.fast import FastTokenizer
 
 if TYPE_CHECKING:  # annotations only
@@ -258,8 +259,8 @@ class EncoderServing(TextServing):
         features = pack_inputs(self._tokenizer.tokenize(text_a), None, self._max_seq_length, self._cls, self._sep,
                                self._truncation)
         sequence = self.model_outputs(features)["sequence_output"]
-        return {"embedding": modeling.sentence_embedding(sequence, features["input_mask"]),
-                "normalized": modeling.sentence_embedding(sequence, features["input_mask"], normalize=True)}
+        embedding = modeling.sentence_embedding(sequence, features["input_mask"])
+        return {"embedding": embedding, "normalized": l2_normalized(embedding)}
 
 
 def _save(module, export_dir, signatures, extra_files=None):
