@@ -72,6 +72,23 @@ def _io_errors() -> tuple[type[BaseException], ...]:
     return (OSError, tf.errors.OpError) if tf is not None else (OSError,)
 
 
+_WRITE_FAILURES = (("Read-only file system", errno.EROFS), ("No space left on device", errno.ENOSPC),
+                   ("Disk quota exceeded", errno.EDQUOT), ("Permission denied", errno.EACCES))
+
+
+def write_error(error: BaseException, path: str) -> OSError:
+    """The `OSError` of a failed write of `path`: Python's as it is (named `path` when it names
+    nothing), TensorFlow's (an `OpError` from an op that writes) as the `OSError` its message
+    describes, so the scripts end on it in one line (read-only, full, not permitted)."""
+    if isinstance(error, OSError):
+        if not error.filename:
+            error.filename = path
+        return error
+    message = getattr(error, "message", None) or str(error)
+    number = next((number for text, number in _WRITE_FAILURES if text in message), errno.EIO)
+    return OSError(number, os.strerror(number) if number != errno.EIO else _reason(error), path)
+
+
 # ------------------------------------------------------------------ queries
 def _listed(path: str) -> bool:
     """Whether `path` is an entry of its parent directory. Some filesystems answer `exists` and

@@ -153,6 +153,44 @@ def test_a_run_made_to_stick_restarts_with_the_next_seed(tmp_path, small_sentime
     assert record["stuck"]["reason"].startswith("the training loss has stayed within 1% of 0.6931")
 
 
+def test_a_run_killed_as_its_restart_begins_goes_on_with_that_restart(tmp_path, small_sentiment):
+    """--on_stuck=restart --max_restarts=2 on a run made to stick, SIGKILLed once its first restart
+    is recorded (seed 8; no training state of it saved yet), then the same command again: it goes on
+    with seed 8 as restart 1 and ends as the run never stopped ends (seed 9, two restarts)."""
+    import signal
+    import subprocess
+    import time
+
+    def command(out):
+        return [sys.executable, os.path.join(ROOT, "run_classifier.py"), *_classifier_flags(small_sentiment, out),
+                "--do_train", "--do_eval", "--train_batch_size=16", "--learning_rate=1e-9", "--num_train_epochs=1",
+                "--on_stuck=restart", "--max_restarts=2", "--seed=7", "--save_checkpoints_steps=1000"]
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    uninterrupted = script_processes.run(command(whole), capture_output=True, text=True, timeout=900)
+    assert uninterrupted.returncode == 0, uninterrupted.stderr[-3000:]
+
+    proc = script_processes.Popen(command(killed), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 600
+    record = killed / "training_options.json"
+    while time.time() < deadline and not (record.exists() and json.loads(record.read_text() or "{}").get("restarts")):
+        assert proc.poll() is None, "the run ended before its restart could be interrupted"
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert json.loads(record.read_text())["seed"] == 8
+    assert not list((killed / "training_state").glob("ckpt-*.index"))
+
+    again = script_processes.run(command(killed), capture_output=True, text=True, timeout=900)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "going on with restart 1 (--seed=8), which an earlier run of this directory began" in again.stderr
+    assert "with --seed=9 (restart 2 of at most 2)" in again.stderr
+    assert _results(killed) == _results(whole)
+    recorded = [{k: r[k] for k in ("seed", "step")} for r in json.loads(record.read_text())["restarts"]]
+    assert recorded == [{k: r[k] for k in ("seed", "step")}
+                        for r in json.loads((whole / "training_options.json").read_text())["restarts"]]
+    assert [r["seed"] for r in json.loads(record.read_text())["restarts"]] == [7, 8]
+
+
 def test_a_saved_model_converted_from_a_windowed_run_reads_as_the_run_did(tmp_path):
     """Long documents (the review after 150 characters of news), trained with pooled windows:
     `convert_checkpoint.py --to=savedmodel` of the run's directory serves the raw texts with the

@@ -407,6 +407,76 @@ def test_on_stuck_restart_starts_again_with_the_next_seed_and_a_resume_keeps_it(
         resumed.getvalue()
 
 
+def test_a_run_stuck_by_its_evaluations_restarts_with_the_next_seed(tmp_path):
+    """A run whose loss leaves ln 2 but whose every evaluation gives one class (scripted):
+    --on_stuck=restart restarts it as a loss verdict would, saying the evaluations' reason."""
+    out, stream, seeds = tmp_path / "out", io.StringIO(), []
+
+    def one_class(step):
+        return {"eval_accuracy": 0.5, "global_step": step}, np.zeros(16, np.int64)
+
+    def task(seed):
+        seeds.append(seed)
+        return classification_task(40, seed=seed, num_warmup_steps=4), one_class, {
+            "num_classes": 2, "every_steps": EVERY, "selection": Selection.by("eval_accuracy"),
+            "label_names": ["neg", "pos"]}
+
+    assert _restarting(_driver(out, stream, seed=5), task, on_stuck="restart", max_restarts=1) == 40
+    assert seeds == [5, 6]
+    text = stream.getvalue()
+    assert "all 16 predictions of the evaluation are one class, 'neg', as at every evaluation since step 8; " \
+           "starting again from the initial weights with --seed=6 (restart 1 of at most 1)" in text, text
+    record = recorded_options.read(str(out))
+    assert [r["seed"] for r in record["restarts"]] == [5] and record["restarts"][0]["reason"].startswith("all 16")
+    assert record["stuck"]["reason"].startswith("all 16 predictions")  # (the restarted run, out of restarts)
+
+
+def test_a_run_of_several_workers_stuck_by_its_evaluations_says_why_it_does_not_restart(tmp_path):
+    from bert_realformer.finetuning.restarts import act_on_verdict
+    watch = StuckWatch(2, 0, 20)
+    for step in (4, 8, 12):
+        watch.observe_predictions(step, np.zeros(8, np.int64), ["neg", "pos"])
+    said = []
+    act_on_verdict(watch, 2, str(tmp_path), 1e-3, True, said.append, restarting=True, one_worker=False)
+    assert said == ["warning: this run looks stuck: all 8 predictions of the evaluation are one class, 'neg', as at "
+                    "every evaluation since step 4; no restart: found from the evaluations, which only the chief "
+                    "sees: a run of several workers restarts on its training loss alone; what usually helps: another "
+                    "--seed, or a lower --learning_rate (now 0.001)"]
+    assert recorded_options.read(str(tmp_path))["stuck"]["no_restart"].startswith("found from the evaluations")
+
+
+def test_the_stuck_warning_names_first_the_option_on_that_most_likely_caused_it(tmp_path):
+    from bert_realformer.finetuning.adversarial import Adversary
+    from bert_realformer.finetuning.contract import TaskOptions
+    from bert_realformer.finetuning.flow import Plan, training_hooks
+    from bert_realformer.finetuning.restarts import Attempt, StuckCheck, act_on_verdict
+    from bert_realformer.finetuning.schedule import Schedule
+    from bert_realformer.tasks.classification.task import ClassificationOptions, ClassificationTask
+
+    def task(**options):
+        return ClassificationTask(TaskOptions(str(tmp_path), 64), ClassificationOptions("generic", str(tmp_path),
+                                                                                        **options))
+
+    def hint(plan, of):
+        hooks = training_hooks(plan, of, classification_task(8), None, Attempt())
+        return next(hook for hook in hooks if isinstance(hook, StuckCheck)).hint
+
+    plain = Plan(do_train=True, schedule=Schedule(8, 1e-3, 1.0))
+    pooled = task(doc_stride=32)
+    assert hint(plain, task()) is None and hint(plain, task(doc_stride=32, window_training="separate")) is None
+    assert hint(plain, pooled).startswith("--window_training=separate (pooled windows train each document")
+    adversarial = hint(Plan(do_train=True, schedule=Schedule(8, 1e-3, 1.0), adversary=Adversary("pgd", 0.05)), pooled)
+    assert adversarial.startswith("a smaller --adversarial_epsilon (now 0.05) or no --adversarial")
+
+    watch = StuckWatch(2, 0, 20)
+    for step in (4, 8, 12):
+        watch.observe_predictions(step, np.zeros(8, np.int64))
+    said = []
+    act_on_verdict(watch, 0, str(tmp_path), 1e-3, True, said.append, hint=adversarial)
+    assert said[0].endswith(f"what usually helps: {adversarial}, another --seed, a lower --learning_rate (now "
+                            "0.001), or --on_stuck=restart"), said
+
+
 def test_restart_deadline_by_hand():
     """A restart is allowed when the new attempt, at this attempt's pace, would end by the
     deadline: 40 steps in 20 s from step 10 (0.5 s/step), 100 steps again take 50 s."""

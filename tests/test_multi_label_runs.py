@@ -107,3 +107,52 @@ def test_multi_label_flag_mistakes_are_one_line(tmp_path, flags, said):
     else:
         assert result.returncode == 2 and result.stderr.strip().splitlines()[-1] == f"error: {said}" or \
             result.stderr.strip().splitlines()[-1].startswith(f"error: {said}")
+
+
+def test_a_later_evaluation_uses_the_thresholds_its_training_run_tuned_and_refuses_damaged_ones(tmp_path, real_data):
+    from bert_realformer.realdata.mentions import write_mention_task
+    data = tmp_path / "data"
+    labels = write_mention_task(str(data))
+    for split, rows in (("train", 320), ("dev", 120)):  # (a few steps' worth: any weights do here)
+        path = data / f"{split}.tsv"
+        path.write_text("".join(path.read_text().splitlines(keepends=True)[:rows + 1]))
+    config = tmp_path / "bert_config.json"
+    config.write_text(json.dumps(CONFIG))
+    out = tmp_path / "out"
+
+    def run(*flags):
+        return completed_in_process(
+            "run_classifier.py", "--task_name=generic", "--multi_label", "--label_column=labels",
+            "--text_a_column=sentence", f"--data_dir={data}", f"--vocab_file={VOCAB_ZH}",
+            f"--bert_config_file={config}", f"--output_dir={out}", "--max_seq_length=48", *flags)
+
+    trained = run("--do_train", "--do_eval", "--tune_thresholds", "--train_batch_size=32", "--num_train_epochs=1",
+                  "--learning_rate=2e-3", "--seed=1")
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    at_training = _results(out / "eval_results.txt")
+    order = (out / "label_list.txt").read_text().split()
+    tuned = [json.loads(at_training["thresholds"])[label] for label in order]
+    assert tuned != [0.5] * len(labels)  # (else this test could not tell the two apart)
+    options = json.loads((out / "training_options.json").read_text())
+    assert options["classifier_input"]["thresholds"] == tuned
+
+    later = run("--do_eval")
+    assert later.returncode == 0, later.stderr[-3000:]
+    assert "thresholds: the training run's, recorded in" in later.stderr
+    assert _results(out / "eval_results.txt") == at_training  # (same weights, same thresholds)
+
+    asked = run("--do_eval", "--multi_label_threshold=0.5")
+    assert asked.returncode == 0, asked.stderr[-3000:]
+    assert json.loads(_results(out / "eval_results.txt")["thresholds"]) == dict.fromkeys(labels, 0.5)
+
+    before = (out / "eval_results.txt").read_text()
+    for damaged in (["x"] * len(labels), tuned[:-1], [1.5] * len(labels)):
+        options["classifier_input"]["thresholds"] = damaged
+        (out / "training_options.json").write_text(json.dumps(options))
+        refused = run("--do_eval", "--do_predict")
+        last = refused.stderr.strip().splitlines()[-1]
+        assert refused.returncode == 2, refused.stderr[-3000:]
+        assert last.startswith(f"error: {out / 'training_options.json'}: classifier_input.thresholds holds"), last
+        assert f"expected {len(labels)} numbers from 0 to 1" in last and "--multi_label_threshold" in last, last
+        assert (out / "eval_results.txt").read_text() == before
+        assert not (out / "test_results.tsv").exists()

@@ -164,6 +164,49 @@ def test_every_output_location_is_checked_before_the_work(tmp_path, where):
     assert "Traceback" not in result.stderr
 
 
+def test_a_best_dir_made_read_only_mid_training_ends_in_one_line_with_its_steps_saved(tmp_path):
+    """OUTPUT_DIR/best turns read-only once training has kept its first best (a bind mount made
+    read-only, in a private mount namespace): the next better evaluation cannot write its
+    checkpoint. The run ends in one line naming it, exit 7, the training state of that step saved
+    (saves are otherwise only at the end here); run again, it resumes there and ends as the run
+    that was never stopped ends."""
+    from helpers.tiny_classifier_runs import classifier_flags
+    if os.geteuid() != 0 or script_processes.run(["unshare", "-m", "true"], capture_output=True).returncode:
+        pytest.skip("making a directory read-only under a running process needs root and unshare -m")
+    data = tmp_path / "data"
+    data.mkdir()
+    texts = ["the cat sat on the mat", "a big dog ran fast", "it was a bad day", "we read a good book"]
+    rows = "".join(f"{'good' if i % 2 else 'bad'}\t{texts[i % 4]} {i}\n" for i in range(16))
+    for split in ("train", "dev"):
+        (data / f"{split}.tsv").write_text(rows)
+
+    def command(out):
+        return [sys.executable, os.path.join(ROOT, "run_classifier.py"), *classifier_flags(
+            data, out, "--do_train", "--do_eval", "--train_batch_size=4", "--num_train_epochs=6",
+            "--eval_every_steps=2", "--keep_best_by=loss", "--save_checkpoints_steps=1000", "--learning_rate=1e-3")]
+    out, best = tmp_path / "out", tmp_path / "out" / "best"
+    script = ('"$@" & pid=$!; while [ ! -f "$0/best.json" ] && kill -0 $pid 2>/dev/null; do sleep 0.02; done; '
+              'mount --bind "$0" "$0" && mount -o remount,ro,bind "$0"; wait $pid')
+    stopped = run(["unshare", "-m", "sh", "-c", script, str(best), *command(out)])
+    assert stopped.returncode == 7, stopped.stderr[-3000:]
+    line = last_line(stopped)
+    failed = int(line.split("/best/model.ckpt-")[1].split(" ")[0])
+    assert line == (f"error: {best}/model.ckpt-{failed} cannot be written: read-only file system; the files being "
+                    f"written were removed and the training state {out}/training_state/ckpt-{failed} is intact: run "
+                    "the same command again"), line
+    assert failed > 0 and "Traceback" not in stopped.stderr
+    assert not [name for name in os.listdir(best) if ".tmp" in name]
+    assert not list((out / "training_state").glob("*_temp*"))
+
+    resumed = run(command(out))
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"eval at step {failed}:" in resumed.stderr  # (the evaluation that could not keep its checkpoint)
+    whole = run(command(tmp_path / "whole"))
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    assert (out / "eval_results.txt").read_text() == (tmp_path / "whole" / "eval_results.txt").read_text()
+    assert (best / "best.json").read_text() == (tmp_path / "whole" / "best" / "best.json").read_text()
+
+
 # ---------------------------------------------------------------------- flags
 def test_the_shared_flags_are_in_help_and_every_bad_flag_is_an_error_line():
     help_text = run([sys.executable, os.path.join(ROOT, "run_classifier.py"), "--help"]).stdout

@@ -199,9 +199,15 @@ def write_tf1_checkpoint(values: Mapping[str, np.ndarray], prefix: str) -> str:
     storage.makedirs(directory)
     names = sorted(values)
     tmp_prefix = f"{prefix}.tmp{os.getpid()}"
-    tf.raw_ops.SaveV2(prefix=tmp_prefix, tensor_names=names, shape_and_slices=[""] * len(names),
-                      tensors=[tf.convert_to_tensor(values[n]) for n in names])
-    data_files = storage.glob(f"{tmp_prefix}.data-*")
+    try:
+        tf.raw_ops.SaveV2(prefix=tmp_prefix, tensor_names=names, shape_and_slices=[""] * len(names),
+                          tensors=[tf.convert_to_tensor(values[n]) for n in names])
+        data_files = storage.glob(f"{tmp_prefix}.data-*")
+    except (tf.errors.OpError, OSError) as error:  # (a read-only or full disk: nothing of it left)
+        for path in storage.glob(f"{tmp_prefix}*"):
+            with contextlib.suppress(OSError, tf.errors.OpError):
+                storage.remove(path)
+        raise storage.write_error(error, prefix) from None
     for data_file in data_files:  # data first, index last: the index makes the checkpoint exist
         storage.rename(data_file, prefix + data_file[len(tmp_prefix):])
     storage.rename(f"{tmp_prefix}.index", f"{prefix}.index")

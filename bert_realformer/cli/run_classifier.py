@@ -85,7 +85,8 @@ flags.DEFINE_bool("multi_label", False, "--task_name=generic: each example has a
                   "sigmoid per label, trained with binary cross-entropy; evaluated by micro-averaged F1.")
 flags.DEFINE_string("label_separator", ",", "--multi_label: what separates an example's labels in TSV and CSV files.")
 flags.DEFINE_float("multi_label_threshold", 0.5, "--multi_label: an example has a label when its probability "
-                   "reaches this.")
+                   "reaches this. Without it, a run that does not train uses the thresholds recorded by the run "
+                   "that trained OUTPUT_DIR (training_options.json), else 0.5.")
 flags.DEFINE_bool("tune_thresholds", False, "--multi_label: each label's threshold chosen on the dev set (the best "
                   "F1 among 0.05, 0.10, ..., 0.95) at every evaluation, and used for prediction and the export; the "
                   "dev metrics at thresholds chosen on the dev set are optimistic.")
@@ -140,7 +141,8 @@ def _multi_label_task(run):
         data_dir=FLAGS.data_dir, label_file=FLAGS.label_file, label_separator=FLAGS.label_separator,
         data_options={"data_format": FLAGS.data_format, "text_a_column": FLAGS.text_a_column,
                       "text_b_column": FLAGS.text_b_column, "label_column": FLAGS.label_column},
-        threshold=FLAGS.multi_label_threshold, tune_thresholds=FLAGS.tune_thresholds, truncation=FLAGS.truncation,
+        threshold=FLAGS.multi_label_threshold if FLAGS["multi_label_threshold"].present else None,
+        tune_thresholds=FLAGS.tune_thresholds, truncation=FLAGS.truncation,
         group_by_length=FLAGS.group_by_length, rdrop_alpha=FLAGS.rdrop_alpha)
     return registry.get("multi_label")(run.task, options)
 

@@ -112,6 +112,9 @@ def _system_ending(error: BaseException) -> tuple[str, int] | None:
     if kind in ("UnavailableError", "DeadlineExceededError") or "Socket closed" in str(error):
         return (f"lost contact with another worker ({_lost_workers(error)}): restart every worker with the same "
                 "command (they resume from their training states)", LOST_WORKER_STATUS)
+    if isinstance(error, OSError) and error.errno == errno.EROFS:
+        where = f"{error.filename} " if error.filename else ""
+        return f"{where}cannot be written: read-only file system", PERMISSION_STATUS
     if isinstance(error, PermissionError):
         where = f" to {error.filename}" if error.filename else ""
         return f"permission denied{where}: {error.strerror or _first_line(error)}", PERMISSION_STATUS

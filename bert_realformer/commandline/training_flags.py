@@ -99,9 +99,10 @@ def define_monitoring_flags():
     flags.DEFINE_bool("use_best_checkpoint", True, "--do_eval, --do_predict and --export_dir use OUTPUT_DIR/best/ when "
                       "the run kept one (false: the weights training ended with).")
     flags.DEFINE_enum("on_stuck", "warn", ["warn", "restart"],
-                      "A run whose training loss stays at ln K (K classes: it learns nothing) over 40% of the "
-                      "steps after warm-up: warn (one line), or restart from the initial checkpoint with the next "
-                      "--seed, at most --max_restarts times.")
+                      "A run whose training loss stays at ln K (K classes: it learns nothing), or whose every "
+                      "evaluation gives one class, over 40% of the steps after warm-up: warn (one line), or restart "
+                      "from the initial checkpoint with the next --seed, at most --max_restarts times (a run of "
+                      "several workers restarts on the loss alone, which every worker sees).")
     flags.DEFINE_integer("max_restarts", 3, "--on_stuck=restart: restarts at most.", lower_bound=0)
     flags.DEFINE_float("restart_deadline", 0, "--on_stuck=restart: restart only when the run, started again at its "
                        "pace so far, would end by this time (Unix seconds, e.g. `date -d 18:00 +%s`); later, warn and "

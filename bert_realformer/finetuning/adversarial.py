@@ -71,6 +71,11 @@ class Adversary:
         return (f"adversarial training: {self.kind.upper()} on the word embeddings (epsilon {self.epsilon:g} of "
                 f"their norm{steps})")
 
+    def stuck_hint(self) -> str:
+        """What the stuck warning says first of a run with this adversary."""
+        return (f"a smaller --adversarial_epsilon (now {self.epsilon:g}) or no --adversarial (a perturbation of "
+                "this size can keep a model from leaving chance)")
+
     def perturbation(self, loss_at, clean_delta, clean_loss, tape, size=1.0):
         """r for the clean pass `clean_loss` (computed with `clean_delta`, zeros watched by
         `tape`); `loss_at(delta)` is the loss with another perturbation (PGD's later steps);

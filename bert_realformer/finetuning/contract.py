@@ -123,6 +123,12 @@ class FinetuningTask(abc.ABC):
         return None
 
     @property
+    def stuck_hint(self) -> str | None:
+        """An option of this task's run that most likely keeps a stuck run at chance, and what to
+        change (the stuck warning says it first), or None."""
+        return None
+
+    @property
     def label_names(self) -> Sequence[str] | None:
         """The names of the classes `Evaluation.classes` counts (for messages), or None."""
         return None

@@ -242,7 +242,8 @@ def training_hooks(plan: Plan, task: FinetuningTask, training: TrainingTask, eva
     monitoring = Monitoring(
         every_steps=plan.eval_every_steps, selection=plan.selection(task.metrics), shown=task.shown or task.metrics,
         num_classes=task.num_classes, label_names=task.label_names, chance_loss=task.chance_loss,
-        on_stuck=plan.on_stuck, restart_deadline=plan.restart_deadline)
+        on_stuck=plan.on_stuck, restart_deadline=plan.restart_deadline,
+        stuck_hint=plan.adversary.stuck_hint() if plan.adversary is not None else task.stuck_hint)
     return hooks + monitoring_hooks(training, evaluate, monitoring, attempt)
 
 
@@ -255,7 +256,8 @@ class Monitoring:
     num_classes, label_names, chance_loss: the stuck check's chance loss (ln `num_classes` unless
       `chance_loss` says otherwise; `num_classes` None: no loss sign), and the names of the classes
       the evaluations give.
-    on_stuck, restart_deadline: what a stuck run does (`finetuning.restarts`).
+    on_stuck, restart_deadline: what a stuck run does (`finetuning.restarts`); `stuck_hint`: an
+      option of the run that most likely keeps it at chance, which the stuck warning names first.
     """
     every_steps: int = 0
     selection: Selection | None = None
@@ -265,6 +267,7 @@ class Monitoring:
     chance_loss: float | None = None
     on_stuck: str = "warn"
     restart_deadline: float = 0.0
+    stuck_hint: str | None = None
 
 
 def monitoring_hooks(training: TrainingTask, evaluate: Callable[[int], tuple] | None, monitoring: Monitoring,
@@ -282,7 +285,7 @@ def monitoring_hooks(training: TrainingTask, evaluate: Callable[[int], tuple] | 
     watch = StuckWatch(monitoring.num_classes, training.num_warmup_steps, training.num_train_steps,
                        monitoring.chance_loss)
     hooks.append(StuckCheck(watch, attempt or Attempt(), monitoring.label_names, monitoring.on_stuck,
-                            monitoring.restart_deadline))
+                            monitoring.restart_deadline, monitoring.stuck_hint))
     return hooks
 
 

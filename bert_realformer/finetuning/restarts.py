@@ -23,6 +23,7 @@ from bert_realformer.checkpoints import training_states
 from bert_realformer.errors import InputError
 from bert_realformer.finetuning.stuck import StuckWatch, Verdict, advice
 from bert_realformer.training import recorded_options
+from bert_realformer.training.distribution import this_worker
 from bert_realformer.training.hooks import HookRun, TrainingHook
 
 # What a restarted run's chief keeps of the stuck run, in OUTPUT_DIR/stuck_runs/seed-S/.
@@ -70,30 +71,36 @@ class RestartDeadline:
                 f"--restart_deadline ({time.strftime('%H:%M:%S', time.localtime(self.at))})")
 
 
+ONLY_THE_CHIEF_EVALUATES = ("found from the evaluations, which only the chief sees: a run of several workers "
+                            "restarts on its training loss alone")
+
+
 def act_on_verdict(watch: StuckWatch | None, restarts_left: int, write_dir: str, learning_rate: float,
                    bias_correction: bool, say: Callable[[str], None], refused: str | None = None,
-                   restarting: bool = False) -> None:
-    """Raises `StuckRun` when the watch has a new loss verdict and the run may restart (restarts
-    left, and no `refused`: why `RestartDeadline` refuses one now); else, for a new verdict,
-    records it in WRITE_DIR/training_options.json and warns once, with the refusal (`restarting`:
-    the run has --on_stuck=restart, so the warning does not suggest it). A run that left chance
-    after its warning says so once, and its record's `stuck` gains `left_at_step` and
-    `left_reason`."""
+                   restarting: bool = False, one_worker: bool = True, hint: str | None = None) -> None:
+    """Raises `StuckRun` when the watch has a new verdict and the run may restart (restarts
+    left; a verdict from the evaluations only in a run of `one_worker`; and no `refused`: why
+    `RestartDeadline` refuses one now); else, for a new verdict, records it in
+    WRITE_DIR/training_options.json and warns once, with the refusal (`restarting`: the run has
+    --on_stuck=restart, so the warning does not suggest it; `hint`: an option of the run that
+    most likely caused it, said first). A run that left chance after its warning says so once,
+    and its record's `stuck` gains `left_at_step` and `left_reason`."""
     if watch is None:
         return
     _record_leaving(watch.left_chance(), write_dir, say)
     verdict = watch.verdict()
     if verdict is None:
         return
-    may_restart = verdict.from_loss and restarts_left > 0
-    if may_restart and refused is None:
+    if restarts_left > 0 and not verdict.from_loss and not one_worker:
+        refused = ONLY_THE_CHIEF_EVALUATES
+    if restarts_left > 0 and refused is None:
         raise StuckRun(verdict)
-    refused = refused if may_restart else None
+    refused = refused if restarts_left > 0 else None
     recorded_options.update(write_dir, stuck={"step": verdict.step, "reason": verdict.reason,
                                               **({"no_restart": refused} if refused else {})})
     no_restart = f"; no restart: {refused}" if refused else ""
     say(f"warning: this run looks stuck: {verdict.reason}{no_restart}; "
-        f"{advice(learning_rate, bias_correction, restart=not restarting)}")
+        f"{advice(learning_rate, bias_correction, restart=not restarting, hint=hint)}")
 
 
 def _record_leaving(left: Verdict | None, write_dir: str, say: Callable[[str], None]) -> None:
@@ -164,14 +171,15 @@ class WatchVariables(tf.Module):
 class StuckCheck(TrainingHook):
     """The hook that watches a run for learning nothing (`watch`), from its training loss after
     each loop of steps and the classes its evaluations give (`label_names` name them), and acts on
-    a verdict at the step it comes: a warning, or `StuckRun` to restart (with `on_stuck="restart"`
-    and restarts left to the `attempt`, unless `restart_deadline`, Unix seconds, would be passed).
+    a verdict at the step it comes: a warning (naming `hint` first, an option of the run that most
+    likely caused it), or `StuckRun` to restart (with `on_stuck="restart"` and restarts left to
+    the `attempt`, unless `restart_deadline`, Unix seconds, would be passed).
     An attempt that is a restart keeps the restarts so far in its record."""
 
     def __init__(self, watch: StuckWatch, attempt: Attempt = Attempt(), label_names: Sequence[str] | None = None,
-                 on_stuck: str = "warn", restart_deadline: float = 0.0):
+                 on_stuck: str = "warn", restart_deadline: float = 0.0, hint: str | None = None):
         self.watch, self.attempt, self.label_names = watch, attempt, label_names
-        self.on_stuck, self.restart_deadline = on_stuck, restart_deadline
+        self.on_stuck, self.restart_deadline, self.hint = on_stuck, restart_deadline, hint
         self.variables: WatchVariables | None = None
         self.deadline: RestartDeadline | None = None
 
@@ -206,7 +214,7 @@ class StuckCheck(TrainingHook):
     def at_step(self, run: HookRun, step: int) -> None:
         act_on_verdict(self.watch, self.attempt.restarts_left, run.write_dir, run.task.learning_rate,
                        run.bias_correction, run.say, self.deadline.refusal(step, run.task.num_train_steps),
-                       self.on_stuck == "restart")
+                       self.on_stuck == "restart", this_worker(run.strategy)[0] == 1, self.hint)
 
 
 def restart_deadline_for(deadline: float, strategy) -> float:
@@ -227,7 +235,7 @@ def train_restarting(driver, attempt: Callable[[Attempt], tuple], on_stuck: str 
     from its initial weights with the next seed, at most `max_restarts` times (over the run's life:
     a resumed run keeps its count). Each restart is said, the stuck run set aside (`set_aside`), and
     recorded in WRITE_DIR/training_options.json. Returns the step training ended at."""
-    restarting = False
+    restarting = _resume_interrupted_restart(driver)
     while True:
         restarts = recorded_options.read(driver.write_dir).get("restarts", [])
         left = max_restarts - len(restarts) if on_stuck == "restart" else 0
@@ -240,3 +248,20 @@ def train_restarting(driver, attempt: Callable[[Attempt], tuple], on_stuck: str 
             set_aside(options.output_dir, driver.write_dir, options.seed, options.is_chief, stuck.verdict, restarts)
             driver.restart(seed)
             restarting = True
+
+
+def _resume_interrupted_restart(driver) -> bool:
+    """Whether this run goes on with a restart that an earlier process began and was stopped in
+    before it saved a training state (the record names the restarts and the seed they led to; no
+    training state): the driver takes up that seed, so the run ends as the uninterrupted one (as a
+    resumed run keeps its recorded seed, whatever its flags now say)."""
+    record = recorded_options.read(driver.write_dir)
+    restarts, seed = record.get("restarts") or [], record.get("seed")
+    state_dir = os.path.join(driver.write_dir, training_states.TRAINING_STATE)
+    if not restarts or seed is None or \
+            (storage.isdir(state_dir) and tf.train.latest_checkpoint(state_dir) is not None):
+        return False
+    driver.say(f"going on with restart {len(restarts)} (--seed={int(seed)}), which an "
+               "earlier run of this directory began and was stopped in before it saved a training state")
+    driver.restart(int(seed))
+    return True

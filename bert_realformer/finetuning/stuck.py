@@ -20,9 +20,9 @@ chance after all (`left_chance()`), so that its numbers are not taken for a stuc
 
 The driver ends its loops of steps at window boundaries (`next_boundary`), hands the watch the
 sum of each loop's step losses (`observe_loss`), and asks `verdict()` after each loop; the
-fine-tuning evaluation hands it its predictions (`observe_predictions`). Only the loss sign may
-restart a run (`--on_stuck=restart`): the losses are the same on every worker of a multi-worker
-run, the predictions only the chief sees.
+fine-tuning evaluation hands it its predictions (`observe_predictions`). Either sign restarts a
+run of one worker (`--on_stuck=restart`); a multi-worker run restarts on the loss sign alone (the
+losses are the same on every worker, the predictions only the chief sees) and says so.
 
 A training state holds the watch's `state()` (`finetuning.watch_state`): a run killed and resumed
 goes on with the windows it had and finds what the uninterrupted run finds, at the same step. (The
@@ -46,7 +46,7 @@ MIN_WINDOW = 10       # steps
 @dataclasses.dataclass
 class Verdict:
     """What the watch saw: `reason` for the user; `from_loss`: the training-loss sign (the same
-    on every worker, so it may restart a run)."""
+    on every worker, so it may restart a run of several)."""
     reason: str
     step: int
     from_loss: bool
@@ -194,10 +194,11 @@ class StuckWatch:
             self._verdict = Verdict("said before the run was resumed", self._window_start or 0, from_loss=False)
 
 
-def advice(learning_rate: float, bias_correction: bool, restart: bool = True) -> str:
+def advice(learning_rate: float, bias_correction: bool, restart: bool = True, hint: str | None = None) -> str:
     """What usually helps a stuck run, for the end of its warning line (`restart`: with
-    --on_stuck=restart among it)."""
-    helps = ["another --seed", f"a lower --learning_rate (now {learning_rate:g})"]
+    --on_stuck=restart among it; `hint`: what to change of an option the run has on that most
+    likely keeps it at chance, said first)."""
+    helps = [*([hint] if hint else []), "another --seed", f"a lower --learning_rate (now {learning_rate:g})"]
     if not bias_correction:
         helps.append("--adam_bias_correction")
     if restart:

@@ -25,6 +25,7 @@ with the weights of the uninterrupted run.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
@@ -40,7 +41,7 @@ from bert_realformer.checkpoints import state_recovery, training_states
 from bert_realformer.inference.engines import PredictFn
 from bert_realformer.inference.predictor import Predictor
 from bert_realformer.training import recorded_config, recorded_options, weights
-from bert_realformer.training.distribution import check_workers_agree, dtype_policy
+from bert_realformer.training.distribution import check_workers_agree, dtype_policy, this_worker
 from bert_realformer.training.hooks import HookRun, TrainingHook
 from bert_realformer.training.optimization import create_optimizer
 from bert_realformer.training.preemption import StopAgreement, StopSignals
@@ -338,7 +339,7 @@ class Driver:
                                 run.progress.steps_per_second, run.examples_per_step)
             if step % options.save_checkpoints_steps == 0 or step >= task.num_train_steps:
                 self._save(run, step)
-            self._at_step(run, step)
+            self._at_step_keeping_steps(run, step)
             if self.claim is not None:
                 self.claim.check_held()
             finish = self._stop_reason(run, step) is not None
@@ -363,6 +364,21 @@ class Driver:
     def _at_step(self, run, step):
         for hook in run.hooks:
             hook.at_step(run.context, step)
+
+    def _at_step_keeping_steps(self, run, step):
+        """The hooks' `at_step`; one that fails writing or reading a file (a best checkpoint that
+        cannot be written) ends the run after the training state of `step` is saved, where this
+        worker can save alone, so that the steps since the last save are not lost (the failed
+        evaluation runs again on resuming). A save that fails too leaves the earlier state, as any
+        failed save does."""
+        try:
+            self._at_step(run, step)
+        except (OSError, tf.errors.OpError):
+            saved = run.manager.latest_checkpoint
+            if this_worker(self.strategy)[0] == 1 and (saved is None or training_states.step_of(saved) != step):
+                with contextlib.suppress(Exception):
+                    self._save(run, step)
+            raise
 
     def _stop_reason(self, run, step):
         return next((reason for hook in run.hooks if (reason := hook.stop_reason(run.context, step))), None)

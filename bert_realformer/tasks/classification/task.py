@@ -311,6 +311,14 @@ class ClassificationTask(FinetuningTask):
         return self.label_list
 
     @property
+    def stuck_hint(self):
+        c = self.classification
+        if c.doc_stride and c.window_training == "pooled":
+            return ("--window_training=separate (pooled windows train each document through one pooled logit, "
+                    "which can stay at chance where documents have many windows)")
+        return None
+
+    @property
     def chance_loss(self):
         if self.regression:
             return None

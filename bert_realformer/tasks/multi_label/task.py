@@ -4,13 +4,16 @@ sigmoid each, trained with binary cross-entropy (`losses`), evaluated at decisio
 the C label probabilities per test example, and a SavedModel that returns them with the labels
 they pass (`probabilities`, `predicted`).
 
-The thresholds a run used are recorded in OUTPUT_DIR/training_options.json (`classifier_input`),
-so a later prediction, export or conversion uses them.
+The thresholds a training run settled on are recorded in OUTPUT_DIR/training_options.json
+(`classifier_input.thresholds`), so a later run on the directory that does not train evaluates,
+predicts and exports with them, and a conversion serves them, unless it is given a threshold or
+tunes its own.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -19,6 +22,7 @@ import numpy as np
 
 import modeling
 from bert_realformer import console, storage
+from bert_realformer.errors import InputError
 from bert_realformer.finetuning.contract import Evaluation, FinetuningTask, TaskData, TaskOptions
 from bert_realformer.tasks.classification.task import (
     LABEL_LIST,
@@ -39,13 +43,15 @@ from bert_realformer.training import recorded_options
 class MultiLabelOptions:
     """The generic files' directory and columns (`data_options`: `data_format`, `text_a_column`,
     `text_b_column`, `label_column`), the labels (`label_file`, else the training file's) and
-    their `label_separator`; the decision `threshold`, or with `tune_thresholds` each label's
-    chosen on the dev set; how a text too long is cut, batches by length, R-Drop."""
+    their `label_separator`; the decision `threshold` (None: the thresholds recorded by the run
+    that trained the directory where this run does not train, else 0.5), or with
+    `tune_thresholds` each label's chosen on the dev set; how a text too long is cut, batches by
+    length, R-Drop."""
     data_dir: str
     data_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     label_file: str | None = None
     label_separator: str = ","
-    threshold: float = 0.5
+    threshold: float | None = None
     tune_thresholds: bool = False
     truncation: str = "head"
     group_by_length: bool = False
@@ -64,6 +70,7 @@ class MultiLabelTask(FinetuningTask):
         self.label_list: list[str] = []
         self.evaluated_thresholds = None  # the last evaluation's thresholds
         self.thresholds = None            # what prediction and export use (`settle`)
+        self.recorded_thresholds = None   # the training run's, where this run reads a trained directory
 
     def read(self, splits: Sequence[str]) -> TaskData:
         """The examples; the labels settled with OUTPUT_DIR/label_list.txt (`settle_label_list`)."""
@@ -77,6 +84,8 @@ class MultiLabelTask(FinetuningTask):
                 "test": processor.get_test_examples}
         data = TaskData(**{split: read[split](m.data_dir) for split in splits})
         record_label_list(self.label_list, output_dir)  # (once the data is read: see ClassificationTask.read)
+        if "train" not in splits:
+            self.recorded_thresholds = recorded_thresholds(output_dir, self.label_list)
         return data
 
     @property
@@ -109,24 +118,28 @@ class MultiLabelTask(FinetuningTask):
     def evaluate(self, examples, predictions, step, selection):
         logits, labels = predictions
         m = self.multi_label
-        thresholds = tuned_thresholds(logits, labels) if m.tune_thresholds else [m.threshold] * len(self.label_list)
+        thresholds = tuned_thresholds(logits, labels) if m.tune_thresholds else self.untuned_thresholds()
         self.evaluated_thresholds = thresholds
         return Evaluation(multi_label_results(logits, labels, self.label_list, thresholds, step), None)
 
+    def untuned_thresholds(self) -> list[float]:
+        """One threshold per label where none is tuned: the asked one, else the training run's
+        recorded ones (a run reading a trained directory), else 0.5."""
+        if self.multi_label.threshold is not None:
+            return [self.multi_label.threshold] * len(self.label_list)
+        return self.recorded_thresholds or [0.5] * len(self.label_list)
+
     def settle(self, driver):
-        """The thresholds prediction and export use: the final evaluation's, else the ones recorded
-        with the run (tuned ones), else the asked one."""
-        recorded = recorded_options.read(driver.write_dir).get("classifier_input", {}).get("thresholds")
-        fixed = [self.multi_label.threshold] * len(self.label_list)
-        tuned = self.multi_label.tune_thresholds and recorded and len(recorded) == len(self.label_list)
-        self.thresholds = self.evaluated_thresholds or (recorded if tuned else fixed)
+        """The thresholds prediction and export use: the final evaluation's, else (no dev set
+        evaluated) the untuned ones, the training run's recorded ones among them."""
+        self.thresholds = self.evaluated_thresholds or self.untuned_thresholds()
 
     def recorded_options(self):
         """How the model reads its input and decides, for a later conversion to a SavedModel."""
         m = self.multi_label
         return {"classifier_input": {"max_seq_length": self.options.max_seq_length, "truncation": m.truncation,
-                                     "multi_label": True, "thresholds": self.thresholds or self.evaluated_thresholds
-                                     or [m.threshold] * len(self.label_list)}}
+                                     "multi_label": True,
+                                     "thresholds": self.thresholds or self.untuned_thresholds()}}
 
     def write_predictions(self, examples, predictions, split):
         if split == "test":
@@ -138,3 +151,23 @@ class MultiLabelTask(FinetuningTask):
                           self.multi_label.truncation)
         return export_classifier(driver.model, text, self.label_list, export_dir, self.thresholds,
                                  driver.predictor.engine)
+
+
+def recorded_thresholds(output_dir: str, label_list: Sequence[str]) -> list[float] | None:
+    """The thresholds recorded in OUTPUT_DIR/training_options.json by the run that trained the
+    directory, one per label of `label_list` (None: none recorded); a value that is not one number
+    from 0 to 1 per label is an `InputError` naming the file."""
+    recorded = recorded_options.read(output_dir).get("classifier_input", {}).get("thresholds")
+    if recorded is None:
+        return None
+    valid = (isinstance(recorded, list) and len(recorded) == len(label_list)
+             and all(isinstance(t, (int, float)) and not isinstance(t, bool) and 0.0 <= t <= 1.0 for t in recorded))
+    if not valid:
+        path = os.path.join(output_dir, recorded_options.FILE_NAME)
+        raise InputError(f"{path}: classifier_input.thresholds holds {json.dumps(recorded)[:200]}; expected "
+                         f"{len(label_list)} numbers from 0 to 1, one per label of {LABEL_LIST} "
+                         "(or give multi_label_threshold or tune_thresholds)",
+                         options=("multi_label_threshold", "tune_thresholds"))
+    console.say("thresholds: the training run's, recorded in " + os.path.join(output_dir, recorded_options.FILE_NAME)
+                + ": " + ", ".join(f"{label} {float(t):g}" for label, t in zip(label_list, recorded)))
+    return [float(t) for t in recorded]
