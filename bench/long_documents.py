@@ -60,15 +60,28 @@ MODES = {
 }
 
 
-def write_data(directory, position):
+def write_data(directory, position, article_chars=ARTICLE_CHARS, sizes=SIZES):
     from bert_realformer.realdata.long_reviews import long_review_splits
     os.makedirs(directory)
     labels = {}
-    for name, rows in long_review_splits(ARTICLE_CHARS, SIZES, position=position).items():
+    for name, rows in long_review_splits(article_chars, sizes, position=position).items():
         with open(os.path.join(directory, f"{name}.tsv"), "w", encoding="utf-8") as f:
             f.write("label\ttext\n" + "".join(f"{label}\t{text}\n" for label, text in rows))
         labels[name] = [label for label, _ in rows]
     return labels
+
+
+def document_windows(data, flags):
+    """'windows per training document: mean M, min-max A-B' at the run's --max_seq_length and
+    --doc_stride (the tokenizer's count, as run_classifier.py reads the documents)."""
+    from tokenization import FullTokenizer
+    values = dict(f[2:].split("=", 1) for f in flags if "=" in f)
+    tokenizer = FullTokenizer(VOCAB_ZH, do_lower_case=True)
+    with open(os.path.join(data, "train.tsv"), encoding="utf-8") as f:
+        texts = [line.rstrip("\n").split("\t", 1)[1] for line in f.readlines()[1:]]
+    room, stride = int(values.get("max_seq_length", 128)) - 2, int(values.get("doc_stride", 64))
+    counts = [1 + -(-max(0, len(tokenizer.tokenize(text)) - room) // stride) for text in texts]
+    return f"windows per training document: mean {statistics.mean(counts):.1f}, {min(counts)}-{max(counts)}"
 
 
 def run_classifier(data, config, out, *flags):
@@ -98,25 +111,35 @@ def main():
     parser.add_argument("--positions", default="start,middle,end")
     parser.add_argument("--modes", default=";".join(MODES), help="a subset of the modes (separated by ;)")
     parser.add_argument("--epochs", type=float, default=6.0)
+    parser.add_argument("--article_chars", default=str(ARTICLE_CHARS),
+                        help="the articles' lengths in characters, comma-separated (each a set of its own)")
+    parser.add_argument("--sizes", default=",".join(str(SIZES[name]) for name in SIZES),
+                        help="train,dev,test documents")
+    parser.add_argument("--training", default=" ".join(f for f in TRAINING if not f.startswith("--num_train_epochs")),
+                        help="the training flags beside --num_train_epochs")
     parser.add_argument("--output", default=os.path.join(ROOT, "bench", "results", "long_documents.json"))
     args = parser.parse_args()
     modes = {name: MODES[name] for name in args.modes.split(";")}
-    training_flags = [f for f in TRAINING if not f.startswith("--num_train_epochs")] + [
-        f"--num_train_epochs={args.epochs:g}"]
+    training_flags = args.training.split() + [f"--num_train_epochs={args.epochs:g}"]
+    sizes = dict(zip(SIZES, (int(n) for n in args.sizes.split(","))))
+    lengths = [int(n) for n in args.article_chars.split(",")]
     seeds = [int(s) for s in args.seeds.split(",")]
     work, config = fresh_work_dir("long_documents", MODEL)
     runs = {}
-    for position in args.positions.split(","):
-        data = os.path.join(work, f"data-{position}")
-        labels = write_data(data, position)
+    for length, position in ((length, position) for length in lengths for position in args.positions.split(",")):
+        where = position if len(lengths) == 1 else f"{length}/{position}"  # (the results' key)
+        data = os.path.join(work, f"data-{length}-{position}")
+        labels = write_data(data, position, length, sizes)
+        windows = document_windows(data, args.training.split() + FLAGS + WINDOWS)
+        print(f"{where}: {windows}", flush=True)
         for seed in seeds:
             for mode, (training, predicting) in modes.items():
                 start = time.time()
                 if isinstance(training, str):  # another mode's model, predicted otherwise
-                    out = os.path.join(work, f"{position}-{seed}-{training}")
+                    out = os.path.join(work, f"{length}-{position}-{seed}-{training}")
                     run_classifier(data, config, out, "--do_eval", "--do_predict", *predicting, *FLAGS)
                 else:
-                    out = os.path.join(work, f"{position}-{seed}-{mode}")
+                    out = os.path.join(work, f"{length}-{position}-{seed}-{mode}")
                     run_classifier(data, config, out, "--do_train", "--do_eval", "--do_predict", f"--seed={seed}",
                                    *training, *FLAGS, *training_flags)
                 with open(os.path.join(out, "eval_results.txt")) as f:
@@ -126,8 +149,8 @@ def main():
                           "seconds": round(time.time() - start, 1)}
                 if "window_pooling" in values:  # (auto: the reading the dev set chose)
                     result["window_pooling"] = values["window_pooling"]
-                runs.setdefault(position, {}).setdefault(mode, {})[seed] = result
-                print(f"{position:<7s} seed {seed:>5d} {mode:<24s} test {result['test_accuracy']:.4f}, dev "
+                runs.setdefault(where, {}).setdefault(mode, {})[seed] = result
+                print(f"{where:<7s} seed {seed:>5d} {mode:<24s} test {result['test_accuracy']:.4f}, dev "
                       f"{result['dev_accuracy']:.4f} (step {result['best_step']}{chosen(result)}), "
                       f"{result['seconds']} s", flush=True)
     summary = {position: {mode: {"mean": statistics.mean(r["test_accuracy"] for r in by_seed.values()),
@@ -138,7 +161,7 @@ def main():
     for position, by_mode in summary.items():
         for mode, s in by_mode.items():
             print(f"{position:<7s} {mode:<24s} test accuracy {s['mean']:.4f} (min {s['min']:.4f}, max {s['max']:.4f})")
-    write_report(args.output, "long_documents", sys.argv[1:], model=MODEL, sizes=SIZES, article_chars=ARTICLE_CHARS,
+    write_report(args.output, "long_documents", sys.argv[1:], model=MODEL, sizes=sizes, article_chars=lengths,
                  flags=FLAGS + training_flags, seeds=seeds, runs=runs, summary=summary)
 
 

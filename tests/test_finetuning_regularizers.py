@@ -150,6 +150,15 @@ def test_fgm_is_the_steepest_ascent_of_norm_epsilon_per_example():
     np.testing.assert_allclose(float(metrics["loss"]), clean, rtol=1e-6)  # (the clean pass's)
 
 
+def test_the_default_epsilon_is_the_size_measured_to_learn_and_a_stalling_one_is_warned_of():
+    assert Adversary("fgm").epsilon == 0.001 and Adversary("fgm").warning() is None
+    assert Adversary("pgd", 0.0029).warning() is None
+    for epsilon in (0.003, 0.01):
+        line = Adversary("pgd", epsilon).warning()
+        assert line.startswith(f"warning: --adversarial_epsilon={epsilon:g}: a perturbation of 0.003 or more of "
+                               "the word vectors' norm kept small models at chance"), line
+
+
 def test_an_examples_perturbation_does_not_depend_on_the_rest_of_its_batch():
     """What makes two replicas (or two accumulated micro-batches) perturb as one device: each
     example's r is the same alone as within a batch, whatever the batch's size scales the loss by."""

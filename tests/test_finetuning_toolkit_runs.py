@@ -74,7 +74,7 @@ def test_every_option_at_once_resumes_exactly_after_sigkill(tmp_path):
     whole = script_processes.run(command(tmp_path / "whole"), capture_output=True, text=True, timeout=600)
     assert whole.returncode == 0, whole.stderr[-3000:]
     assert "class weights: good 0.6667, bad 2" in whole.stderr
-    assert "adversarial training: PGD on the word embeddings (epsilon 0.01 of their norm, 2 steps)" in whole.stderr
+    assert "adversarial training: PGD on the word embeddings (epsilon 0.001 of their norm, 2 steps)" in whole.stderr
     assert "weights: their moving averages (decay 0.9) from here on" in whole.stderr
     best_step = int(json.loads((tmp_path / "whole" / "best" / "best.json").read_text())["step"])
     for step, prefix in ((18, "model.ckpt-18"), (best_step, f"best/model.ckpt-{best_step}")):

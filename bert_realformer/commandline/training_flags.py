@@ -126,8 +126,9 @@ def define_layerwise_flags():
                       "also trains on the loss with the word vectors perturbed against it: fgm (one step along the "
                       "gradient, of norm --adversarial_epsilon times the example's word vectors' norm) or pgd "
                       "(--adversarial_steps steps of epsilon/steps, kept within epsilon). None: as the original.")
-    flags.DEFINE_float("adversarial_epsilon", 0.01, "--adversarial: the perturbation's L2 norm over one example as a "
-                       "share of its word vectors' norm (PGD: its bound).")
+    flags.DEFINE_float("adversarial_epsilon", 0.001, "--adversarial: the perturbation's L2 norm over one example as a "
+                       "share of its word vectors' norm (PGD: its bound). 0.003 and more kept small models at chance "
+                       "where they learned without it; such a value is warned of.")
     flags.DEFINE_integer("adversarial_steps", 3, "--adversarial=pgd: the steps that build the perturbation.")
     flags.DEFINE_integer("lora_rank", 0, "Low-rank adaptation: rank-R factors on the --lora_targets dense layers of "
                          "every encoder layer, which train with the task's head while every other encoder weight "

@@ -29,6 +29,9 @@ from bert_realformer.training.hooks import HookRun, TrainingHook
 from modeling import WORD_EMBEDDING_DELTA
 
 KINDS = ("fgm", "pgd")
+# An epsilon of this size or more measured to keep a small model at chance where it learns without
+# adversarial training (BENCHMARKS.md, "Adversarial training's epsilon"): a run asking for it is warned.
+STALLING_EPSILON = 0.003
 # The clean loss is differentiated times this: a replica's share of the step's mean loss is
 # small (1/batch of an example's), and under fp16 its gradient at the word vectors would
 # underflow. Normalisation removes the factor again.
@@ -59,7 +62,7 @@ class Adversary:
     """kind: "fgm" or "pgd"; epsilon: the perturbation's norm (its bound for PGD) as a share of
     the example's word vectors' norm; steps: PGD's K."""
     kind: str = "fgm"
-    epsilon: float = 0.01
+    epsilon: float = 0.001
     steps: int = 3
 
     def __post_init__(self):
@@ -70,6 +73,14 @@ class Adversary:
         steps = f", {self.steps} steps" if self.kind == "pgd" else ""
         return (f"adversarial training: {self.kind.upper()} on the word embeddings (epsilon {self.epsilon:g} of "
                 f"their norm{steps})")
+
+    def warning(self) -> str | None:
+        """A line for a run whose epsilon is of a size measured to stop learning, else None."""
+        if self.epsilon < STALLING_EPSILON:
+            return None
+        return (f"warning: --adversarial_epsilon={self.epsilon:g}: a perturbation of {STALLING_EPSILON:g} or more of "
+                "the word vectors' norm kept small models at chance where they learned without it (BENCHMARKS.md, "
+                "\"Adversarial training's epsilon\"); the default 0.001 learned on every seed measured")
 
     def stuck_hint(self) -> str:
         """What the stuck warning says first of a run with this adversary."""
@@ -130,5 +141,5 @@ class AdversarialTraining(TrainingHook):
         self.adversary = adversary
 
     def wrap_loss(self, run: HookRun, loss_fn):
-        run.say(self.adversary.describe())
+        run.say(self.adversary.describe(), *filter(None, [self.adversary.warning()]))
         return self.adversary.wrap(loss_fn)
