@@ -28,20 +28,13 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 sys.path.insert(0, ROOT)
 
 from common import TINY_CHINESE_REALFORMER, VOCAB_ZH, fresh_work_dir, write_report  # noqa: E402
+from finetune_stability import SIZES  # noqa: E402
+from finetune_stability import write_data as write_sentiment  # noqa: E402
 from finetune_toolkit import FINETUNING, MODEL, pretrain  # noqa: E402
 
-SIZES = {"train": 2400, "dev": 600}
 SCRATCH = ["--max_seq_length=96", "--train_batch_size=32", "--learning_rate=1e-3", "--num_train_epochs=2",
            "--eval_batch_size=64"]
 NONE = "none"
-
-
-def write_sentiment(directory):
-    from bert_realformer.realdata import balanced_sentiment_splits
-    os.makedirs(directory)
-    for name, rows in balanced_sentiment_splits(SIZES).items():
-        with open(os.path.join(directory, f"{name}.tsv"), "w", encoding="utf-8") as f:
-            f.writelines(f"{label}\t{text}\n" for text, label in rows)
 
 
 def run(work, data, config, checkpoint, flags, seed, extra):
