@@ -84,8 +84,13 @@ class MultiLabelTask(FinetuningTask):
                 "test": processor.get_test_examples}
         data = TaskData(**{split: read[split](m.data_dir) for split in splits})
         record_label_list(self.label_list, output_dir)  # (once the data is read: see ClassificationTask.read)
-        if "train" not in splits:
+        # (used where nothing else decides: no training, no threshold asked, none tuned on a dev set)
+        if "train" not in splits and m.threshold is None and not (m.tune_thresholds and "dev" in splits):
             self.recorded_thresholds = recorded_thresholds(output_dir, self.label_list)
+        if self.recorded_thresholds:
+            console.say("thresholds: the training run's, recorded in "
+                        + os.path.join(output_dir, recorded_options.FILE_NAME) + ": "
+                        + ", ".join(f"{label} {t:g}" for label, t in zip(self.label_list, self.recorded_thresholds)))
         return data
 
     @property
@@ -168,6 +173,4 @@ def recorded_thresholds(output_dir: str, label_list: Sequence[str]) -> list[floa
                          f"{len(label_list)} numbers from 0 to 1, one per label of {LABEL_LIST} "
                          "(or give multi_label_threshold or tune_thresholds)",
                          options=("multi_label_threshold", "tune_thresholds"))
-    console.say("thresholds: the training run's, recorded in " + os.path.join(output_dir, recorded_options.FILE_NAME)
-                + ": " + ", ".join(f"{label} {float(t):g}" for label, t in zip(label_list, recorded)))
     return [float(t) for t in recorded]
