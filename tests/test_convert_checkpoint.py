@@ -137,6 +137,28 @@ def test_savedmodel_export_loads_in_a_fresh_process(tmp_path):
     np.testing.assert_allclose(served, expected, atol=1e-5)
 
 
+@pytest.mark.parametrize("head,said", [
+    ("cls/squad", "a SQuAD span head: --to=savedmodel serves classifiers and encoders, and would drop it; "
+                  "run_squad.py --do_predict predicts with it"),
+    ("cls/ner", "a token-classification head: --to=savedmodel serves classifiers and encoders, and would drop "
+                "it; run_ner.py --do_predict predicts with it"),
+], ids=["squad", "ner"])
+def test_a_checkpoint_with_a_head_no_savedmodel_serves_is_refused_not_exported_without_it(tmp_path, head, said):
+    """A fine-tuned SQuAD or NER checkpoint: --to=savedmodel would have served its encoder alone
+    (exit 0); one line naming the input and the head, exit 2, no output."""
+    values = {k: v for k, v in checkpoints.read_tf1_checkpoint(POSTLN).items() if k.startswith("bert/")}
+    hidden = values["bert/pooler/dense/bias"].shape[0]
+    values[f"{head}/output_weights"] = np.zeros((2, hidden), np.float32)
+    values[f"{head}/output_bias"] = np.zeros((2,), np.float32)
+    checkpoints.write_tf1_checkpoint(values, str(tmp_path / "task" / "model.ckpt-9"))
+    result = convert("--from=tf1", "--to=savedmodel", f"--input={tmp_path}/task/model.ckpt-9",
+                     f"--bert_config_file={POSTLN}/bert_config.json", f"--vocab_file={POSTLN}/vocab.txt",
+                     f"--output={tmp_path}/sm")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == f"error: --input={tmp_path}/task/model.ckpt-9 holds {said}"
+    assert not (tmp_path / "sm").exists() and [p.name for p in tmp_path.iterdir()] == ["task"]
+
+
 def test_regression_classifier_exports_its_score_not_a_softmax_of_one(tmp_path):
     """num_labels=1 (STS-B): the SavedModel returns the score (it returned softmax = 1.0)."""
     values = {k: v for k, v in checkpoints.read_tf1_checkpoint(POSTLN).items() if k.startswith("bert/")}

@@ -18,7 +18,13 @@ from bert_realformer.checkpoints.formats import ReadOptions, Weights, WriteOptio
 from bert_realformer.checkpoints.tf1 import assign_named_values
 from bert_realformer.errors import InputError
 
-__all__ = ["Weights", "describe", "model_for", "read", "write"]
+__all__ = ["Weights", "describe", "model_for", "read", "unserved_head", "write"]
+
+# Task heads a SavedModel does not serve (`model_for` would drop them): (their names' prefix, the
+# head, the script that predicts with it)
+UNSERVED_HEADS = (("cls/squad/", "a SQuAD span head", "run_squad.py --do_predict"),
+                  ("cls/ner/", "a token-classification head", "run_ner.py --do_predict"),
+                  ("cls/multiple_choice/", "a multiple-choice head", "run_multiple_choice.py --do_predict"))
 
 
 def read(kind: str, path: str, config_file: str | None = None, vocab_file: str | None = None,
@@ -37,6 +43,15 @@ def describe(weights: Weights) -> str:
     config = weights.config
     return (f"{len(weights.values)} weights ({config.num_hidden_layers} layers, hidden {config.hidden_size}, "
             f"{config.layer_norm_type}-LN, residual_attention={config.residual_attention})")
+
+
+def unserved_head(weights: Weights) -> tuple[str, str] | None:
+    """(the head, the script that predicts with it) of a task head in `weights` that no
+    SavedModel serves (`UNSERVED_HEADS`), else None."""
+    for prefix, head, script in UNSERVED_HEADS:
+        if any(name.startswith(prefix) for name in weights.values):
+            return head, script
+    return None
 
 
 def model_for(weights: Weights):

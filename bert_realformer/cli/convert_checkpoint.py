@@ -85,6 +85,10 @@ def _convert(weights):
     from bert_realformer.inference.export import ServedText, export_model
     if FLAGS.to == "savedmodel" and weights.vocab_file is None:
         raise InputError("--to=savedmodel needs --vocab_file (no vocab.txt beside --input)")
+    head = conversion.unserved_head(weights) if FLAGS.to == "savedmodel" else None
+    if head:
+        raise InputError(f"--input={FLAGS.input} holds {head[0]}: --to=savedmodel serves classifiers and encoders, "
+                         f"and would drop it; {head[1]} predicts with it")
     if FLAGS.quantize != "none" and FLAGS.to != "savedmodel":
         raise InputError(f"--quantize={FLAGS.quantize} is for --to=savedmodel; --to={FLAGS.to} writes float32 weights")
     if FLAGS.tflite and FLAGS.to != "savedmodel":
