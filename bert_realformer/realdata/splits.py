@@ -3,9 +3,10 @@ and described by its class balance and majority baseline."""
 
 import random
 import re
+import types
 from collections import Counter
 
-FRACTIONS = {"train": 0.8, "dev": 0.1, "test": 0.1}
+FRACTIONS = types.MappingProxyType({"train": 0.8, "dev": 0.1, "test": 0.1})
 
 
 def normalised(text: str) -> str:

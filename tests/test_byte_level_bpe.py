@@ -1,0 +1,51 @@
+"""Byte-level BPE (RoBERTa's, GPT-2's): by hand on a tiny vocabulary, and exact against the Rust
+`tokenizers` library (the reference implementation) on thousands of real English and Chinese
+lines it did not train on."""
+
+import json
+
+import pytest
+
+from tokenization.byte_level_bpe import ByteLevelBPETokenizer, byte_characters, pieces
+
+
+def test_every_byte_has_a_printable_character_and_the_space_is_g_dot():
+    characters = byte_characters()
+    assert len(set(characters)) == 256
+    assert characters[0x20] == "Ġ" and characters[0x0A] == "Ċ" and characters[ord("a")] == "a"
+    assert all(c.isprintable() and not c.isspace() for c in characters)
+
+
+def test_pieces_and_merges_by_hand(tmp_path):
+    assert pieces("Hello, world's  2024 café!\n") == ["Hello", ",", " world", "'s", " ", " 2024", " café", "!", "\n"]
+    merges = ["#version: 0.2", "l l", "h e", "he ll", "Ġ w", "o r", "Ġw or", "hell o"]
+    vocab = {token: i for i, token in enumerate(["h", "e", "l", "o", "Ġ", "w", "r", "d", "ll", "he", "hell", "Ġw",
+                                                  "or", "Ġwor", "hello"])}
+    (tmp_path / "vocab.json").write_text(json.dumps(vocab))
+    (tmp_path / "merges.txt").write_text("\n".join(merges) + "\n")
+    tokenizer = ByteLevelBPETokenizer(str(tmp_path / "vocab.json"), str(tmp_path / "merges.txt"))
+    # "hello": l+l first (rank 0), then h+e, he+ll, hell+o; " world": Ġ+w, o+r, Ġw+or, then d.
+    assert tokenizer.tokenize("hello world") == ["hello", "Ġwor", "l", "d"]
+    assert tokenizer.convert_tokens_to_ids(["hello", "Ġwor", "l", "d"]) == [14, 13, 2, 7]
+    assert tokenizer.decode(["hello", "Ġwor", "l", "d"]) == "hello world"
+    prefixed = ByteLevelBPETokenizer(str(tmp_path / "vocab.json"), str(tmp_path / "merges.txt"),
+                                     add_prefix_space=True)
+    assert prefixed.tokenize("world") == ["Ġwor", "l", "d"]
+
+
+@pytest.mark.slow  # (trains the reference vocabulary)
+def test_the_tokens_are_the_tokenizers_librarys_on_real_lines(tmp_path, real_data):
+    tokenizers = pytest.importorskip("tokenizers")
+    english, chinese = real_data.english_sentences(), real_data.peoples_daily_lines()
+    reference = tokenizers.ByteLevelBPETokenizer(add_prefix_space=False)
+    reference.train_from_iterator(english[:8000] + chinese[:2000], vocab_size=3000, min_frequency=2,
+                                  show_progress=False)
+    reference.save_model(str(tmp_path), "bpe")
+    ours = ByteLevelBPETokenizer(str(tmp_path / "bpe-vocab.json"), str(tmp_path / "bpe-merges.txt"))
+    lines = english[8000:11000] + chinese[2000:3000] + ["  two  spaces\tand a tab\n", "it's we'll they'd",
+                                                        "naïve café 123 4.5", "emoji 😀 ok", ""]
+    for line in lines:
+        encoded = reference.encode(line)
+        assert ours.tokenize(line) == encoded.tokens, line
+        assert ours.convert_tokens_to_ids(encoded.tokens) == encoded.ids
+        assert ours.decode(encoded.tokens) == line
