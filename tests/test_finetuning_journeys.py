@@ -198,7 +198,8 @@ def test_a_saved_model_converted_from_a_windowed_run_reads_as_the_run_did(tmp_pa
     --truncation=tail exports and converts to a model that keeps the end of each text."""
     data, config, splits = long_review_data(tmp_path, {"train": 40, "dev": 8, "test": 6})
     texts = [text for _, text in splits["test"]]
-    for name, flags in (("windows", ["--doc_stride=32", "--window_pooling=max"]), ("tail", ["--truncation=tail"])):
+    windows = ["--doc_stride=32", "--window_training=pooled", "--window_pooling=max"]
+    for name, flags in (("windows", windows), ("tail", ["--truncation=tail"])):
         out = tmp_path / name
         trained = _script("run_classifier.py", "--task_name=generic", f"--data_dir={data}", f"--vocab_file={VOCAB_ZH}",
                           f"--bert_config_file={config}", f"--output_dir={out}", "--max_seq_length=64", "--do_train",
@@ -229,7 +230,7 @@ def test_the_pooling_chosen_on_the_dev_set_goes_with_the_best_checkpoint(tmp_pat
     texts = [text for _, text in splits["test"]]
     out = tmp_path / "out"
     common = ["--task_name=generic", f"--data_dir={data}", f"--vocab_file={VOCAB_ZH}", f"--bert_config_file={config}",
-              "--max_seq_length=64", "--doc_stride=32", "--window_pooling=auto"]
+              "--max_seq_length=64", "--doc_stride=32", "--window_training=pooled", "--window_pooling=auto"]
     trained = _script("run_classifier.py", *common, f"--output_dir={out}", "--do_train", "--do_eval", "--do_predict",
                       "--train_batch_size=8", "--num_train_epochs=3", "--learning_rate=1e-3", "--eval_every_steps=6",
                       "--keep_best_by=loss", f"--export_dir={tmp_path / 'export'}", f"--seed={AUTO_SEED}")

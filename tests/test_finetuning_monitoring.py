@@ -462,7 +462,7 @@ def test_the_stuck_warning_names_first_the_option_on_that_most_likely_caused_it(
         return next(hook for hook in hooks if isinstance(hook, StuckCheck)).hint
 
     plain = Plan(do_train=True, schedule=Schedule(8, 1e-3, 1.0))
-    pooled = task(doc_stride=32)
+    pooled = task(doc_stride=32, window_training="pooled")
     assert hint(plain, task()) is None and hint(plain, task(doc_stride=32, window_training="separate")) is None
     assert hint(plain, pooled).startswith("--window_training=separate (pooled windows train each document")
     adversarial = hint(Plan(do_train=True, schedule=Schedule(8, 1e-3, 1.0), adversary=Adversary("pgd", 0.05)), pooled)

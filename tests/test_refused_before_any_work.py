@@ -72,12 +72,12 @@ def test_an_init_checkpoint_of_other_shapes_is_refused_before_tokenizing(tmp_pat
 @pytest.mark.parametrize("flags,message", [
     (["--doc_stride=32", "--truncation=tail"], "--truncation=tail cuts a text to one window; --doc_stride reads "
                                                "all of it in windows: use one or the other"),
-    (["--doc_stride=32", "--group_by_length"], "--group_by_length groups windows by length; "
-                                               "--window_training=pooled trains whole documents: use "
-                                               "--window_training=separate or leave --group_by_length out"),
-    (["--doc_stride=32", "--window_pooling=first"], "--window_pooling=first reads the first window alone: to "
-                                                    "train on it, leave --doc_stride out (head truncation); or "
-                                                    "train --window_pooling=max or auto"),
+    (["--doc_stride=32", "--window_training=pooled", "--group_by_length"],
+     "--group_by_length groups windows by length; --window_training=pooled trains whole documents: use "
+     "--window_training=separate or leave --group_by_length out"),
+    (["--doc_stride=32", "--window_training=pooled", "--window_pooling=first"],
+     "--window_pooling=first reads the first window alone: to train on it, leave --doc_stride out (head "
+     "truncation); or train --window_pooling=max or auto"),
 ], ids=["truncation", "group-by-length", "first-window"])
 def test_long_document_options_that_contradict_each_other_are_one_line(tmp_path, flags, message):
     import json

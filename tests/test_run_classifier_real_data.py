@@ -44,10 +44,10 @@ def test_long_documents_in_windows_through_eval_predict_and_the_saved_model(tmp_
     out, export = tmp_path / "out", tmp_path / "export"
     common = ["--task_name=generic", f"--data_dir={data}", f"--vocab_file={VOCAB_ZH}", f"--bert_config_file={config}",
               f"--output_dir={out}", "--max_seq_length=64", "--doc_stride=32"]
-    trained = run_classifier(*common, "--do_train", "--do_eval", "--do_predict", "--train_batch_size=8",
-                             "--num_train_epochs=1", f"--export_dir={export}")
+    trained = run_classifier(*common, "--window_training=pooled", "--do_train", "--do_eval", "--do_predict",
+                             "--train_batch_size=8", "--num_train_epochs=1", f"--export_dir={export}")
     assert trained.returncode == 0, trained.stderr[-3000:]
-    assert "(40 documents, their windows pooled (max) before the loss)" in trained.stderr  # the defaults
+    assert "(40 documents, their windows pooled (max) before the loss)" in trained.stderr  # (auto pooling)
     from bert_realformer.tasks.feature_cache import record_count
     (eval_cache,) = out.glob("eval-*.tf_record")  # (named by a digest of what it holds)
     assert record_count(str(eval_cache)) > 3 * 10  # every article is cut into several windows
@@ -72,6 +72,23 @@ def test_long_documents_in_windows_through_eval_predict_and_the_saved_model(tmp_
 
     served = serve(export, [text for _, text in splits["test"]])["probabilities"]
     np.testing.assert_allclose(np.array(served), probabilities, atol=1e-5)
+
+
+def test_documents_in_windows_train_every_window_by_default(tmp_path):
+    """--doc_stride alone trains every window as an example with its document's label (an epoch
+    is every window once), where pooled training is one example per document."""
+    import re
+    data, config, _ = long_review_data(tmp_path, {"train": 32, "dev": 8, "test": 4})
+    out = tmp_path / "out"
+    trained = run_classifier("--task_name=generic", f"--data_dir={data}", f"--vocab_file={VOCAB_ZH}",
+                             f"--bert_config_file={config}", f"--output_dir={out}", "--max_seq_length=64",
+                             "--doc_stride=32", "--do_train", "--do_eval", "--train_batch_size=8",
+                             "--num_train_epochs=1")
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    windows = int(re.search(r"\(32 examples, (\d+) windows\)", trained.stderr).group(1))
+    assert windows > 3 * 32
+    values = dict(line.split(" = ", 1) for line in (out / "eval_results.txt").read_text().splitlines())
+    assert int(values["global_step"]) == windows // 8
 
 
 def test_a_training_file_sorted_by_label_trains_as_well_as_shuffled(tmp_path, sentiment_dir):

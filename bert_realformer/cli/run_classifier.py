@@ -58,9 +58,10 @@ flags.DEFINE_enum("window_pooling", "auto", ["auto", "max", "mean", "first"], "W
                   "best checkpoint and into eval_results.txt, prediction and the SavedModel (max where no dev "
                   "evaluation ran). --window_training=pooled trains with it (max or mean). Regression: the scores' "
                   "maximum, mean or first.")
-flags.DEFINE_enum("window_training", "pooled", ["pooled", "separate"], "With --doc_stride: pooled: a document's "
-                  "windows are pooled (--window_pooling) before the loss, one loss per document, as prediction "
-                  "pools them; separate: every window is a training example with its document's label.")
+flags.DEFINE_enum("window_training", "separate", ["separate", "pooled"], "With --doc_stride: separate: every "
+                  "window is a training example with its document's label; pooled: a document's windows are "
+                  "pooled (--window_pooling) before the loss, one loss per document, as prediction pools them "
+                  "(from a small or new model with few updates it can stay at chance: docs/classification.md).")
 flags.DEFINE_integer("max_windows_per_document", 8, "--window_training=pooled: the most windows of one document in "
                      "a training batch (a longer document trains on that many of its windows, drawn anew each "
                      "epoch); a batch runs up to --train_batch_size times this many sequences.", lower_bound=1)

@@ -254,7 +254,7 @@ class ClassificationOptions:
     label_file: str | None = None
     doc_stride: int | None = None
     window_pooling: str = "auto"
-    window_training: str = "pooled"
+    window_training: str = "separate"
     max_windows_per_document: int = 8
     truncation: str = "head"
     group_by_length: bool = False
