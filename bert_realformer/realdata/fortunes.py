@@ -4,6 +4,7 @@ fortune labelled with the file it is in (computers, law, love, politics, science
 import os
 import re
 
+from bert_realformer import storage
 from bert_realformer.realdata.sources import fortune_files
 from bert_realformer.realdata.splits import labelled_splits, normalised
 
@@ -17,12 +18,11 @@ def fortunes_by_topic() -> dict[str, list[str]]:
     the collection, in file order."""
     directory = fortune_files()
     topics = {}
-    for name in sorted(os.listdir(directory)):
+    for name in sorted(storage.listdir(directory)):
         path = os.path.join(directory, name)
-        if "." in name or name == "LICENSE" or not os.path.isfile(path):  # (.dat indexes, .u8 copies)
+        if "." in name or name == "LICENSE" or not storage.isfile(path):  # (.dat indexes, .u8 copies)
             continue
-        with open(path, encoding="utf-8", errors="replace") as f:
-            text = f.read()
+        text = storage.read_bytes(path).decode("utf-8", "replace")
         topics[name] = [re.sub(r"\s+", " ", part).strip() for part in re.split(r"^%$", text, flags=re.M)
                         if part.strip()]
     return topics

