@@ -2,6 +2,7 @@
 editorials, tweets, from the `vaderSentiment==3.3.2` source distribution) and a two-class
 sentiment task made from their ratings."""
 
+import functools
 import tarfile
 
 from bert_realformer.realdata.sources import vader_sdist
@@ -12,11 +13,18 @@ from bert_realformer.realdata.splits import labelled_splits
 SENTIMENT_MARGIN = 1.0
 
 
-def vader_ratings():
-    """[(source, mean rating, text)] of the four `*_GroundTruth.txt` files, in file order;
+def vader_ratings() -> tuple[tuple[str, float, str], ...]:
+    """((source, mean rating, text)) of the four `*_GroundTruth.txt` files, in file order;
     `source`: amazonReviewSnippets, movieReviewSnippets, nytEditorialSnippets or tweets."""
+    return _ratings_in(vader_sdist())
+
+
+@functools.cache
+def _ratings_in(path: str) -> tuple[tuple[str, float, str], ...]:
+    """`vader_ratings` of the source distribution at `path`, read once per process (the tasks
+    and the corpus made from them all read it)."""
     rows = []
-    with tarfile.open(vader_sdist()) as sdist:
+    with tarfile.open(path) as sdist:
         inner = sdist.extractfile("vaderSentiment-3.3.2/additional_resources/hutto_ICWSM_2014.tar.gz")
         with tarfile.open(fileobj=inner) as data:
             for member in sorted(data.getnames()):
@@ -27,7 +35,7 @@ def vader_ratings():
                         fields = line.rstrip("\r").split("\t")
                         if len(fields) >= 3 and fields[2].strip():
                             rows.append((source, float(fields[1]), fields[2]))
-    return rows
+    return tuple(rows)
 
 
 def english_sentences():

