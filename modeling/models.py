@@ -7,6 +7,7 @@ Each model keeps the encoder as `.bert`, so `model.bert` is a plain `BertModel`.
 import collections
 
 import keras
+import numpy as np
 
 from modeling.bert import WORD_EMBEDDING_DELTA, BertModel
 from modeling.config import BertConfig
@@ -254,6 +255,15 @@ def tf1_variable_map(model: keras.Model) -> dict[str, keras.Variable]:
     if not hasattr(model, "tf1_names"):
         raise TypeError(f"no TF1 name map for {type(model).__name__}")
     return dict(model.tf1_names())
+
+
+def freeze_encoder(model: keras.Model) -> int:
+    """Freezes every weight of `model`'s encoder (TF1 names under `bert/`, the word embeddings
+    its MLM head's output shares included), so only its heads (`cls/`) train: the heads fitted
+    to an encoder released without them. Returns how many weights stay trainable."""
+    for name, variable in tf1_variable_map(model).items():
+        variable.trainable = not name.startswith("bert/")
+    return sum(int(np.prod(v.shape)) for v in model.trainable_variables)
 
 
 def get_assignment_map_from_checkpoint(model_or_variables, init_checkpoint: str):

@@ -99,6 +99,52 @@ def test_the_plan_gives_each_run_its_directory_and_a_seed_shared_across_variants
     assert stripped[0] == stripped[1] == stripped[2]
 
 
+def test_a_released_baseline_fine_tunes_the_checkpoint_itself_and_analyses_it_once(tmp_path):
+    task = plan.DownstreamTask.parse("sentiment=run_classifier.py --task_name=generic --data_dir=d")
+    with pytest.raises(InputError, match="released_baseline fine-tunes the init_checkpoint as released"):
+        dataclasses.replace(_plan(tmp_path, [task]), released_baseline=True)
+    study = dataclasses.replace(_plan(tmp_path, [task], variants=("post-LN", "RealFormer")),
+                                init_checkpoint="head/model.ckpt-400", released_baseline=True)
+    assert study.compared == ("released", "post-LN", "RealFormer")
+    released = [run for run in study.runs() if run.variant == "released"]
+    assert [run.name for run in released] == ["attention released seed 1", "sentiment released seed 1",
+                                              "sentiment released seed 2"]
+    assert all("--init_checkpoint=head/model.ckpt-400" in run.command for run in released)
+    assert study.config("released") == {"hidden_size": 32}  # the checkpoint's own config
+    assert len(study.runs()) == 3 + 2 * 2 * 3
+    # every continued variant starts from the checkpoint too
+    assert all("--init_checkpoint=head/model.ckpt-400" in run.command for run in study.runs()
+               if run.kind == plan.PRETRAINING)
+
+
+def test_every_variant_is_compared_with_post_ln_and_with_the_released_checkpoint():
+    points = [("released", 1, 0.80), ("released", 2, 0.82), ("post-LN", 1, 0.84), ("post-LN", 2, 0.83),
+              ("RealFormer", 1, 0.85), ("RealFormer", 2, 0.87)]
+    rows = [{"variant": v, "seed": s, "task": "sentiment", "metric": "test_accuracy", "value": x, "step": 90}
+            for v, s, x in points]
+    summary = {e["variant"]: e for e in results.aggregate(rows, ("released", "post-LN", "RealFormer"))}
+    assert "difference_to_released" not in summary["released"]
+    assert summary["post-LN"]["difference_to_released"]["mean"] == pytest.approx((0.04 + 0.01) / 2)
+    assert summary["RealFormer"]["difference_to_released"]["mean"] == pytest.approx((0.05 + 0.05) / 2)
+    assert summary["RealFormer"]["difference_to_post_ln"]["mean"] == pytest.approx((0.01 + 0.04) / 2)
+    assert summary["released"]["difference_to_post_ln"]["mean"] == pytest.approx(-(0.04 + 0.01) / 2)
+
+
+def test_recovery_is_the_gap_at_step_zero_and_the_first_step_back_at_post_ln_start():
+    from bert_realformer.comparison.report import recovery
+    curves = {("post-LN", 1): {0: 0.40, 50: 0.41, 100: 0.42}, ("post-LN", 2): {0: 0.40, 50: 0.40, 100: 0.43},
+              ("RealFormer", 1): {0: 0.10, 50: 0.35, 100: 0.41}, ("RealFormer", 2): {0: 0.12, 50: 0.30, 100: 0.38}}
+    rows = [_row(variant, seed, "masked_lm_accuracy", value, step)
+            for (variant, seed), curve in curves.items() for step, value in curve.items()]
+    post, real = recovery(rows, ("post-LN", "RealFormer"))
+    assert post == {"variant": "post-LN", "start": pytest.approx(0.40), "gap": pytest.approx(0.0),
+                    "recovered_at": {1: 0, 2: 0}, "final": pytest.approx(0.425)}
+    assert real["start"] == pytest.approx(0.11) and real["gap"] == pytest.approx(-0.29)
+    assert real["recovered_at"] == {1: 100, 2: None} and real["final"] == pytest.approx(0.395)
+    # a study from scratch has no step-0 checkpoint to recover
+    assert recovery([r for r in rows if r["step"] > 0], ("post-LN", "RealFormer")) == []
+
+
 @pytest.mark.parametrize("spec,message", [
     ("sentiment", "expected NAME=SCRIPT"),
     ("x=not_a_script.py --a=1", "not_a_script.py is not one of the project's scripts"),

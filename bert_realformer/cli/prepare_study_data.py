@@ -32,6 +32,7 @@ from bert_realformer import storage
 from bert_realformer.commandline.runner import script_entry
 from bert_realformer.comparison.plan import python_command, shown
 from bert_realformer.errors import InputError
+from bert_realformer.text_files import read_text
 
 FLAGS = flags.FLAGS
 
@@ -42,6 +43,8 @@ flags.DEFINE_string("vocab_file", None, "--data=english: the vocabulary of the c
                     "(uncased WordPiece).")
 flags.DEFINE_integer("max_texts", 0, "--data=english: at most this many texts of the corpus (the held-out part "
                      "cut in the same proportion): a smaller study. 0: all.")
+flags.DEFINE_integer("max_train_examples", 0, "--data=english: at most this many training examples of each task (the "
+                     "first of its shuffled order; dev and test whole): fine-tuning sized to the machine. 0: all.")
 flags.DEFINE_integer("held_out_articles", 250, "Articles at the end of the corpus held out for evaluation.")
 flags.DEFINE_integer("max_seq_length", 64, "Of the pretraining records.")
 flags.DEFINE_integer("max_predictions_per_seq", 10, "Of the pretraining records.")
@@ -123,13 +126,20 @@ def _english_tasks(data):
     """sentiment/ and topics/ (train, dev and test as generic TSV) and tasks.json (each split's
     size, classes and majority baseline)."""
     from bert_realformer import realdata
-    if storage.exists(os.path.join(data, "tasks.json")):
-        print(f"[data] {data}/tasks.json done already")
+    path = os.path.join(data, "tasks.json")
+    if storage.exists(path):
+        made_with = json.loads(read_text(path)).get("max_train_examples", 0)
+        if made_with != FLAGS.max_train_examples:
+            raise InputError(f"{path}: the tasks there were made with --max_train_examples={made_with}; use another "
+                             "--output_dir for other tasks", options=("max_train_examples", "output_dir"))
+        print(f"[data] {path} done already")
         return
     from bert_realformer.realdata.splits import class_balance
-    balance = {}
+    balance = {"max_train_examples": FLAGS.max_train_examples}
     for name, splits in (("sentiment", realdata.english_sentiment_splits()),
                          ("topics", realdata.fortune_topic_splits())):
+        if FLAGS.max_train_examples:
+            splits = {**splits, "train": splits["train"][:FLAGS.max_train_examples]}
         directory = os.path.join(data, name)
         storage.makedirs(directory)
         for split, rows in splits.items():
@@ -137,7 +147,7 @@ def _english_tasks(data):
                 f.write("label\ttext\n")
                 f.writelines(f"{label}\t{text}\n" for text, label in rows)
         balance[name] = class_balance(splits)
-    with storage.atomic_output(os.path.join(data, "tasks.json")) as f:
+    with storage.atomic_output(path) as f:
         f.write(json.dumps(balance, indent=2) + "\n")
 
 

@@ -59,6 +59,9 @@ flags.DEFINE_bool("no_nsp", False, "MLM-only pretraining (as RoBERTa and chinese
 flags.DEFINE_float("masked_lm_prob", 0.15, "Unmasked records (create_pretraining_data.py --dynamic_masking): the share "
                    "of tokens to predict, at most --max_predictions_per_seq per sequence. Masked records keep "
                    "the masks they were made with.")
+flags.DEFINE_bool("train_heads_only", False, "Train the pretraining heads (cls/) alone, the encoder frozen (bert/, the "
+                  "word embeddings the MLM output shares included): for a checkpoint released without its MLM head "
+                  "(a Sentence-Transformers model), whose MLM accuracy means nothing until a head is fitted to it.")
 define_shared_flags(pld=True)
 flags.adopt_module_key_flags(training_flags)  # the shared flags in --help, not only --helpfull
 require_flags("bert_config_file", "input_file", "output_dir")
@@ -105,7 +108,16 @@ def main(argv):
         raise InputError(f"--train_batch_size={FLAGS.train_batch_size} is not divisible by the "
                          f"{strategy.num_replicas_in_sync} replicas")
     options = for_worker(run_options(FLAGS.output_dir, FLAGS.init_checkpoint), strategy, training=FLAGS.do_train)
-    driver = Driver(strategy, lambda: modeling.BertPretrainer(config, next_sentence=not FLAGS.no_nsp), options)
+
+    def build_model():
+        model = modeling.BertPretrainer(config, next_sentence=not FLAGS.no_nsp)
+        if FLAGS.train_heads_only:
+            trainable = modeling.freeze_encoder(model)
+            print(f"--train_heads_only: {trainable:,} weights of the heads train, the encoder is frozen",
+                  file=sys.stderr)
+        return model
+
+    driver = Driver(strategy, build_model, options)
 
     @once_per_step
     def held_out_eval(step):

@@ -12,7 +12,9 @@ aggregated over seeds with paired differences and error bars.
 Each run is one of the project's scripts, printed as a user would type it, in its own directory
 (OUTPUT_DIR/runs/<variant>/seed-<seed>/<pretraining|attention|task>/). Running the command again
 re-uses finished runs and resumes unfinished ones. --init_checkpoint continues every variant
-from the same released checkpoint. The same seed gives every variant the same initial weights
+from the same released checkpoint (its step 0 is that checkpoint read as the variant; report.md
+says how far each starts below post-LN and when it catches up); --released_baseline also
+fine-tunes from the checkpoint itself. The same seed gives every variant the same initial weights
 (where shapes agree), data order and dropout, so differences pair by seed.
 
 Writes OUTPUT_DIR/results.json (every run's metrics; per variant and metric the mean, std and n;
@@ -44,6 +46,9 @@ flags.DEFINE_string("vocab_file", None, "The vocabulary of the model (for the do
 flags.DEFINE_string("input_file", None, "Pretraining TFRecords (a glob or comma separated).")
 flags.DEFINE_string("eval_input_file", None, "Held-out pretraining TFRecords: evaluation and attention analysis.")
 flags.DEFINE_string("init_checkpoint", None, "Continue every variant from this checkpoint (e.g. a released BERT).")
+flags.DEFINE_bool("released_baseline", False, "With --init_checkpoint: also fine-tune every task from that checkpoint "
+                  "itself, without continued pretraining (the variant `released` in the tables, each variant compared "
+                  "with it as with post-LN), and analyse its attention.")
 flags.DEFINE_integer("max_seq_length", 128, "As run_pretraining.py; must match the records.")
 flags.DEFINE_integer("max_predictions_per_seq", 20, "As run_pretraining.py; must match the records.")
 flags.DEFINE_integer("train_batch_size", 32, "Pretraining batch size.")
@@ -127,7 +132,7 @@ def build_plan(seeds, sizing=None):
                      base_config=_base_config(), pretraining_flags=pretraining,
                      num_train_steps=steps, tasks=tasks, vocab_file=FLAGS.vocab_file,
                      attention_input=FLAGS.eval_input_file, attention_examples=FLAGS.attention_examples,
-                     init_checkpoint=FLAGS.init_checkpoint)
+                     init_checkpoint=FLAGS.init_checkpoint, released_baseline=FLAGS.released_baseline)
     if sizing is not None:
         from bert_realformer.comparison.sizing import restart_deadlines
         plan.restart_deadlines = restart_deadlines(sizing, plan.runs(), FLAGS.num_train_steps, len(tasks))
@@ -181,7 +186,7 @@ def main(argv):
     except RunFailed as failure:
         raise InputError(f"{failure}; fix it and run the same command again to go on") from None
     rows = collect(plan)
-    summary = aggregate(rows, plan.variants)
+    summary = aggregate(rows, plan.compared)
     stuck = stuck_runs(plan)
     write_results(plan, rows, summary, baselines, os.path.join(plan.output_dir, "results.json"), stuck)
     description = (

@@ -63,7 +63,8 @@ RANGES: Mapping[str, Range | None] = types.MappingProxyType({
     "max_query_length": POSITIVE, "max_answer_length": POSITIVE, "doc_stride": POSITIVE,
     "n_best_size": POSITIVE, "max_windows_per_document": POSITIVE, "num_tpu_cores": POSITIVE,
     "max_eval_steps": POSITIVE, "max_examples": POSITIVE, "attention_examples": POSITIVE,
-    "dupe_factor": POSITIVE, "held_out_articles": POSITIVE, "max_texts": NON_NEGATIVE, "num_workers": POSITIVE,
+    "dupe_factor": POSITIVE, "held_out_articles": POSITIVE, "max_texts": NON_NEGATIVE,
+    "max_train_examples": NON_NEGATIVE, "num_workers": POSITIVE,
     "time_budget_minutes": NON_NEGATIVE, "time_budget_start": NON_NEGATIVE,
     "gradient_accumulation_steps": POSITIVE, "keep_checkpoint_max": POSITIVE,
     # schedule

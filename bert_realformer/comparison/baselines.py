@@ -52,18 +52,36 @@ def pretraining_baselines(train_files, eval_files, max_seq_length, max_predictio
     return result
 
 
-def classifier_baselines(task: DownstreamTask):
-    """{"eval_accuracy", "macro_f1"} of the majority label for a run_classifier.py task (None
-    for other scripts)."""
-    if task.script != "run_classifier.py":
-        return None
+def classification_processor(task: DownstreamTask):
+    """The processor reading a run_classifier.py task's files, as the script makes it."""
     from bert_realformer.tasks.classification.processors import get_processor
     options = {name: task.flag(name) for name in ("data_format", "text_a_column", "text_b_column",
                                                   "label_column", "label_file")}
+    return get_processor(task.flag("task_name"), task.flag("data_dir"), **options)
+
+
+def classifier_baselines(task: DownstreamTask):
+    """{"eval_accuracy", "macro_f1"} of the majority label for a run_classifier.py task, and
+    {"test_accuracy", "test_macro_f1"} likewise when it predicts its test split (None for other
+    scripts)."""
+    if task.script != "run_classifier.py":
+        return None
     data_dir = task.flag("data_dir")
-    processor = get_processor(task.flag("task_name"), data_dir, **options)
+    processor = classification_processor(task)
     train = collections.Counter(e.label for e in processor.get_train_examples(data_dir))
     majority = train.most_common(1)[0][0]
-    dev = [e.label for e in processor.get_dev_examples(data_dir)]
-    share = sum(label == majority for label in dev) / len(dev)
-    return {"eval_accuracy": share, "macro_f1": 2 * share / (share + 1) / len(processor.get_labels())}
+    splits = {"eval": processor.get_dev_examples}
+    if predicts_test(task):
+        splits["test"] = processor.get_test_examples
+    result = {}
+    for prefix, examples in splits.items():
+        labels = [e.label for e in examples(data_dir)]
+        share = sum(label == majority for label in labels) / len(labels)
+        accuracy, macro_f1 = ("eval_accuracy", "macro_f1") if prefix == "eval" else ("test_accuracy", "test_macro_f1")
+        result.update({accuracy: share, macro_f1: 2 * share / (share + 1) / len(processor.get_labels())})
+    return result
+
+
+def predicts_test(task: DownstreamTask) -> bool:
+    """Whether the task's flags ask for its test split's predictions (`--do_predict`)."""
+    return task.flag("do_predict") in ("true", "True", "1") or "--do_predict" in task.flags

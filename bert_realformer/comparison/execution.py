@@ -88,8 +88,8 @@ def _streamed(run: Run, log: str, stream) -> tuple[int, list[str]]:
 
 
 def write_configs(plan: StudyPlan) -> None:
-    """Each variant's config, the base config with the variant's keys."""
-    for variant in plan.variants:
+    """Each variant's config, the base config with the variant's keys (`released`: as it is)."""
+    for variant in plan.compared:
         path = plan.config_path(variant)
         text = json.dumps(plan.config(variant), indent=2, sort_keys=True) + "\n"
         if not storage.exists(path) or read_text(path) != text:

@@ -8,6 +8,10 @@ analysed and fine-tuned on every downstream task, one directory per run.
     for run in plan.runs():                 # in order: seed by seed, variant by variant
         run.name, run.directory, run.command, run.done_marker
 
+With `released_baseline` (and an `init_checkpoint`), the pseudo-variant `released` fine-tunes
+from that checkpoint itself, without continued pretraining (the baseline a user has for free),
+and its attention is analysed once (it does not depend on the seed).
+
 Runs of one seed share it for everything seeded: the initial weights (where the variants'
 shapes agree: every weight but pre-LN's final LayerNorm, which starts at ones and zeros), the
 order of the pretraining data, dropout, and the fine-tuning runs. So seeds pair across variants.
@@ -23,6 +27,7 @@ from collections.abc import Sequence
 from bert_realformer.errors import InputError
 
 BASELINE_VARIANT = "post-LN"
+RELEASED = "released"  # the init_checkpoint itself, fine-tuned without continued pretraining
 PRETRAINING = "pretraining"
 ATTENTION = "attention"
 
@@ -109,22 +114,41 @@ class StudyPlan:
     # {task run's name: its --restart_deadline} (`sizing.restart_deadlines`), for the tasks that restart
     restart_deadlines: dict[str, float] = dataclasses.field(default_factory=dict)
 
+    released_baseline: bool = False
+
+    def __post_init__(self):
+        if self.released_baseline and not self.init_checkpoint:
+            raise InputError("released_baseline fine-tunes the init_checkpoint as released: give init_checkpoint",
+                             options=("released_baseline", "init_checkpoint"))
+
+    @property
+    def compared(self) -> tuple[str, ...]:
+        """What the tables compare: `released` (with `released_baseline`) and the variants."""
+        return ((RELEASED,) if self.released_baseline else ()) + self.variants
+
     def config_path(self, variant: str) -> str:
         return os.path.join(self.output_dir, "configs", f"{slug(variant)}.json")
 
     def config(self, variant: str) -> dict:
-        return {**self.base_config, **variant_keys(variant)}
+        """The base config with the variant's keys (`released`: the base config as it is)."""
+        return dict(self.base_config) if variant == RELEASED else {**self.base_config, **variant_keys(variant)}
 
     def run_dir(self, variant: str, seed: int, kind: str) -> str:
         return os.path.join(self.output_dir, "runs", slug(variant), f"seed-{seed}", kind)
 
     def checkpoint(self, variant: str, seed: int) -> str:
         """The pretrained model a variant's downstream runs start from."""
+        if variant == RELEASED:
+            return self.init_checkpoint
         return os.path.join(self.run_dir(variant, seed, PRETRAINING), f"model.ckpt-{self.num_train_steps}")
 
     def runs(self) -> list[Run]:
         runs = []
         for seed in self.seeds:
+            if self.released_baseline:
+                if seed == self.seeds[0]:
+                    runs.append(self._attention(RELEASED, seed))
+                runs.extend(self._downstream(RELEASED, seed, task) for task in self.tasks)
             for variant in self.variants:
                 runs.append(self._pretraining(variant, seed))
                 runs.append(self._attention(variant, seed))

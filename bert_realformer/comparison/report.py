@@ -16,12 +16,14 @@ import numpy as np
 
 from bert_realformer import optional, storage
 from bert_realformer.comparison.plan import ATTENTION, BASELINE_VARIANT, PRETRAINING, StudyPlan
+from bert_realformer.comparison.results import REFERENCES
 from bert_realformer.text_files import read_text
 
 # What the tables show, in order: (task or None for every downstream task, metric, heading).
 PRETRAINING_COLUMNS = (("masked_lm_accuracy", "MLM accuracy"), ("masked_lm_loss", "MLM loss"),
                        ("next_sentence_accuracy", "NSP accuracy"))
-DOWNSTREAM_COLUMNS = (("eval_accuracy", "dev accuracy"), ("macro_f1", "dev macro-F1"))
+DOWNSTREAM_COLUMNS = (("eval_accuracy", "dev accuracy"), ("macro_f1", "dev macro-F1"),
+                      ("test_accuracy", "test accuracy"), ("test_macro_f1", "test macro-F1"))
 ATTENTION_COLUMNS = (("entropy_median", "median attention entropy (nats)"),
                      ("adjacent_jsd_median", "median adjacent-layer JSD (nats)"))
 # A model at the unigram stage predicts the most frequent masked token everywhere and scores the
@@ -42,8 +44,8 @@ def mean_std(entry, digits=4):
     return f"{entry['mean']:.{digits}f} ± {entry['std']:.{digits}f}"
 
 
-def difference(entry, digits=4):
-    diff = entry and entry.get("difference_to_post_ln")
+def difference(entry, digits=4, key="difference_to_post_ln"):
+    diff = entry and entry.get(key)
     if not diff:
         return "-"
     text = f"{diff['mean']:+.{digits}f}"
@@ -67,14 +69,58 @@ def _table(summary_rows, variants, task, columns, baselines=None):
 
 
 def _differences(summary_rows, variants, task, columns):
-    others = [v for v in variants if v != BASELINE_VARIANT]
-    if not others or BASELINE_VARIANT not in variants:
+    """A table of paired differences per reference the study has (post-LN; `released`)."""
+    lines = []
+    for reference, key in REFERENCES:
+        others = [v for v in variants if v != reference]
+        if not others or reference not in variants:
+            continue
+        rows = [[difference(_entry(summary_rows, task, m, variant), key=key) for m, _ in columns] for variant in others]
+        if all(cell == "-" for row in rows for cell in row):
+            continue
+        lines += [*([""] if lines else []), f"| variant − {reference} | " + " | ".join(h for _, h in columns) + " |",
+                  "| --- |" + " --- |" * len(columns)]
+        lines += [f"| {variant} | " + " | ".join(row) + " |" for variant, row in zip(others, rows)]
+    return lines
+
+
+def recovery(rows, variants, metric="masked_lm_accuracy") -> list[dict]:
+    """Per continued variant, how it starts from the released checkpoint and how it recovers:
+    {"variant", "start": mean `metric` at step 0 over seeds, "gap": start - post-LN's start,
+    "recovered_at": per seed, the first evaluated step whose `metric` reaches post-LN's step-0
+    mean (None: not within the run), "final": the mean at the last step}. Empty without post-LN
+    or step-0 points (a study from scratch starts from nothing to recover)."""
+    curves = {}
+    for row in rows:
+        if (row["task"], row["metric"]) == (PRETRAINING, metric):
+            curves.setdefault(row["variant"], {}).setdefault(row["seed"], {})[row["step"]] = row["value"]
+    reference = curves.get(BASELINE_VARIANT)
+    if not reference or not all(0 in curve for curve in reference.values()):
         return []
-    lines = ["| variant − post-LN | " + " | ".join(h for _, h in columns) + " |",
-             "| --- |" + " --- |" * len(columns)]
-    for variant in others:
-        lines.append(f"| {variant} | " + " | ".join(difference(_entry(summary_rows, task, m, variant))
-                                                   for m, _ in columns) + " |")
+    target = float(np.mean([curve[0] for curve in reference.values()]))
+    found = []
+    for variant in variants:
+        by_seed = curves.get(variant)
+        if not by_seed or not all(0 in curve for curve in by_seed.values()):
+            continue
+        start = float(np.mean([curve[0] for curve in by_seed.values()]))
+        recovered = {seed: next((step for step in sorted(curve) if curve[step] >= target), None)
+                     for seed, curve in sorted(by_seed.items())}
+        final = float(np.mean([curve[max(curve)] for curve in by_seed.values()]))
+        found.append({"variant": variant, "start": start, "gap": start - target, "recovered_at": recovered,
+                      "final": final})
+    return found
+
+
+def _recovery_table(found, metric_heading="MLM accuracy"):
+    if not found:
+        return []
+    lines = [f"| variant | step-0 {metric_heading} | gap to post-LN at step 0 | steps to reach post-LN's step 0 "
+             f"(per seed) | last-step {metric_heading} |", "| --- | --- | --- | --- | --- |"]
+    for entry in found:
+        steps = ", ".join("not reached" if step is None else str(step) for step in entry["recovered_at"].values())
+        lines.append(f"| {entry['variant']} | {entry['start']:.4f} | {entry['gap']:+.4f} | {steps} | "
+                     f"{entry['final']:.4f} |")
     return lines
 
 
@@ -163,9 +209,9 @@ def plot_mlm_accuracy(rows, variants, path, unigram=None):
 
 
 def plot_heads(plan, key, title, path):
-    """One panel per variant: x = layer (pair), a dot per head coloured by its median."""
+    """One panel per variant (and `released`): x = layer (pair), a dot per head coloured by its median."""
     plt = optional.pyplot("the study report's plots")
-    panels = [(v, _sorted_head_medians(plan, v, key)) for v in plan.variants]
+    panels = [(v, _sorted_head_medians(plan, v, key)) for v in plan.compared]
     panels = [(v, m) for v, m in panels if m is not None and m.size]
     if not panels:
         return False
@@ -191,7 +237,7 @@ def write_report(plan: StudyPlan, rows, summary_rows, baselines, path, descripti
                  stuck: list[dict] = ()) -> None:
     """report.md and its three plots beside it; `stuck`: `results.stuck_runs(plan)`."""
     directory = os.path.dirname(path)
-    variants = plan.variants
+    variants = plan.compared
     # MLM-only studies (--no_nsp) have no NSP column.
     pretraining_columns = [(metric, heading) for metric, heading in PRETRAINING_COLUMNS
                            if any((row["task"], row["metric"]) == (PRETRAINING, metric) for row in summary_rows)]
@@ -200,18 +246,30 @@ def write_report(plan: StudyPlan, rows, summary_rows, baselines, path, descripti
              "sample standard deviation over seeds at the last step; differences to post-LN are paired by seed, "
              "with the 95% confidence interval of the mean difference (t distribution, n − 1 degrees of "
              "freedom). \"within noise\": the interval contains 0.", "",
+             *([f"`released`: `{plan.init_checkpoint}` itself, fine-tuned without continued pretraining (every "
+                "variant continues from it); its attention analysed once.", ""] if plan.released_baseline else []),
              "## Held-out pretraining metrics", "",
              *_table(summary_rows, variants, PRETRAINING, pretraining_columns, baselines.get(PRETRAINING)), "",
              *_differences(summary_rows, variants, PRETRAINING, pretraining_columns), ""]
-    unigram = unigram_stage_line(summary_rows, variants, baselines.get(PRETRAINING, {}).get("masked_lm_accuracy"),
+    if plan.init_checkpoint:
+        found = recovery(rows, plan.variants)
+        if found:
+            lines += [f"### From the released checkpoint (`{plan.init_checkpoint}`)", "",
+                      "Step 0 is the checkpoint itself read as each variant (post-LN: as released; the other variants "
+                      "compute another function of the same weights until continued pretraining adapts them).", "",
+                      *_recovery_table(found), ""]
+    unigram = unigram_stage_line(summary_rows, plan.variants, baselines.get(PRETRAINING, {}).get("masked_lm_accuracy"),
                                  plan.num_train_steps)
     if unigram:
         lines += [unigram, ""]
     lines += ["![held-out MLM accuracy](mlm_accuracy.png)", ""]
     for task in plan.tasks:
+        columns = [(metric, heading) for metric, heading in DOWNSTREAM_COLUMNS if metric.startswith("eval_")
+                   or metric == "macro_f1" or any((row["task"], row["metric"]) == (task.name, metric)
+                                                  for row in summary_rows)]
         lines += [f"## {task.name} (`{task.script} {' '.join(task.flags)}`)", "",
-                  *_table(summary_rows, variants, task.name, DOWNSTREAM_COLUMNS, baselines.get(task.name)), "",
-                  *_differences(summary_rows, variants, task.name, DOWNSTREAM_COLUMNS), "",
+                  *_table(summary_rows, variants, task.name, columns, baselines.get(task.name)), "",
+                  *_differences(summary_rows, variants, task.name, columns), "",
                   stuck_line(stuck, task.name), ""]
     lines += ["## Attention", "", *_table(summary_rows, variants, ATTENTION, ATTENTION_COLUMNS), "",
               *_differences(summary_rows, variants, ATTENTION, ATTENTION_COLUMNS), "",

@@ -2,12 +2,13 @@
 per variant over seeds (`OUTPUT_DIR/results.json`).
 
     rows = collect(plan)                    # [{"variant", "seed", "task", "metric", "value", "step"}]
-    summary = aggregate(rows, plan.variants)
+    summary = aggregate(rows, plan.compared)
 
 Rows: held-out pretraining metrics at every evaluated step (`eval_history.jsonl`); attention
 statistics (`entropy_median`, `adjacent_jsd_median`: the mean over layers and heads of each
 head's median per-token entropy, and over adjacent layer pairs of the median JSD); every
-number a downstream run's `eval_results.txt` holds, per-class figures and what it says about
+number a downstream run's `eval_results.txt` holds (and, for a classifier that predicts its
+test split, `test_accuracy` and `test_macro_f1`: `test_scores`), per-class figures and what it says about
 the run itself (its seed after restarts, `restarts`: `stuck_runs`) left out.
 Aggregates use each run's last step.
 """
@@ -18,8 +19,17 @@ import os
 import numpy as np
 
 from bert_realformer import storage
-from bert_realformer.comparison.plan import ATTENTION, BASELINE_VARIANT, PRETRAINING, StudyPlan
+from bert_realformer.comparison.plan import (
+    ATTENTION,
+    BASELINE_VARIANT,
+    PRETRAINING,
+    RELEASED,
+    DownstreamTask,
+    StudyPlan,
+)
 from bert_realformer.comparison.statistics import paired_difference, summary
+from bert_realformer.errors import InputError
+from bert_realformer.tasks.outputs import TEST_RESULTS
 from bert_realformer.text_files import read_text
 from bert_realformer.training.evaluation import FILE_NAME as HISTORY_FILE
 from bert_realformer.training.evaluation import read_history
@@ -50,9 +60,31 @@ def attention_summary(stats: dict) -> dict:
     return result
 
 
+def test_scores(task: DownstreamTask, directory: str) -> dict:
+    """{"test_accuracy", "test_macro_f1"} of a run_classifier.py run's test predictions
+    (`test_results.tsv`, made with the checkpoint best on dev) against its test split's labels;
+    {} for a run without them."""
+    from bert_realformer.comparison.baselines import classification_processor, predicts_test
+    path = os.path.join(directory, TEST_RESULTS)
+    if task.script != "run_classifier.py" or not predicts_test(task) or not storage.exists(path):
+        return {}
+    from bert_realformer.tasks.classification.metrics import classification_metrics
+    processor = classification_processor(task)
+    labels = processor.get_labels()
+    index = {label: i for i, label in enumerate(labels)}
+    truth = [index[e.label] for e in processor.get_test_examples(task.flag("data_dir"))]
+    rows = [line.split("\t") for line in read_text(path).splitlines() if line.strip()]
+    if len(rows) != len(truth):
+        raise InputError(f"{path}: {len(rows)} predictions for {len(truth)} test examples")
+    predicted = np.argmax(np.array(rows, dtype=np.float64), axis=1)
+    scores = classification_metrics(truth, predicted, len(labels))
+    return {"test_accuracy": scores["accuracy"], "test_macro_f1": scores["macro_f1"]}
+
+
 def collect(plan: StudyPlan) -> list[dict]:
     """The rows of every finished run of the plan (unfinished runs are left out)."""
     rows = []
+    tasks = {task.name: task for task in plan.tasks}
     for run in plan.runs():
         if not storage.exists(run.done_marker):
             continue
@@ -77,7 +109,7 @@ def collect(plan: StudyPlan) -> list[dict]:
             for metric, value in attention_summary(stats).items():
                 add(metric, value, plan.num_train_steps)
         else:
-            values = _key_values(run.done_marker)
+            values = {**_key_values(run.done_marker), **test_scores(tasks[run.kind], run.directory)}
             for metric, value in sorted(values.items()):
                 if metric != "global_step" and metric not in RUN_KEYS and not metric.startswith("class_"):
                     add(metric, value, values.get("global_step", 0))
@@ -119,9 +151,14 @@ def final_values(rows: list[dict]) -> dict:
     return values
 
 
+# The references every other variant is compared with, paired by seed: {variant: summary key}.
+REFERENCES = ((BASELINE_VARIANT, "difference_to_post_ln"), (RELEASED, "difference_to_released"))
+
+
 def aggregate(rows: list[dict], variants) -> list[dict]:
-    """Per task, metric and variant: mean, std and n over seeds, and (variants other than
-    post-LN) the paired difference to post-LN over the seeds both have, with its 95% CI."""
+    """Per task, metric and variant: mean, std and n over seeds, and the paired difference to
+    post-LN (variants other than post-LN) and to `released` (where the study has it: variants
+    other than released) over the seeds both have, with its 95% CI."""
     values = final_values(rows)
     order = {v: i for i, v in enumerate(variants)}
     result = []
@@ -129,16 +166,17 @@ def aggregate(rows: list[dict], variants) -> list[dict]:
                                                                                    order.get(kv[0][2], 99))):
         entry = {"task": task, "metric": metric, "variant": variant,
                  **summary([by_seed[s] for s in sorted(by_seed)])}
-        baseline = values.get((task, metric, BASELINE_VARIANT))
-        if variant != BASELINE_VARIANT and baseline:
-            entry["difference_to_post_ln"] = paired_difference(by_seed, baseline)
+        for reference, key in REFERENCES:
+            baseline = values.get((task, metric, reference))
+            if variant != reference and baseline:
+                entry[key] = paired_difference(by_seed, baseline)
         result.append(entry)
     return result
 
 
 def write_results(plan: StudyPlan, rows, summary_rows, baselines, path, stuck: list[dict] = ()) -> None:
     """results.json; `stuck`: `stuck_runs(plan)`."""
-    data = {"variants": list(plan.variants), "seeds": list(plan.seeds), "config": plan.base_config,
+    data = {"variants": list(plan.compared), "seeds": list(plan.seeds), "config": plan.base_config,
             "num_train_steps": plan.num_train_steps, "baselines": baselines, "summary": summary_rows,
             "runs": rows, "stuck_runs": list(stuck)}
     storage.write_atomic(path, json.dumps(data, indent=1, sort_keys=True) + "\n")

