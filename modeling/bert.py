@@ -36,7 +36,9 @@ WORD_EMBEDDING_DELTA = "word_embedding_delta"  # the input added to the word vec
 
 @serializable
 class BertEmbeddings(keras.layers.Layer):
-    """Word + token-type + position embeddings, then LayerNorm and dropout.
+    """Word + token-type + position embeddings, then LayerNorm and dropout. Position i reads
+    row `position_offset + i` of the table (RoBERTa starts past its padding index; its own
+    code gives padded positions the padding row, which only masked-out positions see).
 
     `call(input_ids [B, S], token_type_ids [B, S], word_delta=None [B, S, H])` -> [B, S, H]:
     `word_delta` is added to the word vectors. The sum is taken in float32 (no autocasting of the
@@ -46,7 +48,7 @@ class BertEmbeddings(keras.layers.Layer):
     def __init__(self, config: BertConfig, **kwargs):
         super().__init__(autocast=False, **kwargs)
         self.config = config = BertConfig.of(config)
-        self.layer_norm = LayerNorm(name="layer_norm")
+        self.layer_norm = LayerNorm(config.layer_norm_eps, name="layer_norm")
         self.dropout = Dropout(config.hidden_dropout_prob)
 
     def build(self, input_ids_shape=None):
@@ -62,17 +64,20 @@ class BertEmbeddings(keras.layers.Layer):
         self.layer_norm.build((None, None, c.hidden_size))
 
     def call(self, input_ids, token_type_ids, training=None, word_delta=None):
+        c = self.config
         seq_length = input_ids.shape[1]
-        if seq_length is not None and seq_length > self.config.max_position_embeddings:
+        if seq_length is not None and seq_length > c.max_sequence_length:
+            offset = f" less position_offset {c.position_offset}" if c.position_offset else ""
             raise ValueError(f"sequence length {seq_length} exceeds max_position_embeddings "
-                             f"{self.config.max_position_embeddings}")
+                             f"{c.max_position_embeddings}{offset}")
         if seq_length is None:
             seq_length = ops.shape(input_ids)[1]
         x = ops.take(self.word_embeddings, input_ids, axis=0)
         if word_delta is not None:
             x = x + ops.cast(word_delta, x.dtype)
         x = x + ops.take(self.token_type_embeddings, token_type_ids, axis=0)
-        x = x + ops.convert_to_tensor(self.position_embeddings)[None, :seq_length]
+        offset = c.position_offset
+        x = x + ops.convert_to_tensor(self.position_embeddings)[None, offset:offset + seq_length]
         return self.dropout(self.layer_norm(x), training=training)
 
     def get_config(self):

@@ -8,6 +8,13 @@ variant; absent, they give the original post-LN BERT:
   official RealFormer code carries `use_running_mean` instead; it is read as RealFormer
   (`"mean"` when true, `"sum"` when false) and written back alongside our key.
 
+Two more keys say what another member of the BERT family changes; absent (and then not
+written), they are the original's:
+
+* `position_offset`: the first position embedding a sequence uses (0; RoBERTa's is 2, its
+  padding index plus one), so `max_seq_length` is at most `max_position_embeddings` less it.
+* `layer_norm_eps`: every LayerNorm's epsilon (the original's 1e-12; RoBERTa's 1e-5).
+
 Keys this class does not know (released configs carry `directionality`, `pooler_fc_size`, ...)
 are kept in `extra_keys` and written back unchanged.
 
@@ -18,6 +25,7 @@ This module parses and writes JSON text only; reading and writing `bert_config.j
 import copy
 import dataclasses
 import json
+import types
 from typing import Any
 
 from bert_realformer.errors import InputError
@@ -36,7 +44,8 @@ class ConfigError(InputError):
 @dataclasses.dataclass(eq=False)
 class BertConfig:
     """Configuration of a `BertModel`: the original keys with the original's defaults, in its
-    order, then ours (`layer_norm_type`, `residual_attention`: `variant`). `extra_keys`: keys
+    order, then ours (`layer_norm_type`, `residual_attention`: `variant`; `position_offset`,
+    `layer_norm_eps`: the family's, written only when they differ from BERT's). `extra_keys`: keys
     this class does not know, kept; `source`: what the config came from (for messages)."""
     vocab_size: int | None
     hidden_size: int = 768
@@ -51,6 +60,8 @@ class BertConfig:
     initializer_range: float = 0.02
     layer_norm_type: str = "post"
     residual_attention: str = "none"
+    position_offset: int = 0
+    layer_norm_eps: float = 1e-12
     extra_keys: dict[str, Any] = dataclasses.field(default_factory=dict)
     source: str = "BertConfig"
 
@@ -66,6 +77,11 @@ class BertConfig:
     @property
     def size_per_head(self) -> int:
         return self.hidden_size // self.num_attention_heads
+
+    @property
+    def max_sequence_length(self) -> int:
+        """The longest sequence the position embeddings cover (past `position_offset`)."""
+        return self.max_position_embeddings - self.position_offset
 
     def validate(self, source: str = "BertConfig") -> None:
         """Raises `ConfigError` naming `source` and the first offending key. Like the original,
@@ -86,6 +102,13 @@ class BertConfig:
                 or self.initializer_range <= 0):
             raise ConfigError(f"{source}: initializer_range must be a positive number, "
                               f"got {self.initializer_range!r}")
+        if (isinstance(self.position_offset, bool) or not isinstance(self.position_offset, int)
+                or not 0 <= self.position_offset < self.max_position_embeddings):
+            raise ConfigError(f"{source}: position_offset must be an integer in [0, max_position_embeddings="
+                              f"{self.max_position_embeddings}), got {self.position_offset!r}")
+        if (isinstance(self.layer_norm_eps, bool) or not isinstance(self.layer_norm_eps, (int, float))
+                or not 0 < self.layer_norm_eps < 1):
+            raise ConfigError(f"{source}: layer_norm_eps must be a number in (0, 1), got {self.layer_norm_eps!r}")
         if not isinstance(self.hidden_act, str) or self.hidden_act.lower() not in ACTIVATIONS:
             raise ConfigError(f"{source}: unknown hidden_act {self.hidden_act!r}; "
                               f"expected one of {', '.join(sorted(ACTIVATIONS))}")
@@ -152,11 +175,13 @@ class BertConfig:
 
     # ------------------------------------------------------------------ writing
     def to_dict(self) -> dict[str, Any]:
-        """The `bert_config.json` object: original keys, our keys, then the kept unknown keys.
+        """The `bert_config.json` object: original keys, our keys (the family's only where they
+        are not BERT's), then the kept unknown keys.
 
         RealFormer configs also carry `use_running_mean`, so the official code reads them too.
         """
-        output = {key: getattr(self, key) for key in _KEYS}
+        output = {key: getattr(self, key) for key in _KEYS
+                  if key not in _WRITTEN_WHEN_SET or getattr(self, key) != _DEFAULTS[key]}
         if self.variant.is_realformer:
             output["use_running_mean"] = self.variant.running_mean
         for key, value in self.extra_keys.items():
@@ -182,3 +207,6 @@ class BertConfig:
 
 # The keys of bert_config.json this class reads and writes, in order (the original's, then ours).
 _KEYS = tuple(field.name for field in dataclasses.fields(BertConfig) if field.name not in ("extra_keys", "source"))
+# The family's keys: a BERT config leaves them out, so it stays the file the original writes.
+_WRITTEN_WHEN_SET = ("position_offset", "layer_norm_eps")
+_DEFAULTS = types.MappingProxyType({field.name: field.default for field in dataclasses.fields(BertConfig)})

@@ -35,8 +35,8 @@ class TransformerBlock(keras.layers.Layer):
         self.output_dense = dense(config.hidden_size, init, name="output")
         self.intermediate_act = get_activation(config.hidden_act)
         # Post-LN: after each residual add. Pre-LN: before each sublayer.
-        self.attention_layer_norm = LayerNorm(name="attention_layer_norm")
-        self.output_layer_norm = LayerNorm(name="output_layer_norm")
+        self.attention_layer_norm = LayerNorm(config.layer_norm_eps, name="attention_layer_norm")
+        self.output_layer_norm = LayerNorm(config.layer_norm_eps, name="output_layer_norm")
         # One dropout layer per site: in a random stream each draws once per forward pass.
         self.attention_output_dropout = Dropout(config.hidden_dropout_prob)
         self.output_dropout = Dropout(config.hidden_dropout_prob)
@@ -88,7 +88,7 @@ class TransformerEncoder(keras.layers.Layer):
         self.config = config = BertConfig.of(config)
         self.blocks = [TransformerBlock(config, layer_index=i, name=f"layer_{i}")
                        for i in range(config.num_hidden_layers)]
-        self.final_layer_norm = (LayerNorm(name="final_layer_norm")
+        self.final_layer_norm = (LayerNorm(config.layer_norm_eps, name="final_layer_norm")
                                  if config.variant.pre_ln else None)
         # Progressive Layer Dropping: one gate (seed generator) per layer.
         self._pld_gates = [StreamSeedGenerator(name=f"pld_gate_{i}")

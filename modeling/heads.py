@@ -33,7 +33,7 @@ class MaskedLMHead(keras.layers.Layer):
         self.config = config = BertConfig.of(config)
         self.transform = dense(config.hidden_size, config.initializer_range, name="transform")
         self.transform_act = get_activation(config.hidden_act)
-        self.layer_norm = LayerNorm(name="layer_norm")
+        self.layer_norm = LayerNorm(config.layer_norm_eps, name="layer_norm")
 
     def build(self, sequence_output_shape=None):
         hidden = self.config.hidden_size

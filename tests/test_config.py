@@ -71,6 +71,9 @@ def test_plain_bert_config_does_not_write_use_running_mean():
     ({"use_running_mean": True, "residual_attention": "sum"},
      "use_running_mean=true contradicts residual_attention='sum'"),
     ({"vocab_size": None}, "vocab_size is required"),
+    ({"position_offset": 512}, "position_offset must be an integer in [0, max_position_embeddings=512), got 512"),
+    ({"position_offset": -1}, "position_offset must be an integer in [0, max_position_embeddings=512), got -1"),
+    ({"layer_norm_eps": 0}, "layer_norm_eps must be a number in (0, 1), got 0"),
 ])
 def test_bad_config_gives_one_line_error_naming_file_and_key(tmp_path, change, expected):
     path = _write(tmp_path, {**BASE, **change})
@@ -88,6 +91,23 @@ def test_invalid_json_and_missing_file(tmp_path):
         read_config(path)
     with pytest.raises(ConfigError, match=r"nope.json: cannot read config"):
         read_config(str(tmp_path / "nope.json"))
+
+
+def test_the_family_keys_are_written_only_where_they_are_not_berts(tmp_path):
+    """A BERT config stays the file the original writes; RoBERTa's offset and epsilon survive a
+    round trip, and a script's max_seq_length is checked against the positions past the offset."""
+    from bert_realformer.errors import InputError
+    from bert_realformer.training.setup import load_config
+    assert not {"position_offset", "layer_norm_eps"} & BertConfig(**BASE).to_dict().keys()
+    roberta = BertConfig(**BASE, max_position_embeddings=40, position_offset=2, layer_norm_eps=1e-5)
+    path = tmp_path / "bert_config.json"
+    write_config(roberta, str(path))
+    again = read_config(str(path))
+    assert (again.position_offset, again.layer_norm_eps, again.max_sequence_length) == (2, 1e-5, 38)
+    assert load_config(str(path), 38).position_offset == 2
+    with pytest.raises(InputError, match=r"^max_seq_length=39 exceeds max_position_embeddings 40 less its "
+                                         r"position_offset 2 of .*bert_config.json$"):
+        load_config(str(path), 39)
 
 
 def test_replace_validates():

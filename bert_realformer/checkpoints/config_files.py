@@ -62,23 +62,27 @@ _HF_ACT_TO_OURS = types.MappingProxyType({
 
 
 def config_from_hf(hf_config: dict, source: str = "config.json") -> BertConfig:
-    """A Hugging Face BERT config.json object -> BertConfig (original post-LN BERT)."""
+    """A Hugging Face BERT or RoBERTa config.json object -> BertConfig (post-LN; RoBERTa's
+    positions start past its padding index: `position_offset` = `pad_token_id` + 1)."""
     from modeling.config import BertConfig, ConfigError
-    if hf_config.get("model_type", "bert") != "bert":
-        raise ConfigError(f"{source}: model_type {hf_config.get('model_type')!r} is not bert")
+    model_type = hf_config.get("model_type", "bert")
+    if model_type not in ("bert", "roberta"):
+        raise ConfigError(f"{source}: model_type {model_type!r} is not bert or roberta")
     if hf_config.get("position_embedding_type", "absolute") != "absolute":
         raise ConfigError(f"{source}: position_embedding_type {hf_config['position_embedding_type']!r} "
                           "is not supported (only absolute)")
-    eps = hf_config.get("layer_norm_eps", 1e-12)
-    if abs(eps - 1e-12) > 1e-15:
-        raise ConfigError(f"{source}: layer_norm_eps {eps} differs from BERT's 1e-12")
     act = hf_config.get("hidden_act", "gelu")
     if act not in _HF_ACT_TO_OURS:
         raise ConfigError(f"{source}: hidden_act {act!r} has no equivalent here")
     keys = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
             "hidden_dropout_prob", "attention_probs_dropout_prob", "max_position_embeddings",
-            "type_vocab_size", "initializer_range")
+            "type_vocab_size", "initializer_range", "layer_norm_eps")
     values = {k: hf_config[k] for k in keys if k in hf_config}
+    if model_type == "roberta":
+        pad_token_id = hf_config.get("pad_token_id", 1)
+        if isinstance(pad_token_id, bool) or not isinstance(pad_token_id, int) or pad_token_id < 0:
+            raise ConfigError(f"{source}: pad_token_id must be a non-negative integer, got {pad_token_id!r}")
+        values["position_offset"] = pad_token_id + 1
     return BertConfig.from_dict({**values, "hidden_act": _HF_ACT_TO_OURS[act]}, source=source)
 
 

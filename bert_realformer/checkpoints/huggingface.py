@@ -1,11 +1,12 @@
-"""Hugging Face BERT weights (safetensors + config.json) <-> the original TF1 names.
+"""Hugging Face BERT-family weights (safetensors + config.json) <-> the original TF1 names.
 
 Hugging Face keeps PyTorch's [out, in] dense weights, so kernels are transposed; names differ
 (`encoder.layer.3.attention.self.query.weight` is `bert/encoder/layer_3/attention/self/query/
 kernel`, transposed); `BertForPreTraining` prefixes the encoder with `bert.` and names its heads
 `cls.predictions.*` (the decoder weight is the tied word embeddings) and `cls.seq_relationship.*`;
-the fine-tuning heads of the original scripts map to Hugging Face's task classes (`TASK_HEADS`),
-which `architectures` in config.json names.
+the fine-tuning heads of the original scripts map to Hugging Face's task classes (`BERT.task_heads`),
+which `architectures` in config.json names. A family (`hf_family.Family`) holds those names:
+BERT's here, RoBERTa's in `roberta`; config.json's `model_type` says which a directory holds.
 Hugging Face's `"gelu"` is the exact erf GELU (our `"gelu_exact"`); its `"gelu_new"` is the
 original BERT's tanh GELU (our `"gelu"`). Pure NumPy: no TensorFlow, no PyTorch.
 """
@@ -20,8 +21,17 @@ import numpy as np
 from bert_realformer import storage
 from bert_realformer.checkpoints.config_files import config_from_hf
 from bert_realformer.checkpoints.formats import WeightFormat, Weights, name_list, refuse_unless_forced, register
+from bert_realformer.checkpoints.hf_family import (
+    EMBEDDINGS,
+    LAYER_PARTS,
+    POOLER,
+    POOLER_WEIGHTS,
+    WORD_EMBEDDINGS,
+    Family,
+)
 from bert_realformer.checkpoints.hf_tokenizer import tokenizer_files, vocabulary_beside
-from bert_realformer.checkpoints.tf1 import missing_encoder_weights
+from bert_realformer.checkpoints.roberta import ROBERTA
+from bert_realformer.checkpoints.tf1 import POOLER_OPTIONAL, WEIGHT_FILES, missing_encoder_weights
 from bert_realformer.errors import InputError
 from bert_realformer.text_files import read_text
 from modeling.config import ConfigError
@@ -29,82 +39,87 @@ from modeling.config import ConfigError
 _OURS_TO_HF_ACT = types.MappingProxyType({
     "gelu_exact": "gelu", "gelu": "gelu_new", "gelu_new": "gelu_new", "relu": "relu", "tanh": "tanh",
     "swish": "silu", "linear": "linear"})
-_LAYER_PARTS = (  # (Hugging Face name inside encoder.layer.N, TF1 name inside layer_N, transpose)
-    ("attention.self.query.weight", "attention/self/query/kernel", True),
-    ("attention.self.query.bias", "attention/self/query/bias", False),
-    ("attention.self.key.weight", "attention/self/key/kernel", True),
-    ("attention.self.key.bias", "attention/self/key/bias", False),
-    ("attention.self.value.weight", "attention/self/value/kernel", True),
-    ("attention.self.value.bias", "attention/self/value/bias", False),
-    ("attention.output.dense.weight", "attention/output/dense/kernel", True),
-    ("attention.output.dense.bias", "attention/output/dense/bias", False),
-    ("attention.output.LayerNorm.weight", "attention/output/LayerNorm/gamma", False),
-    ("attention.output.LayerNorm.bias", "attention/output/LayerNorm/beta", False),
-    ("intermediate.dense.weight", "intermediate/dense/kernel", True),
-    ("intermediate.dense.bias", "intermediate/dense/bias", False),
-    ("output.dense.weight", "output/dense/kernel", True),
-    ("output.dense.bias", "output/dense/bias", False),
-    ("output.LayerNorm.weight", "output/LayerNorm/gamma", False),
-    ("output.LayerNorm.bias", "output/LayerNorm/beta", False),
-)
-_FIXED = (
-    ("embeddings.word_embeddings.weight", "bert/embeddings/word_embeddings", False),
-    ("embeddings.position_embeddings.weight", "bert/embeddings/position_embeddings", False),
-    ("embeddings.token_type_embeddings.weight", "bert/embeddings/token_type_embeddings", False),
-    ("embeddings.LayerNorm.weight", "bert/embeddings/LayerNorm/gamma", False),
-    ("embeddings.LayerNorm.bias", "bert/embeddings/LayerNorm/beta", False),
-    ("pooler.dense.weight", "bert/pooler/dense/kernel", True),
-    ("pooler.dense.bias", "bert/pooler/dense/bias", False),
-)
-_HEADS = (  # full Hugging Face names (BertForPreTraining)
-    ("cls.predictions.transform.dense.weight", "cls/predictions/transform/dense/kernel", True),
-    ("cls.predictions.transform.dense.bias", "cls/predictions/transform/dense/bias", False),
-    ("cls.predictions.transform.LayerNorm.weight", "cls/predictions/transform/LayerNorm/gamma", False),
-    ("cls.predictions.transform.LayerNorm.bias", "cls/predictions/transform/LayerNorm/beta", False),
-    ("cls.predictions.bias", "cls/predictions/output_bias", False),
-    ("cls.seq_relationship.weight", "cls/seq_relationship/output_weights", False),
-    ("cls.seq_relationship.bias", "cls/seq_relationship/output_bias", False),
-)
 
 
-# The fine-tuning heads: Hugging Face's task classes and the original scripts' TF1 names. Both
-# keep these weights as [outputs, H], so nothing is transposed.
-TASK_HEADS = types.MappingProxyType({
-    "BertForSequenceClassification": (("classifier.weight", "output_weights"), ("classifier.bias", "output_bias")),
-    "BertForQuestionAnswering": (("qa_outputs.weight", "cls/squad/output_weights"),
-                                 ("qa_outputs.bias", "cls/squad/output_bias")),
-    "BertForTokenClassification": (("classifier.weight", "cls/ner/output_weights"),
-                                   ("classifier.bias", "cls/ner/output_bias")),
-    "BertForMultipleChoice": (("classifier.weight", "cls/multiple_choice/output_weights"),
-                              ("classifier.bias", "cls/multiple_choice/output_bias")),
-})
+def _bert_config_fields(config):
+    return {"pad_token_id": 0}
+
+
+BERT = Family(
+    name="BERT", model_type="bert", prefix="bert.", encoder_class="BertModel",
+    masked_lm=(
+        ("cls.predictions.transform.dense.weight", "cls/predictions/transform/dense/kernel", True),
+        ("cls.predictions.transform.dense.bias", "cls/predictions/transform/dense/bias", False),
+        ("cls.predictions.transform.LayerNorm.weight", "cls/predictions/transform/LayerNorm/gamma", False),
+        ("cls.predictions.transform.LayerNorm.bias", "cls/predictions/transform/LayerNorm/beta", False),
+        ("cls.predictions.bias", "cls/predictions/output_bias", False),
+    ),
+    masked_lm_class="BertForMaskedLM",
+    next_sentence=(("cls.seq_relationship.weight", "cls/seq_relationship/output_weights", False),
+                   ("cls.seq_relationship.bias", "cls/seq_relationship/output_bias", False)),
+    pretraining_class="BertForPreTraining",
+    tied=types.MappingProxyType({"cls.predictions.decoder.weight": WORD_EMBEDDINGS,
+                                 "cls.predictions.decoder.bias": "cls/predictions/output_bias"}),
+    # The fine-tuning heads of the original scripts. Both sides keep these weights as [outputs, H].
+    task_heads=types.MappingProxyType({
+        "BertForSequenceClassification": (("classifier.weight", "output_weights", False),
+                                          ("classifier.bias", "output_bias", False)),
+        "BertForQuestionAnswering": (("qa_outputs.weight", "cls/squad/output_weights", False),
+                                     ("qa_outputs.bias", "cls/squad/output_bias", False)),
+        "BertForTokenClassification": (("classifier.weight", "cls/ner/output_weights", False),
+                                       ("classifier.bias", "cls/ner/output_bias", False)),
+        "BertForMultipleChoice": (("classifier.weight", "cls/multiple_choice/output_weights", False),
+                                  ("classifier.bias", "cls/multiple_choice/output_bias", False)),
+    }),
+    config_fields=_bert_config_fields,
+    without_pooler=frozenset({"BertForMaskedLM", "BertForQuestionAnswering", "BertForTokenClassification"}),
+)
+FAMILIES = (BERT, ROBERTA)
 NO_HF_PLACE = ("cls/ner/transitions",)  # a CRF's transition matrix: Hugging Face has no CRF
 
 
-def _name_map(num_layers, prefix, architecture="BertForPreTraining"):
+def family_of(config):
+    """The family whose config.json expresses `config`: RoBERTa where positions start past a
+    padding index, else BERT."""
+    return ROBERTA if config.position_offset else BERT
+
+
+def family_named(model_type, source="config.json"):
+    for family in FAMILIES:
+        if family.model_type == model_type:
+            return family
+    raise ConfigError(f"{source}: model_type {model_type!r} is not one of "
+                      f"{', '.join(family.model_type for family in FAMILIES)}")
+
+
+def _name_map(family, num_layers, prefix, architecture=None):
     """[(Hugging Face name, TF1 name, transpose)] for an encoder, with the heads of
-    `architecture` when prefix='bert.' (Hugging Face's task classes)."""
-    rows = [(prefix + hf, tf1, t) for hf, tf1, t in _FIXED]
+    `architecture` (one of `family`'s classes; None: its pretraining heads) when `prefix` is
+    the family's (a task class)."""
+    in_head = prefix and architecture in family.pooler_in_head
+    rows = [(prefix + hf, tf1, t) for hf, tf1, t in EMBEDDINGS + (() if in_head else POOLER)]
     for i in range(num_layers):
         rows += [(f"{prefix}encoder.layer.{i}.{hf}", f"bert/encoder/layer_{i}/{tf1}", t)
-                 for hf, tf1, t in _LAYER_PARTS]
+                 for hf, tf1, t in LAYER_PARTS]
     if not prefix:
         return rows
-    if architecture in TASK_HEADS:
-        return rows + [(hf, tf1, False) for hf, tf1 in TASK_HEADS[architecture]]
-    return [*rows, *_HEADS]
+    if architecture in family.task_heads:
+        return rows + list(family.task_heads[architecture])
+    return [*rows, *family.masked_lm, *family.next_sentence]
 
 
-def architecture_of(values):
+def architecture_of(values, family=BERT):
     """The Hugging Face class for TF1 `values`: the fine-tuning head's when there is one, else
-    `BertForPreTraining` with the MLM/NSP heads, `BertForMaskedLM` with the MLM head alone
-    (MLM-only pretraining), else `BertModel`."""
-    for architecture, heads in TASK_HEADS.items():
+    the class with the MLM and NSP heads (BERT's pretraining class), the MLM head alone (MLM-only
+    pretraining; RoBERTa's), else the encoder alone."""
+    for architecture, heads in family.task_heads.items():
         if heads[0][1] in values:
             return architecture
     if "cls/predictions/output_bias" not in values:
-        return "BertModel"
-    return "BertForPreTraining" if "cls/seq_relationship/output_bias" in values else "BertForMaskedLM"
+        return family.encoder_class
+    if family.pretraining_class and "cls/seq_relationship/output_bias" in values:
+        return family.pretraining_class
+    return family.masked_lm_class
 
 
 def _normalise(name):
@@ -112,53 +127,55 @@ def _normalise(name):
     return re.sub(r"LayerNorm\.gamma$", "LayerNorm.weight", re.sub(r"LayerNorm\.beta$", "LayerNorm.bias", name))
 
 
-def hf_to_tf1(tensors, num_layers, architecture="BertForPreTraining"):
+def hf_to_tf1(tensors, num_layers, architecture=None, family=BERT):
     """{Hugging Face name: array} -> ({TF1 name: array}, [Hugging Face names not used]), the
-    heads read as `architecture`'s (its config's `architectures`)."""
+    heads read as `architecture`'s (its config's `architectures`) of `family`."""
     tensors = {_normalise(k): v for k, v in tensors.items()}
-    prefix = "bert." if any(k.startswith("bert.") for k in tensors) else ""
+    prefix = family.prefix if any(k.startswith(family.prefix) for k in tensors) else ""
     out, used = {}, set()
-    for hf, tf1, transpose in _name_map(num_layers, prefix, architecture):
+    for hf, tf1, transpose in _name_map(family, num_layers, prefix, architecture):
         if hf in tensors:
             out[tf1] = np.ascontiguousarray(tensors[hf].T if transpose else tensors[hf])
             used.add(hf)
-    tied = {f"{prefix}cls.predictions.decoder.weight", f"{prefix}cls.predictions.decoder.bias",
-            "cls.predictions.decoder.weight", "cls.predictions.decoder.bias",
-            f"{prefix}embeddings.position_ids", "embeddings.position_ids"}
-    unused = sorted(k for k in tensors if k not in used and k not in tied)
+    ignored = {*family.tied, f"{prefix}embeddings.position_ids", "embeddings.position_ids"}
+    unused = sorted(k for k in tensors if k not in used and k not in ignored)
     return out, unused
 
 
-def tf1_to_hf(values, num_layers):
+def tf1_to_hf(values, num_layers, family=BERT):
     """{TF1 name: array} -> ({Hugging Face name: array}, architecture, [TF1 names left out]):
-    the names of `architecture_of(values)`. Left out: what that class has no place for (the
-    MLM/NSP heads beside a fine-tuning head, a CRF's transitions, Pre-LN's extra LayerNorms).
-    The pooler is kept for every class, also where Hugging Face's question answering and token
-    classification models have none (they ignore it), so that a round trip is exact."""
-    architecture = architecture_of(values)
+    the names of `architecture_of(values, family)`. Left out: what that class has no place for
+    (the MLM/NSP heads beside a fine-tuning head, RoBERTa's NSP head, a CRF's transitions,
+    Pre-LN's extra LayerNorms). The pooler is kept for every class, also where transformers
+    builds none (it ignores it), so that a round trip is exact."""
+    architecture = architecture_of(values, family)
+    prefix = "" if architecture == family.encoder_class else family.prefix
     out, used = {}, set()
-    for hf, tf1, transpose in _name_map(num_layers, "" if architecture == "BertModel" else "bert.", architecture):
+    for hf, tf1, transpose in _name_map(family, num_layers, prefix, architecture):
         if tf1 in values:
             out[hf] = np.ascontiguousarray(values[tf1].T if transpose else values[tf1])
             used.add(tf1)
-    if architecture in ("BertForPreTraining", "BertForMaskedLM"):
-        out["cls.predictions.decoder.weight"] = out["bert.embeddings.word_embeddings.weight"]
-        out["cls.predictions.decoder.bias"] = out["cls.predictions.bias"]
+    if architecture in (family.pretraining_class, family.masked_lm_class):
+        tf1_to_hf_names = {tf1: hf for hf, tf1, _ in _name_map(family, num_layers, prefix, architecture)}
+        for hf, tf1 in family.tied.items():
+            out[hf] = out[tf1_to_hf_names[tf1]]
     left_out = sorted(name for name in values if name not in used)
     return out, architecture, left_out
 
 
 def config_to_hf(config, architecture, force=False, labels=None, num_labels=None, multi_label=False):
-    """BertConfig -> Hugging Face config.json object. Pre-LN and RealFormer cannot be expressed
-    by Hugging Face's BertModel: an error unless `force` (then the variant is dropped). A
-    classifier's `num_labels` outputs get `id2label`/`label2id` from `labels` (the run's
-    label_list.txt; LABEL_i without one) and `problem_type` (one output: regression; with
-    `multi_label`, a sigmoid per label: multi_label_classification)."""
+    """BertConfig -> Hugging Face config.json object of its family (`family_of`). Pre-LN and
+    RealFormer cannot be expressed by Hugging Face's models: an error unless `force` (then the
+    variant is dropped). A classifier's `num_labels` outputs get `id2label`/`label2id` from
+    `labels` (the run's label_list.txt; LABEL_i without one) and `problem_type` (one output:
+    regression; with `multi_label`, a sigmoid per label: multi_label_classification)."""
+    family = family_of(config)
     if not config.variant.is_original and not force:
         raise ConfigError(f"a {config.layer_norm_type}-LN model with residual_attention="
-                          f"{config.residual_attention!r} cannot be expressed by Hugging Face's BertModel "
-                          "(it would silently become plain BERT); pass force to export anyway", options=("force",))
-    return {"architectures": [architecture], "model_type": "bert",
+                          f"{config.residual_attention!r} cannot be expressed by Hugging Face's "
+                          f"{family.encoder_class} (it would silently become plain {family.name}); pass force to "
+                          "export anyway", options=("force",))
+    return {"architectures": [architecture], "model_type": family.model_type,
             "vocab_size": config.vocab_size, "hidden_size": config.hidden_size,
             "num_hidden_layers": config.num_hidden_layers,
             "num_attention_heads": config.num_attention_heads,
@@ -168,18 +185,19 @@ def config_to_hf(config, architecture, force=False, labels=None, num_labels=None
             "attention_probs_dropout_prob": config.attention_probs_dropout_prob,
             "max_position_embeddings": config.max_position_embeddings,
             "type_vocab_size": config.type_vocab_size, "initializer_range": config.initializer_range,
-            "layer_norm_eps": 1e-12, "pad_token_id": 0, "position_embedding_type": "absolute",
-            **_label_fields(architecture, labels, num_labels, multi_label)}
+            "layer_norm_eps": config.layer_norm_eps, "position_embedding_type": "absolute",
+            **family.config_fields(config), **_label_fields(architecture, labels, num_labels, multi_label)}
 
 
 def _label_fields(architecture, labels, num_labels, multi_label=False):
-    if architecture not in ("BertForSequenceClassification", "BertForTokenClassification") or not num_labels:
+    classifier = architecture.endswith("ForSequenceClassification")
+    if not (classifier or architecture.endswith("ForTokenClassification")) or not num_labels:
         return {}
     if labels is None or len(labels) != num_labels:
         labels = [f"LABEL_{i}" for i in range(num_labels)]
     fields = {"id2label": {str(i): label for i, label in enumerate(labels)},
               "label2id": {label: i for i, label in enumerate(labels)}}
-    if architecture == "BertForSequenceClassification":
+    if classifier:
         fields["problem_type"] = ("regression" if num_labels == 1 else "multi_label_classification" if multi_label
                                   else "single_label_classification")
     return fields
@@ -197,7 +215,7 @@ def labels_from_hf(hf_config):
 
 def read_hf_dir(path):
     """(BertConfig, {TF1 name: array}, vocab path or None, unused Hugging Face names, a
-    classifier's labels in order or None)."""
+    classifier's labels in order or None, the class's architecture, its family)."""
     from safetensors.numpy import load
     config_path = os.path.join(path, "config.json")
     weights_path = os.path.join(path, "model.safetensors")
@@ -211,10 +229,13 @@ def read_hf_dir(path):
         raise ConfigError(f"{config_path}: invalid JSON at line {error.lineno} column {error.colno}: "
                           f"{error.msg}") from None
     config = config_from_hf(hf_config, source=config_path)
-    architecture = (hf_config.get("architectures") or ["BertForPreTraining"])[0]
-    values, unused = hf_to_tf1(load(storage.read_bytes(weights_path)), config.num_hidden_layers, architecture)
+    family = family_named(hf_config.get("model_type", "bert"), config_path)
+    architecture = (hf_config.get("architectures") or [family.pretraining_class or family.masked_lm_class])[0]
+    values, unused = hf_to_tf1(load(storage.read_bytes(weights_path)), config.num_hidden_layers, architecture,
+                               family)
     vocab = os.path.join(path, "vocab.txt")
-    return config, values, (vocab if storage.isfile(vocab) else None), unused, labels_from_hf(hf_config)
+    return (config, values, (vocab if storage.isfile(vocab) else None), unused, labels_from_hf(hf_config),
+            architecture, family)
 
 
 def write_hf_dir(path, config, values, vocab_file=None, force=False, labels=None, do_lower_case=True,
@@ -223,8 +244,9 @@ def write_hf_dir(path, config, values, vocab_file=None, force=False, labels=None
     `path`. Returns (the architecture, [TF1 names left out]). Weights with no Hugging Face place
     are an error unless `force`."""
     from safetensors.numpy import save
-    tensors, architecture, left_out = tf1_to_hf(values, config.num_hidden_layers)
-    heads = TASK_HEADS.get(architecture)
+    family = family_of(config)
+    tensors, architecture, left_out = tf1_to_hf(values, config.num_hidden_layers, family)
+    heads = family.task_heads.get(architecture)
     num_labels = values[heads[0][1]].shape[0] if heads else None
     hf_config = config_to_hf(config, architecture, force, labels, num_labels, multi_label)
     if left_out and not force:
@@ -253,9 +275,9 @@ class HuggingFaceFormat(WeightFormat):
     title = "Hugging Face model"
 
     def read(self, path, options):
-        config, values, vocab, unused, labels = read_hf_dir(path)
+        config, values, vocab, unused, labels, architecture, family = read_hf_dir(path)
         made = None
-        if options.vocab_file is None and vocab is None and options.scratch_dir is not None:
+        if options.vocab_file is None and vocab is None and options.scratch_dir is not None and family is BERT:
             made = vocabulary_beside(path, options.scratch_dir)
         weights = Weights(config, values, options.vocab_file or vocab or made, labels)
         if made:
@@ -266,9 +288,14 @@ class HuggingFaceFormat(WeightFormat):
                                  f"and would be dropped: {name_list(unused)}", "not converted (no BERT equivalent)",
                                  unused, options=("input",))
         missing = missing_encoder_weights(values, config)
+        if (architecture in family.without_pooler and options.target in POOLER_OPTIONAL
+                and any(name in missing for name in POOLER_WEIGHTS)):
+            missing = [name for name in missing if name not in POOLER_WEIGHTS]
+            weights.notes.append(f"bert/pooler/dense: not in {path} ({architecture} has no pooler); a classifier "
+                                 "fine-tuned from these weights starts its pooler fresh")
         if missing:
             message = f"input: {len(missing)} weights of this config are missing: {name_list(missing)}"
-            if options.target not in ("tf1", "hf"):  # the model would keep random weights in their place
+            if options.target not in WEIGHT_FILES:  # the model would keep random weights in their place
                 raise InputError(message, options=("input",))
             refuse_unless_forced(weights, options.force, message, "missing from the input and so from the output",
                                  missing, options=("input",))
@@ -284,4 +311,4 @@ class HuggingFaceFormat(WeightFormat):
         return written + (["vocab.txt and the tokenizer's files"] if weights.vocab_file else [])
 
     def names(self, config):
-        return {tf1: hf for hf, tf1, _ in _name_map(config.num_hidden_layers, "")}
+        return {tf1: hf for hf, tf1, _ in _name_map(family_of(config), config.num_hidden_layers, "")}

@@ -42,6 +42,9 @@ def check_expressible(config: BertConfig) -> None:
     if config.hidden_act.lower() != "gelu":
         raise ConfigError(f"hidden_act {config.hidden_act!r} cannot be expressed by KerasHub's BertBackbone "
                           "(the original tanh GELU only)")
+    if config.position_offset or config.layer_norm_eps != 1e-12:
+        raise ConfigError(f"position_offset {config.position_offset} and layer_norm_eps {config.layer_norm_eps} "
+                          "cannot be expressed by KerasHub's BertBackbone (BERT's 0 and 1e-12 only)")
 
 
 def _pairs(backbone):

@@ -221,6 +221,13 @@ def write_checkpoint_state(directory: str, basename: str) -> None:
                          f'model_checkpoint_path: "{basename}"\nall_model_checkpoint_paths: "{basename}"\n')
 
 
+POOLER_SCOPE = "bert/pooler/dense"
+WEIGHT_FILES = ("tf1", "hf")  # the targets that hold weights as they are, a missing one missing there too
+# Where a missing pooler (a Hugging Face class built without one) loses nothing: weights files go
+# on without it, and a model being trained starts it fresh and says so (evaluation refuses it).
+POOLER_OPTIONAL = (*WEIGHT_FILES, "model")
+
+
 def missing_encoder_weights(values: Mapping[str, np.ndarray], config: BertConfig) -> list[str]:
     """The encoder weights `config` implies that `values` lacks (heads are optional); a shape
     that differs from the config's is a `CheckpointError` naming both."""
@@ -236,11 +243,17 @@ def read_run_weights(path: str, options: ReadOptions, read_values: Callable[[str
     config = read_config(config_file)
     values = read_values(path)
     missing = missing_encoder_weights(values, config)
+    # (converted from a Hugging Face class that has no pooler)
+    pooler = [name for name in missing if name.startswith(POOLER_SCOPE)] if options.target in POOLER_OPTIONAL else []
+    missing = [name for name in missing if name not in pooler]
     if missing:
         raise InputError(f"input: {len(missing)} weights of this config are missing: {name_list(missing)}",
                          options=("input",))
-    return Weights(config, values, options.vocab_file or found_beside(path, VOCAB_FILE), labels_beside(path),
-                   multi_label_beside(path))
+    weights = Weights(config, values, options.vocab_file or found_beside(path, VOCAB_FILE), labels_beside(path),
+                      multi_label_beside(path))
+    if pooler:
+        weights.notes.append(f"{POOLER_SCOPE}: not in {path}")
+    return weights
 
 
 def write_config_beside(directory: str, weights: Weights) -> list[str]:

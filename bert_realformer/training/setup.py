@@ -52,9 +52,10 @@ def load_config(config_file: str, max_seq_length: int, layer_norm_type: str | No
     overrides = {key: value for key, value in (("layer_norm_type", layer_norm_type),
                                                 ("residual_attention", residual_attention)) if value is not None}
     config = config.replace(**overrides) if overrides else config
-    if max_seq_length > config.max_position_embeddings:
+    if max_seq_length > config.max_sequence_length:
+        offset = f" less its position_offset {config.position_offset}" if config.position_offset else ""
         raise InputError(f"max_seq_length={max_seq_length} exceeds max_position_embeddings "
-                         f"{config.max_position_embeddings} of {config_file}", options=("max_seq_length",))
+                         f"{config.max_position_embeddings}{offset} of {config_file}", options=("max_seq_length",))
     return config
 
 
