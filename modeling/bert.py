@@ -36,7 +36,8 @@ WORD_EMBEDDING_DELTA = "word_embedding_delta"  # the input added to the word vec
 
 @serializable
 class BertEmbeddings(keras.layers.Layer):
-    """Word + token-type + position embeddings, then LayerNorm and dropout. Position i reads
+    """Word + token-type (none where `type_vocab_size` is 0) + position embeddings, then LayerNorm
+    and dropout. Position i reads
     row `position_offset + i` of the table (RoBERTa starts past its padding index; its own
     code gives padded positions the padding row, which only masked-out positions see).
 
@@ -57,7 +58,8 @@ class BertEmbeddings(keras.layers.Layer):
         self.word_embeddings = self.add_weight(
             name="word_embeddings", shape=(c.vocab_size, c.hidden_size), initializer=init)
         self.token_type_embeddings = self.add_weight(
-            name="token_type_embeddings", shape=(c.type_vocab_size, c.hidden_size), initializer=init)
+            name="token_type_embeddings", shape=(c.type_vocab_size, c.hidden_size),
+            initializer=init) if c.type_vocab_size else None
         self.position_embeddings = self.add_weight(
             name="position_embeddings", shape=(c.max_position_embeddings, c.hidden_size),
             initializer=init)
@@ -75,7 +77,8 @@ class BertEmbeddings(keras.layers.Layer):
         x = ops.take(self.word_embeddings, input_ids, axis=0)
         if word_delta is not None:
             x = x + ops.cast(word_delta, x.dtype)
-        x = x + ops.take(self.token_type_embeddings, token_type_ids, axis=0)
+        if self.token_type_embeddings is not None:
+            x = x + ops.take(self.token_type_embeddings, token_type_ids, axis=0)
         offset = c.position_offset
         x = x + ops.convert_to_tensor(self.position_embeddings)[None, offset:offset + seq_length]
         return self.dropout(self.layer_norm(x), training=training)
@@ -96,7 +99,7 @@ class BertModel(DeclaredInputs, keras.Model):
         self.embeddings = BertEmbeddings(config, name="embeddings")
         self.encoder = TransformerEncoder(config, name="encoder")
         self.pooler = dense(config.hidden_size, config.initializer_range, name="pooler",
-                            activation="tanh")
+                            activation=config.pooler_activation)
 
     def build(self, input_shape=None):
         hidden = (None, None, self.config.hidden_size)
@@ -111,7 +114,8 @@ class BertModel(DeclaredInputs, keras.Model):
         `intermediate/LayerNorm`, `bert/encoder/LayerNorm`)."""
         emb = self.embeddings
         names = [("bert/embeddings/word_embeddings", emb.word_embeddings),
-                 ("bert/embeddings/token_type_embeddings", emb.token_type_embeddings),
+                 *([("bert/embeddings/token_type_embeddings", emb.token_type_embeddings)]
+                   if emb.token_type_embeddings is not None else []),
                  ("bert/embeddings/position_embeddings", emb.position_embeddings),
                  *layer_norm_names("bert/embeddings/LayerNorm", emb.layer_norm)]
         pre_ln = self.config.variant.pre_ln

@@ -14,6 +14,9 @@ written), they are the original's:
 * `position_offset`: the first position embedding a sequence uses (0; RoBERTa's is 2, its
   padding index plus one), so `max_seq_length` is at most `max_position_embeddings` less it.
 * `layer_norm_eps`: every LayerNorm's epsilon (the original's 1e-12; RoBERTa's 1e-5).
+* `pooler_activation`: the pooler's (`"tanh"`; DistilBERT's classifier puts a ReLU there).
+
+And `type_vocab_size` may be 0: no token-type embeddings (DistilBERT's), the segment ids ignored.
 
 Keys this class does not know (released configs carry `directionality`, `pooler_fc_size`, ...)
 are kept in `extra_keys` and written back unchanged.
@@ -33,7 +36,8 @@ from modeling.activations import ACTIVATIONS
 from modeling.variants import Variant
 
 _POSITIVE_INTS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                  "intermediate_size", "max_position_embeddings", "type_vocab_size")
+                  "intermediate_size", "max_position_embeddings")
+POOLER_ACTIVATIONS = ("tanh", "relu")
 _PROBABILITIES = ("hidden_dropout_prob", "attention_probs_dropout_prob")
 
 
@@ -45,7 +49,8 @@ class ConfigError(InputError):
 class BertConfig:
     """Configuration of a `BertModel`: the original keys with the original's defaults, in its
     order, then ours (`layer_norm_type`, `residual_attention`: `variant`; `position_offset`,
-    `layer_norm_eps`: the family's, written only when they differ from BERT's). `extra_keys`: keys
+    `layer_norm_eps`, `pooler_activation`: the family's, written only when they differ from
+    BERT's). `extra_keys`: keys
     this class does not know, kept; `source`: what the config came from (for messages)."""
     vocab_size: int | None
     hidden_size: int = 768
@@ -62,6 +67,7 @@ class BertConfig:
     residual_attention: str = "none"
     position_offset: int = 0
     layer_norm_eps: float = 1e-12
+    pooler_activation: str = "tanh"
     extra_keys: dict[str, Any] = dataclasses.field(default_factory=dict)
     source: str = "BertConfig"
 
@@ -102,6 +108,13 @@ class BertConfig:
                 or self.initializer_range <= 0):
             raise ConfigError(f"{source}: initializer_range must be a positive number, "
                               f"got {self.initializer_range!r}")
+        if (isinstance(self.type_vocab_size, bool) or not isinstance(self.type_vocab_size, int)
+                or self.type_vocab_size < 0):
+            raise ConfigError(f"{source}: type_vocab_size must be a non-negative integer (0: no token types), "
+                              f"got {self.type_vocab_size!r}")
+        if self.pooler_activation not in POOLER_ACTIVATIONS:
+            raise ConfigError(f"{source}: unknown pooler_activation {self.pooler_activation!r}; expected one of "
+                              f"{', '.join(POOLER_ACTIVATIONS)}")
         if (isinstance(self.position_offset, bool) or not isinstance(self.position_offset, int)
                 or not 0 <= self.position_offset < self.max_position_embeddings):
             raise ConfigError(f"{source}: position_offset must be an integer in [0, max_position_embeddings="
@@ -208,5 +221,5 @@ class BertConfig:
 # The keys of bert_config.json this class reads and writes, in order (the original's, then ours).
 _KEYS = tuple(field.name for field in dataclasses.fields(BertConfig) if field.name not in ("extra_keys", "source"))
 # The family's keys: a BERT config leaves them out, so it stays the file the original writes.
-_WRITTEN_WHEN_SET = ("position_offset", "layer_norm_eps")
+_WRITTEN_WHEN_SET = ("position_offset", "layer_norm_eps", "pooler_activation")
 _DEFAULTS = types.MappingProxyType({field.name: field.default for field in dataclasses.fields(BertConfig)})

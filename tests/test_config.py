@@ -74,6 +74,8 @@ def test_plain_bert_config_does_not_write_use_running_mean():
     ({"position_offset": 512}, "position_offset must be an integer in [0, max_position_embeddings=512), got 512"),
     ({"position_offset": -1}, "position_offset must be an integer in [0, max_position_embeddings=512), got -1"),
     ({"layer_norm_eps": 0}, "layer_norm_eps must be a number in (0, 1), got 0"),
+    ({"type_vocab_size": -1}, "type_vocab_size must be a non-negative integer (0: no token types), got -1"),
+    ({"pooler_activation": "gelu"}, "unknown pooler_activation 'gelu'; expected one of tanh, relu"),
 ])
 def test_bad_config_gives_one_line_error_naming_file_and_key(tmp_path, change, expected):
     path = _write(tmp_path, {**BASE, **change})
@@ -98,7 +100,8 @@ def test_the_family_keys_are_written_only_where_they_are_not_berts(tmp_path):
     round trip, and a script's max_seq_length is checked against the positions past the offset."""
     from bert_realformer.errors import InputError
     from bert_realformer.training.setup import load_config
-    assert not {"position_offset", "layer_norm_eps"} & BertConfig(**BASE).to_dict().keys()
+    assert not {"position_offset", "layer_norm_eps", "pooler_activation"} & BertConfig(**BASE).to_dict().keys()
+    assert BertConfig(**BASE, pooler_activation="relu").to_dict()["pooler_activation"] == "relu"
     roberta = BertConfig(**BASE, max_position_embeddings=40, position_offset=2, layer_norm_eps=1e-5)
     path = tmp_path / "bert_config.json"
     write_config(roberta, str(path))

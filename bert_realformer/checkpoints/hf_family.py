@@ -1,9 +1,10 @@
 """`Family`: what one member of the BERT family is called in Hugging Face's names.
 
 BERT and RoBERTa share the encoder's names below their prefix (`bert.` / `roberta.`) and differ
-in the heads, the class names and a few config.json fields; a family lists those, so reading and
-writing a Hugging Face directory (`huggingface`) is one piece of code for all of them. Each
-family's names are one module: BERT's in `huggingface`, RoBERTa's in `roberta`.
+in the heads, the class names and a few config.json fields; DistilBERT names its layers too; a
+family lists all of those, so reading and writing a Hugging Face directory (`huggingface`) is one
+piece of code for every family. Each family's names are one module: BERT's in `huggingface`,
+RoBERTa's in `roberta`, DistilBERT's in `distilbert`.
 
 A row is (Hugging Face name, TF1 name, transpose): Hugging Face keeps PyTorch's [out, in] dense
 weights, the original [in, out].
@@ -12,6 +13,7 @@ weights, the original [in, out].
 from __future__ import annotations
 
 import dataclasses
+import types
 from collections.abc import Callable, Mapping
 
 Row = tuple[str, str, bool]
@@ -49,6 +51,24 @@ POOLER: tuple[Row, ...] = (
 POOLER_WEIGHTS = tuple(tf1 for _, tf1, _ in POOLER)
 WORD_EMBEDDINGS = "bert/embeddings/word_embeddings"
 
+# Our activation names -> Hugging Face's (its "gelu" is the exact one, the original's the tanh form).
+OURS_TO_HF_ACTIVATION = types.MappingProxyType({
+    "gelu_exact": "gelu", "gelu": "gelu_new", "gelu_new": "gelu_new", "relu": "relu", "tanh": "tanh",
+    "swish": "silu", "linear": "linear"})
+
+
+def bert_config_fields(config) -> dict:
+    """The sizes of a BERT-shaped config.json (BERT's and RoBERTa's names)."""
+    return {"vocab_size": config.vocab_size, "hidden_size": config.hidden_size,
+            "num_hidden_layers": config.num_hidden_layers, "num_attention_heads": config.num_attention_heads,
+            "intermediate_size": config.intermediate_size,
+            "hidden_act": OURS_TO_HF_ACTIVATION[config.hidden_act.lower()],
+            "hidden_dropout_prob": config.hidden_dropout_prob,
+            "attention_probs_dropout_prob": config.attention_probs_dropout_prob,
+            "max_position_embeddings": config.max_position_embeddings,
+            "type_vocab_size": config.type_vocab_size, "initializer_range": config.initializer_range,
+            "layer_norm_eps": config.layer_norm_eps, "position_embedding_type": "absolute"}
+
 
 @dataclasses.dataclass(frozen=True)
 class Family:
@@ -61,7 +81,9 @@ class Family:
     decoder weights the MLM class ties; `task_heads`: {class: rows} of the fine-tuning heads;
     `pooler_in_head`: the classes whose head rows hold the pooler's weights under their own names;
     `without_pooler`: the classes transformers builds with no pooler at all;
-    `config_fields(config)`: the config.json fields of the family beyond the shared sizes.
+    `config_fields(config)`: the config.json fields of the family (sizes, special ids);
+    `embeddings`, `layer_scope` (`encoder.layer`: layer N's names start `encoder.layer.N.`),
+    `layer_parts`, `pooler`: the encoder's rows (BERT's unless a family names them otherwise).
     """
     name: str
     model_type: str
@@ -76,3 +98,7 @@ class Family:
     pretraining_class: str | None = None
     pooler_in_head: frozenset[str] = frozenset()
     without_pooler: frozenset[str] = frozenset()
+    embeddings: tuple[Row, ...] = EMBEDDINGS
+    layer_scope: str = "encoder.layer"
+    layer_parts: tuple[Row, ...] = LAYER_PARTS
+    pooler: tuple[Row, ...] = POOLER

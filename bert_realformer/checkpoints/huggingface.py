@@ -20,15 +20,9 @@ import numpy as np
 
 from bert_realformer import storage
 from bert_realformer.checkpoints.config_files import config_from_hf
+from bert_realformer.checkpoints.distilbert import DISTILBERT
 from bert_realformer.checkpoints.formats import WeightFormat, Weights, name_list, refuse_unless_forced, register
-from bert_realformer.checkpoints.hf_family import (
-    EMBEDDINGS,
-    LAYER_PARTS,
-    POOLER,
-    POOLER_WEIGHTS,
-    WORD_EMBEDDINGS,
-    Family,
-)
+from bert_realformer.checkpoints.hf_family import POOLER_WEIGHTS, WORD_EMBEDDINGS, Family, bert_config_fields
 from bert_realformer.checkpoints.hf_tokenizer import tokenizer_files, vocabulary_beside
 from bert_realformer.checkpoints.roberta import ROBERTA
 from bert_realformer.checkpoints.tf1 import POOLER_OPTIONAL, WEIGHT_FILES, missing_encoder_weights
@@ -36,13 +30,9 @@ from bert_realformer.errors import InputError
 from bert_realformer.text_files import read_text
 from modeling.config import ConfigError
 
-_OURS_TO_HF_ACT = types.MappingProxyType({
-    "gelu_exact": "gelu", "gelu": "gelu_new", "gelu_new": "gelu_new", "relu": "relu", "tanh": "tanh",
-    "swish": "silu", "linear": "linear"})
-
 
 def _bert_config_fields(config):
-    return {"pad_token_id": 0}
+    return {**bert_config_fields(config), "pad_token_id": 0}
 
 
 BERT = Family(
@@ -74,13 +64,15 @@ BERT = Family(
     config_fields=_bert_config_fields,
     without_pooler=frozenset({"BertForMaskedLM", "BertForQuestionAnswering", "BertForTokenClassification"}),
 )
-FAMILIES = (BERT, ROBERTA)
+FAMILIES = (BERT, ROBERTA, DISTILBERT)
 NO_HF_PLACE = ("cls/ner/transitions",)  # a CRF's transition matrix: Hugging Face has no CRF
 
 
 def family_of(config):
-    """The family whose config.json expresses `config`: RoBERTa where positions start past a
-    padding index, else BERT."""
+    """The family whose config.json expresses `config`: DistilBERT where it has no token types,
+    RoBERTa where positions start past a padding index, else BERT."""
+    if not config.type_vocab_size:
+        return DISTILBERT
     return ROBERTA if config.position_offset else BERT
 
 
@@ -97,10 +89,10 @@ def _name_map(family, num_layers, prefix, architecture=None):
     `architecture` (one of `family`'s classes; None: its pretraining heads) when `prefix` is
     the family's (a task class)."""
     in_head = prefix and architecture in family.pooler_in_head
-    rows = [(prefix + hf, tf1, t) for hf, tf1, t in EMBEDDINGS + (() if in_head else POOLER)]
+    rows = [(prefix + hf, tf1, t) for hf, tf1, t in family.embeddings + (() if in_head else family.pooler)]
     for i in range(num_layers):
-        rows += [(f"{prefix}encoder.layer.{i}.{hf}", f"bert/encoder/layer_{i}/{tf1}", t)
-                 for hf, tf1, t in LAYER_PARTS]
+        rows += [(f"{prefix}{family.layer_scope}.{i}.{hf}", f"bert/encoder/layer_{i}/{tf1}", t)
+                 for hf, tf1, t in family.layer_parts]
     if not prefix:
         return rows
     if architecture in family.task_heads:
@@ -175,18 +167,8 @@ def config_to_hf(config, architecture, force=False, labels=None, num_labels=None
                           f"{config.residual_attention!r} cannot be expressed by Hugging Face's "
                           f"{family.encoder_class} (it would silently become plain {family.name}); pass force to "
                           "export anyway", options=("force",))
-    return {"architectures": [architecture], "model_type": family.model_type,
-            "vocab_size": config.vocab_size, "hidden_size": config.hidden_size,
-            "num_hidden_layers": config.num_hidden_layers,
-            "num_attention_heads": config.num_attention_heads,
-            "intermediate_size": config.intermediate_size,
-            "hidden_act": _OURS_TO_HF_ACT[config.hidden_act.lower()],
-            "hidden_dropout_prob": config.hidden_dropout_prob,
-            "attention_probs_dropout_prob": config.attention_probs_dropout_prob,
-            "max_position_embeddings": config.max_position_embeddings,
-            "type_vocab_size": config.type_vocab_size, "initializer_range": config.initializer_range,
-            "layer_norm_eps": config.layer_norm_eps, "position_embedding_type": "absolute",
-            **family.config_fields(config), **_label_fields(architecture, labels, num_labels, multi_label)}
+    return {"architectures": [architecture], "model_type": family.model_type, **family.config_fields(config),
+            **_label_fields(architecture, labels, num_labels, multi_label)}
 
 
 def _label_fields(architecture, labels, num_labels, multi_label=False):
@@ -249,11 +231,14 @@ def write_hf_dir(path, config, values, vocab_file=None, force=False, labels=None
     heads = family.task_heads.get(architecture)
     num_labels = values[heads[0][1]].shape[0] if heads else None
     hf_config = config_to_hf(config, architecture, force, labels, num_labels, multi_label)
-    if left_out and not force:
-        crf = [name for name in left_out if name in NO_HF_PLACE]
+    # (a class with no pooler in a family that never has one: nothing of its function is lost)
+    unused_pooler = POOLER_WEIGHTS if not family.pooler and architecture in family.without_pooler else ()
+    dropped = [name for name in left_out if name not in unused_pooler]
+    if dropped and not force:
+        crf = [name for name in dropped if name in NO_HF_PLACE]
         why = " (Hugging Face's token classification has no CRF)" if crf else ""
-        raise ConfigError(f"{len(left_out)} weights have no place in Hugging Face's {architecture}{why} and would "
-                          f"be dropped: {name_list(left_out)}; pass force to write without them", options=("force",))
+        raise ConfigError(f"{len(dropped)} weights have no place in Hugging Face's {architecture}{why} and would "
+                          f"be dropped: {name_list(dropped)}; pass force to write without them", options=("force",))
     # Tied tensors must not share memory in a safetensors file; transformers 4.x needs the
     # "format" metadata to load it.
     weights = save({k: np.array(v, copy=True) for k, v in tensors.items()}, metadata={"format": "pt"})

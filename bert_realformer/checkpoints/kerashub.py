@@ -42,9 +42,12 @@ def check_expressible(config: BertConfig) -> None:
     if config.hidden_act.lower() != "gelu":
         raise ConfigError(f"hidden_act {config.hidden_act!r} cannot be expressed by KerasHub's BertBackbone "
                           "(the original tanh GELU only)")
-    if config.position_offset or config.layer_norm_eps != 1e-12:
-        raise ConfigError(f"position_offset {config.position_offset} and layer_norm_eps {config.layer_norm_eps} "
-                          "cannot be expressed by KerasHub's BertBackbone (BERT's 0 and 1e-12 only)")
+    if (config.position_offset, config.layer_norm_eps, config.pooler_activation) != (0, 1e-12, "tanh") \
+            or not config.type_vocab_size:
+        raise ConfigError(f"position_offset {config.position_offset}, layer_norm_eps {config.layer_norm_eps}, "
+                          f"pooler_activation {config.pooler_activation!r} and type_vocab_size "
+                          f"{config.type_vocab_size} cannot be expressed by KerasHub's BertBackbone (BERT's 0, "
+                          "1e-12, 'tanh' and token types only)")
 
 
 def _pairs(backbone):

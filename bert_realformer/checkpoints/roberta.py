@@ -11,7 +11,7 @@ and multiple choice are BERT's heads. RoBERTa has no next-sentence head.
 
 import types
 
-from bert_realformer.checkpoints.hf_family import Family
+from bert_realformer.checkpoints.hf_family import Family, bert_config_fields
 
 ROBERTA = Family(
     name="RoBERTa", model_type="roberta", prefix="roberta.", encoder_class="RobertaModel",
@@ -38,7 +38,8 @@ ROBERTA = Family(
         "RobertaForMultipleChoice": (("classifier.weight", "cls/multiple_choice/output_weights", False),
                                      ("classifier.bias", "cls/multiple_choice/output_bias", False)),
     }),
-    config_fields=lambda config: {"pad_token_id": config.position_offset - 1, "bos_token_id": 0, "eos_token_id": 2},
+    config_fields=lambda config: {**bert_config_fields(config), "pad_token_id": config.position_offset - 1,
+                                  "bos_token_id": 0, "eos_token_id": 2},
     pooler_in_head=frozenset({"RobertaForSequenceClassification"}),
     without_pooler=frozenset({"RobertaForMaskedLM", "RobertaForQuestionAnswering", "RobertaForTokenClassification"}),
 )

@@ -1,7 +1,8 @@
-"""RoBERTa from Hugging Face: randomly initialised RoBERTa models of every class, saved by
-transformers, converted with `--from=hf`, give transformers' hidden states and head outputs to
-1e-5 in our models; written back with `--to=hf`, transformers loads them and gives the same
-outputs again; and the same weights read as RealFormer run as a different function."""
+"""RoBERTa and DistilBERT from Hugging Face: randomly initialised models of every class of the
+family, saved by transformers, converted with `--from=hf`, give transformers' hidden states and
+head outputs to 1e-5 in our models; written back with `--to=hf`, transformers loads them and gives
+the same outputs again; the same weights read as RealFormer run as a different function; a class
+built without a pooler starts a classifier's pooler fresh and is never served with a random one."""
 
 import json
 import sys
@@ -17,23 +18,32 @@ from bert_realformer.checkpoints.config_files import read_config
 
 pytestmark = pytest.mark.slow  # transformers in subprocesses
 
-ORACLE = __file__.replace("test_roberta.py", "helpers/roberta_oracle.py")
-HEADS = {"RobertaModel": "encoder", "RobertaForMaskedLM": "masked_lm", "RobertaForSequenceClassification": "classifier",
-         "RobertaForTokenClassification": "tokens", "RobertaForQuestionAnswering": "span",
-         "RobertaForMultipleChoice": "choice"}
+ORACLE = __file__.replace("test_hf_families.py", "helpers/hf_family_oracle.py")
+HEADS = {"Model": "encoder", "ForMaskedLM": "masked_lm", "ForSequenceClassification": "classifier",
+         "ForTokenClassification": "tokens", "ForQuestionAnswering": "span", "ForMultipleChoice": "choice"}
 LENGTH = 9
+# family: (its classes' prefix, its padding id, what our config holds: (position_offset,
+# layer_norm_eps, type_vocab_size, pooler_activation), what its config.json holds)
+FAMILIES = {
+    "roberta": ("Roberta", 1, (2, 1e-5, 1, "tanh"),
+                {"model_type": "roberta", "pad_token_id": 1, "layer_norm_eps": 1e-5, "hidden_size": 32}),
+    "distilbert": ("DistilBert", 0, (0, 1e-12, 0, "relu"),
+                   {"model_type": "distilbert", "dim": 32, "n_layers": 2, "hidden_dim": 37}),
+}
 
 
-def _inputs():
-    """Two sequences of 9 (the second padded with RoBERTa's padding id 1 past its 6th token)."""
+def _inputs(pad_id):
+    """Two sequences of 9 (the second padded past its 6th token)."""
     rng = np.random.default_rng(3)
     ids = rng.integers(3, 99, size=(2, LENGTH))
     mask = np.ones_like(ids)
-    ids[1, 6:], mask[1, 6:] = 1, 0
+    ids[1, 6:], mask[1, 6:] = pad_id, 0
     return ids, mask
 
 
-def _oracle(request):
+def _oracle(family, directory, ids, mask, action="make"):
+    request = {"family": family, action: str(directory),
+               "inputs": {"input_ids": ids.tolist(), "attention_mask": mask.tolist()}}
     result = script_processes.run([sys.executable, ORACLE], input=json.dumps(request), capture_output=True, text=True,
                                   timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -41,8 +51,9 @@ def _oracle(request):
 
 
 def _model(head, config):
-    return {"encoder": lambda: modeling.BertModel(config), "masked_lm": lambda: modeling.BertPretrainer(
-        config, next_sentence=False), "classifier": lambda: modeling.BertClassifier(config, 3),
+    return {"encoder": lambda: modeling.BertModel(config),
+            "masked_lm": lambda: modeling.BertPretrainer(config, next_sentence=False),
+            "classifier": lambda: modeling.BertClassifier(config, 3),
             "tokens": lambda: modeling.BertTokenClassifier(config, 5), "span": lambda: modeling.BertSpanLabeler(config),
             "choice": lambda: modeling.BertMultipleChoice(config)}[head]()
 
@@ -72,12 +83,14 @@ def _log_softmax(x):
 
 
 def _compare(theirs, ours, mask, what):
-    """Every output at 1e-5; per-position outputs where the mask keeps the position (RoBERTa
-    gives a padded position the padding row's position embedding, we the next row)."""
-    for name, head in HEADS.items():
-        for key, value in ours[name].items():
-            expected = np.array(theirs[name][key])
-            if head == "masked_lm":
+    """Every output transformers gives at 1e-5; per-position outputs where the mask keeps the
+    position (RoBERTa gives a padded position the padding row's position embedding, we the next)."""
+    for name, outputs in theirs.items():
+        for key, expected in outputs.items():
+            if key == "architectures":
+                continue
+            expected, value = np.array(expected), ours[name][key]
+            if name.endswith("ForMaskedLM"):
                 expected = _log_softmax(expected)
             if expected.ndim >= 2 and expected.shape[:2] == mask.shape:
                 expected, value = expected[mask == 1], value[mask == 1]
@@ -91,39 +104,45 @@ def _load(directory, head):
     return config, model
 
 
-def test_every_roberta_class_reads_and_writes_back_exactly(tmp_path):
-    ids, mask = _inputs()
-    inputs = {"input_ids": ids.tolist(), "attention_mask": mask.tolist()}
-    theirs = _oracle({"make": str(tmp_path / "hf"), "inputs": inputs})
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_class_reads_and_writes_back_exactly(tmp_path, family):
+    prefix, pad_id, keys, written_keys = FAMILIES[family]
+    ids, mask = _inputs(pad_id)
+    theirs = _oracle(family, tmp_path / "hf", ids, mask)
     ours = {}
-    for name, head in HEADS.items():
+    for head_class, head in HEADS.items():
+        name = prefix + head_class
         result = convert("--from=hf", "--to=tf1", f"--input={tmp_path}/hf/{name}", f"--output={tmp_path}/tf1/{name}")
         assert result.returncode == 0, (name, result.stderr[-2000:])
         config, model = _load(tmp_path / "tf1" / name, head)
-        assert (config.position_offset, config.layer_norm_eps, config.type_vocab_size) == (2, 1e-5, 1)
+        assert (config.position_offset, config.layer_norm_eps, config.type_vocab_size,
+                config.pooler_activation) == keys
         ours[name] = _ours(head, model, ids, mask)
-        if name == "RobertaForMaskedLM":  # no pooler in that class: said, and left for a classifier to start
-            assert "RobertaForMaskedLM has no pooler" in result.stderr
+        if head == "masked_lm":  # no pooler in that class: said, and left for a classifier to start
+            assert f"{name} has no pooler" in result.stderr
     _compare(theirs, ours, mask, "read from transformers")
 
-    for name in HEADS:
+    for head_class in HEADS:
+        name = prefix + head_class
         back = convert("--from=tf1", "--to=hf", f"--input={tmp_path}/tf1/{name}/bert_model.ckpt",
                        f"--output={tmp_path}/back/{name}")
         assert back.returncode == 0, (name, back.stderr[-2000:])
         written = json.loads((tmp_path / "back" / name / "config.json").read_text())
-        assert (written["model_type"], written["pad_token_id"], written["layer_norm_eps"]) == ("roberta", 1, 1e-5)
-    again = _oracle({"load": str(tmp_path / "back"), "inputs": inputs})
-    for name in HEADS:
-        assert again[name]["architectures"] == [name]
+        assert {key: written.get(key) for key in written_keys} == written_keys
+    again = _oracle(family, tmp_path / "back", ids, mask, action="load")
+    for name, outputs in again.items():
+        assert outputs["architectures"] == [name]
     _compare(again, ours, mask, "written back to transformers")
 
 
-def test_roberta_weights_run_as_realformer(tmp_path):
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_weights_run_as_realformer(tmp_path, family):
     """Read as RealFormer, sum or running mean (each layer adds the previous layers' scores),
     the same weights give another function on the same inputs: far beyond float32 rounding."""
-    ids, mask = _inputs()
-    _oracle({"make": str(tmp_path / "hf"), "inputs": {"input_ids": ids.tolist(), "attention_mask": mask.tolist()}})
-    result = convert("--from=hf", "--to=tf1", f"--input={tmp_path}/hf/RobertaModel", f"--output={tmp_path}/tf1")
+    prefix, pad_id, _, _ = FAMILIES[family]
+    ids, mask = _inputs(pad_id)
+    _oracle(family, tmp_path / "hf", ids, mask)
+    result = convert("--from=hf", "--to=tf1", f"--input={tmp_path}/hf/{prefix}Model", f"--output={tmp_path}/tf1")
     assert result.returncode == 0, result.stderr[-2000:]
     config, post_ln = _load(tmp_path / "tf1", "encoder")
     baseline = _ours("encoder", post_ln, ids, mask)["sequence"]
@@ -133,19 +152,22 @@ def test_roberta_weights_run_as_realformer(tmp_path):
         sequence = _ours("encoder", model, ids, mask)["sequence"]
         assert np.isfinite(sequence).all()
         assert np.abs(sequence - baseline)[mask == 1].max() > 1e-3, variant
-    too_long = np.full((1, 39), 5)
-    with pytest.raises(ValueError, match="exceeds max_position_embeddings 40 less position_offset 2"):
+    too_long = np.full((1, 41 - config.position_offset), 5)
+    limit = "exceeds max_position_embeddings 40" + (" less position_offset 2" if config.position_offset else "")
+    with pytest.raises(ValueError, match=limit):
         post_ln({"input_ids": too_long})
 
 
-def test_a_masked_lm_without_a_pooler_starts_a_classifier_and_is_not_served(tmp_path, caplog):
-    """transformers builds RobertaForMaskedLM without a pooler: the TF1 checkpoint goes on
-    without it, a classifier built from the Hugging Face directory itself (as --init_checkpoint
-    reads it) starts its pooler fresh and says so, and a SavedModel, which would serve a random
-    pooler, is refused."""
-    ids, mask = _inputs()
-    _oracle({"make": str(tmp_path / "hf"), "inputs": {"input_ids": ids.tolist(), "attention_mask": mask.tolist()}})
-    hf = tmp_path / "hf" / "RobertaForMaskedLM"
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_masked_lm_without_a_pooler_starts_a_classifier_and_is_not_served(tmp_path, caplog, family):
+    """transformers builds the masked LM without a pooler: the TF1 checkpoint goes on without
+    it, a classifier built from the Hugging Face directory itself (as --init_checkpoint reads it)
+    starts its pooler fresh and says so, and a SavedModel, which would serve a random pooler, is
+    refused."""
+    prefix, pad_id, _, _ = FAMILIES[family]
+    ids, mask = _inputs(pad_id)
+    _oracle(family, tmp_path / "hf", ids, mask)
+    hf = tmp_path / "hf" / f"{prefix}ForMaskedLM"
     result = convert("--from=hf", "--to=tf1", f"--input={hf}", f"--output={tmp_path}/tf1")
     assert result.returncode == 0, result.stderr[-2000:]
     assert "bert/pooler/dense/kernel" not in checkpoints.read_tf1_checkpoint(str(tmp_path / "tf1"))

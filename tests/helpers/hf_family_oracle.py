@@ -1,0 +1,62 @@
+"""transformers' RoBERTa or DistilBERT (PyTorch) in a fresh process, for tests/test_hf_families.py.
+
+stdin: {"family": "roberta" or "distilbert", "make": directory, "inputs": {input_ids,
+attention_mask}} saves a randomly initialised small model of each of the family's classes under
+directory/CLASS (every weight drawn, biases and LayerNorms too); {"family": ..., "load": directory,
+"inputs": ...} loads directory/CLASS instead. Either prints JSON {CLASS: outputs} on those inputs
+(multiple choice: each example as the first of 2 choices, the batch reversed as the second).
+"""
+
+import json
+import os
+import sys
+
+import numpy as np
+import torch
+import transformers
+
+HEADS = ("Model", "ForMaskedLM", "ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering",
+         "ForMultipleChoice")
+FAMILIES = {
+    "roberta": ("Roberta", lambda: transformers.RobertaConfig(
+        vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
+        max_position_embeddings=40, type_vocab_size=1, pad_token_id=1, bos_token_id=0, eos_token_id=2,
+        layer_norm_eps=1e-5)),
+    "distilbert": ("DistilBert", lambda: transformers.DistilBertConfig(
+        vocab_size=99, dim=32, n_layers=2, n_heads=4, hidden_dim=37, max_position_embeddings=40)),
+}
+NUM_LABELS = {"ForTokenClassification": 5, "ForQuestionAnswering": 2}
+
+request = json.loads(sys.stdin.read())
+inputs = {k: torch.tensor(np.array(v), dtype=torch.long) for k, v in request["inputs"].items()}
+class_prefix, make_config = FAMILIES[request["family"]]
+results = {}
+for index, head in enumerate(HEADS):
+    name = class_prefix + head
+    cls = getattr(transformers, name)
+    if "make" in request:
+        config = make_config()
+        config.num_labels = NUM_LABELS.get(head, 3)
+        torch.manual_seed(index)
+        model = cls(config).eval()
+        with torch.no_grad():
+            for parameter in model.parameters():
+                parameter.normal_(0.0, 0.3)
+        model.save_pretrained(os.path.join(request["make"], name))
+    else:
+        model = cls.from_pretrained(os.path.join(request["load"], name)).eval()
+    with torch.no_grad():
+        if head == "ForMultipleChoice":
+            out = model(**{k: torch.stack([v, v.flip(0)], dim=1) for k, v in inputs.items()})
+        else:
+            out = model(**inputs)
+    if head == "Model":
+        results[name] = {"sequence": out.last_hidden_state.numpy().tolist()}
+        if getattr(out, "pooler_output", None) is not None:
+            results[name]["pooled"] = out.pooler_output.numpy().tolist()
+    elif head == "ForQuestionAnswering":
+        results[name] = {"start": out.start_logits.numpy().tolist(), "end": out.end_logits.numpy().tolist()}
+    else:
+        results[name] = {"logits": out.logits.numpy().tolist()}
+    results[name]["architectures"] = model.config.architectures
+print(json.dumps(results))
