@@ -5,6 +5,8 @@ the same outputs again; the same weights read as RealFormer run as a different f
 built without a pooler starts a classifier's pooler fresh and is never served with a random one."""
 
 import json
+import os
+import random
 import sys
 
 import numpy as np
@@ -18,7 +20,9 @@ from bert_realformer.checkpoints.config_files import read_config
 
 pytestmark = pytest.mark.slow  # transformers in subprocesses
 
-ORACLE = __file__.replace("test_hf_families.py", "helpers/hf_family_oracle.py")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ORACLE = os.path.join(ROOT, "tests", "helpers", "hf_family_oracle.py")
+VOCAB = os.path.join(ROOT, "tests", "data", "bert_postln_tiny", "vocab.txt")  # 128 WordPiece tokens
 HEADS = {"Model": "encoder", "ForMaskedLM": "masked_lm", "ForSequenceClassification": "classifier",
          "ForTokenClassification": "tokens", "ForQuestionAnswering": "span", "ForMultipleChoice": "choice"}
 LENGTH = 9
@@ -41,8 +45,8 @@ def _inputs(pad_id):
     return ids, mask
 
 
-def _oracle(family, directory, ids, mask, action="make"):
-    request = {"family": family, action: str(directory),
+def _oracle(family, directory, ids, mask, action="make", vocab_size=99):
+    request = {"family": family, action: str(directory), "vocab_size": vocab_size,
                "inputs": {"input_ids": ids.tolist(), "attention_mask": mask.tolist()}}
     result = script_processes.run([sys.executable, ORACLE], input=json.dumps(request), capture_output=True, text=True,
                                   timeout=600)
@@ -181,3 +185,56 @@ def test_a_masked_lm_without_a_pooler_starts_a_classifier_and_is_not_served(tmp_
                      f"--output={tmp_path}/sm")
     assert served.returncode == 2 and "2 weights of this config are missing" in served.stderr, served.stderr[-2000:]
     assert not (tmp_path / "sm").exists()
+
+
+def test_distilbert_fine_tunes_as_post_ln_and_realformer_and_leaves_for_transformers(tmp_path):
+    """The journey from a DistilBERT directory (WordPiece, as DistilBERT's releases are):
+    run_classifier.py fine-tunes from it as it is (--init_checkpoint=DIR, its config.json) as
+    post-LN and as RealFormer; the post-LN run, converted back, is a DistilBertForSequenceClassification
+    that, tokenizing the raw test texts itself, gives the run's test_results.tsv."""
+    ids, mask = _inputs(0)
+    _oracle("distilbert", tmp_path / "hf", ids, mask, vocab_size=128)
+    release = tmp_path / "hf" / "DistilBertForMaskedLM"
+    rng = random.Random(0)
+    words = "the cat sat on a mat dog played in snow old man reads it rained".split()
+    labels = ["negative", "neutral", "positive"]
+    rows = {split: [(" ".join(rng.choices(words, k=rng.randint(3, 12))), labels[i % 3]) for i in range(n)]
+            for split, n in (("train", 24), ("test", 9))}
+    data = tmp_path / "data"
+    data.mkdir()
+    for split, part in rows.items():
+        (data / f"{split}.tsv").write_text("text\tlabel\n" + "".join(f"{t}\t{label}\n" for t, label in part))
+    for variant in ("none", "sum"):
+        out = tmp_path / f"run_{variant}"
+        trained = script_processes.run(
+            [sys.executable, os.path.join(ROOT, "run_classifier.py"), "--task_name=generic", f"--data_dir={data}",
+             f"--vocab_file={VOCAB}", f"--bert_config_file={release}/config.json", f"--init_checkpoint={release}",
+             f"--residual_attention={variant}", "--max_seq_length=16", "--train_batch_size=8",
+             "--num_train_epochs=2", "--learning_rate=1e-3", f"--output_dir={out}", "--do_train", "--do_predict"],
+            capture_output=True, text=True, timeout=900)
+        assert trained.returncode == 0, trained.stderr[-3000:]
+        assert "freshly initialised (not in it): bert/pooler/dense/kernel, bert/pooler/dense/bias" in trained.stderr
+        recorded = json.loads((out / "bert_config.json").read_text())
+        assert (recorded["type_vocab_size"], recorded["pooler_activation"], recorded["residual_attention"]) == (
+            0, "relu", variant)
+        probabilities = np.loadtxt(out / "test_results.tsv", delimiter="\t")
+        np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, atol=1e-5)
+    result = convert("--from=ours", "--to=hf", f"--input={tmp_path}/run_none", f"--vocab_file={VOCAB}",
+                     f"--output={tmp_path}/back")
+    assert result.returncode == 0, result.stderr[-3000:]
+    code = ("import json, sys, torch, transformers\n"
+            f"d = {str(tmp_path / 'back')!r}\n"
+            "t = transformers.AutoTokenizer.from_pretrained(d)\n"
+            "m = transformers.AutoModelForSequenceClassification.from_pretrained(d).eval()\n"
+            "x = t(json.loads(sys.stdin.read()), max_length=16, truncation=True, padding='max_length',"
+            " return_tensors='pt')\n"
+            "with torch.no_grad():\n"
+            "    p = torch.softmax(m(**x).logits, -1)\n"
+            "print(json.dumps({'p': p.numpy().tolist(), 'class': type(m).__name__}))\n")
+    served = script_processes.run([sys.executable, "-c", code], input=json.dumps([t for t, _ in rows["test"]]),
+                                  capture_output=True, text=True, timeout=300)
+    assert served.returncode == 0, served.stderr[-3000:]
+    theirs = json.loads(served.stdout.strip().splitlines()[-1])
+    assert theirs["class"] == "DistilBertForSequenceClassification"
+    np.testing.assert_allclose(np.array(theirs["p"]), np.loadtxt(tmp_path / "run_none" / "test_results.tsv",
+                                                                 delimiter="\t"), atol=1e-4)

@@ -83,7 +83,8 @@ class Family:
     `without_pooler`: the classes transformers builds with no pooler at all;
     `config_fields(config)`: the config.json fields of the family (sizes, special ids);
     `embeddings`, `layer_scope` (`encoder.layer`: layer N's names start `encoder.layer.N.`),
-    `layer_parts`, `pooler`: the encoder's rows (BERT's unless a family names them otherwise).
+    `layer_parts`, `pooler`: the encoder's rows (BERT's unless a family names them otherwise);
+    `wordpiece`: its tokenizer is BERT's (a vocab.txt may be made from its tokenizer.json).
     """
     name: str
     model_type: str
@@ -102,3 +103,4 @@ class Family:
     layer_scope: str = "encoder.layer"
     layer_parts: tuple[Row, ...] = LAYER_PARTS
     pooler: tuple[Row, ...] = POOLER
+    wordpiece: bool = True

@@ -103,13 +103,15 @@ def tokenizer_json(vocab_file: str, do_lower_case: bool) -> str:
     return json.dumps(document, ensure_ascii=False)
 
 
-def tokenizer_files(vocab_file: str, do_lower_case: bool, max_length: int) -> dict[str, str]:
+def tokenizer_files(vocab_file: str, do_lower_case: bool, max_length: int,
+                    token_types: bool = True) -> dict[str, str]:
     """{file name: text} to write beside vocab.txt: `tokenizer.json`, with the configuration that
     makes transformers load it as it is (`PreTrainedTokenizerFast`, giving BERT's inputs with the
-    pair's `token_type_ids`; `do_lower_case` is recorded, the pipeline already applies it)."""
+    pair's `token_type_ids`, or without them for a model that has no token types, as DistilBERT;
+    `do_lower_case` is recorded, the pipeline already applies it)."""
+    inputs = ["input_ids", "token_type_ids", "attention_mask"] if token_types else ["input_ids", "attention_mask"]
     config = {"tokenizer_class": "PreTrainedTokenizerFast", "do_lower_case": bool(do_lower_case),
-              "model_max_length": max_length, "model_input_names": ["input_ids", "token_type_ids", "attention_mask"],
-              **SPECIAL_TOKENS}
+              "model_max_length": max_length, "model_input_names": inputs, **SPECIAL_TOKENS}
     return {"tokenizer.json": tokenizer_json(vocab_file, do_lower_case),
             "tokenizer_config.json": json.dumps(config, indent=2),
             "special_tokens_map.json": json.dumps(dict(SPECIAL_TOKENS), indent=2)}

@@ -246,7 +246,8 @@ def write_hf_dir(path, config, values, vocab_file=None, force=False, labels=None
     storage.write_atomic(os.path.join(path, "config.json"), json.dumps(hf_config, indent=2))
     if vocab_file:
         storage.write_atomic(os.path.join(path, "vocab.txt"), storage.read_bytes(vocab_file))
-        for name, text in tokenizer_files(vocab_file, do_lower_case, config.max_position_embeddings).items():
+        for name, text in tokenizer_files(vocab_file, do_lower_case, config.max_sequence_length,
+                                          token_types=bool(config.type_vocab_size)).items():
             storage.write_atomic(os.path.join(path, name), text)
     return architecture, left_out
 
@@ -262,7 +263,7 @@ class HuggingFaceFormat(WeightFormat):
     def read(self, path, options):
         config, values, vocab, unused, labels, architecture, family = read_hf_dir(path)
         made = None
-        if options.vocab_file is None and vocab is None and options.scratch_dir is not None and family is BERT:
+        if options.vocab_file is None and vocab is None and options.scratch_dir is not None and family.wordpiece:
             made = vocabulary_beside(path, options.scratch_dir)
         weights = Weights(config, values, options.vocab_file or vocab or made, labels)
         if made:

@@ -41,5 +41,6 @@ ROBERTA = Family(
     config_fields=lambda config: {**bert_config_fields(config), "pad_token_id": config.position_offset - 1,
                                   "bos_token_id": 0, "eos_token_id": 2},
     pooler_in_head=frozenset({"RobertaForSequenceClassification"}),
+    wordpiece=False,  # byte-level BPE (vocab.json, merges.txt)
     without_pooler=frozenset({"RobertaForMaskedLM", "RobertaForQuestionAnswering", "RobertaForTokenClassification"}),
 )

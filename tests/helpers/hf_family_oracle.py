@@ -1,10 +1,11 @@
 """transformers' RoBERTa or DistilBERT (PyTorch) in a fresh process, for tests/test_hf_families.py.
 
 stdin: {"family": "roberta" or "distilbert", "make": directory, "inputs": {input_ids,
-attention_mask}} saves a randomly initialised small model of each of the family's classes under
-directory/CLASS (every weight drawn, biases and LayerNorms too); {"family": ..., "load": directory,
-"inputs": ...} loads directory/CLASS instead. Either prints JSON {CLASS: outputs} on those inputs
-(multiple choice: each example as the first of 2 choices, the batch reversed as the second).
+attention_mask}, optionally "vocab_size" (99)} saves a randomly initialised small model of each
+of the family's classes under directory/CLASS (every weight drawn, biases and LayerNorms too);
+{"family": ..., "load": directory, "inputs": ...} loads directory/CLASS instead. Either prints
+JSON {CLASS: outputs} on those inputs (multiple choice: each example as the first of 2 choices,
+the batch reversed as the second).
 """
 
 import json
@@ -18,12 +19,12 @@ import transformers
 HEADS = ("Model", "ForMaskedLM", "ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering",
          "ForMultipleChoice")
 FAMILIES = {
-    "roberta": ("Roberta", lambda: transformers.RobertaConfig(
-        vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
+    "roberta": ("Roberta", lambda vocab_size: transformers.RobertaConfig(
+        vocab_size=vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
         max_position_embeddings=40, type_vocab_size=1, pad_token_id=1, bos_token_id=0, eos_token_id=2,
         layer_norm_eps=1e-5)),
-    "distilbert": ("DistilBert", lambda: transformers.DistilBertConfig(
-        vocab_size=99, dim=32, n_layers=2, n_heads=4, hidden_dim=37, max_position_embeddings=40)),
+    "distilbert": ("DistilBert", lambda vocab_size: transformers.DistilBertConfig(
+        vocab_size=vocab_size, dim=32, n_layers=2, n_heads=4, hidden_dim=37, max_position_embeddings=40)),
 }
 NUM_LABELS = {"ForTokenClassification": 5, "ForQuestionAnswering": 2}
 
@@ -35,7 +36,7 @@ for index, head in enumerate(HEADS):
     name = class_prefix + head
     cls = getattr(transformers, name)
     if "make" in request:
-        config = make_config()
+        config = make_config(request.get("vocab_size", 99))
         config.num_labels = NUM_LABELS.get(head, 3)
         torch.manual_seed(index)
         model = cls(config).eval()
