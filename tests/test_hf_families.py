@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from helpers import script_processes
 from helpers.conversions import convert
+from helpers.transformers_classifier import transformers_probabilities
 
 import modeling
 from bert_realformer import checkpoints
@@ -222,19 +223,7 @@ def test_distilbert_fine_tunes_as_post_ln_and_realformer_and_leaves_for_transfor
     result = convert("--from=ours", "--to=hf", f"--input={tmp_path}/run_none", f"--vocab_file={VOCAB}",
                      f"--output={tmp_path}/back")
     assert result.returncode == 0, result.stderr[-3000:]
-    code = ("import json, sys, torch, transformers\n"
-            f"d = {str(tmp_path / 'back')!r}\n"
-            "t = transformers.AutoTokenizer.from_pretrained(d)\n"
-            "m = transformers.AutoModelForSequenceClassification.from_pretrained(d).eval()\n"
-            "x = t(json.loads(sys.stdin.read()), max_length=16, truncation=True, padding='max_length',"
-            " return_tensors='pt')\n"
-            "with torch.no_grad():\n"
-            "    p = torch.softmax(m(**x).logits, -1)\n"
-            "print(json.dumps({'p': p.numpy().tolist(), 'class': type(m).__name__}))\n")
-    served = script_processes.run([sys.executable, "-c", code], input=json.dumps([t for t, _ in rows["test"]]),
-                                  capture_output=True, text=True, timeout=300)
-    assert served.returncode == 0, served.stderr[-3000:]
-    theirs = json.loads(served.stdout.strip().splitlines()[-1])
-    assert theirs["class"] == "DistilBertForSequenceClassification"
-    np.testing.assert_allclose(np.array(theirs["p"]), np.loadtxt(tmp_path / "run_none" / "test_results.tsv",
-                                                                 delimiter="\t"), atol=1e-4)
+    probabilities, _, model_class = transformers_probabilities(tmp_path / "back", [t for t, _ in rows["test"]], 16)
+    assert model_class == "DistilBertForSequenceClassification"
+    np.testing.assert_allclose(probabilities, np.loadtxt(tmp_path / "run_none" / "test_results.tsv", delimiter="\t"),
+                               atol=1e-4)

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from helpers import script_processes
 from helpers.conversions import convert, refused_then_forced
+from helpers.transformers_classifier import transformers_probabilities
 
 import modeling
 from bert_realformer import checkpoints
@@ -218,22 +219,9 @@ def test_a_fine_tuned_classifier_run_leaves_for_transformers_with_its_labels(tmp
     result = convert("--from=ours", "--to=hf", f"--input={out}", f"--vocab_file={POSTLN}/vocab.txt",
                      f"--output={tmp_path}/hf")
     assert result.returncode == 0, result.stderr[-3000:]
-    code = ("import json, sys, torch, transformers\n"
-            f"d = {str(tmp_path / 'hf')!r}\n"
-            "t = transformers.AutoTokenizer.from_pretrained(d)\n"
-            "m = transformers.AutoModelForSequenceClassification.from_pretrained(d).eval()\n"
-            "x = t(json.loads(sys.stdin.read()), max_length=16, truncation=True, padding='max_length',"
-            " return_tensors='pt')\n"
-            "with torch.no_grad():\n"
-            "    p = torch.softmax(m(**x).logits, -1)\n"
-            "print(json.dumps({'p': p.numpy().tolist(), 'id2label': m.config.id2label}))\n")
-    served = script_processes.run([sys.executable, "-c", code], input=json.dumps([t for t, _ in rows["test"]]),
-                            capture_output=True, text=True, timeout=300)
-    assert served.returncode == 0, served.stderr[-3000:]
-    theirs = json.loads(served.stdout.strip().splitlines()[-1])
-    assert theirs["id2label"] == {str(i): label for i, label in enumerate(labels)}
-    np.testing.assert_allclose(np.array(theirs["p"]), np.loadtxt(out / "test_results.tsv", delimiter="\t"),
-                               atol=1e-4)
+    probabilities, id2label, _ = transformers_probabilities(tmp_path / "hf", [t for t, _ in rows["test"]], 16)
+    assert id2label == {str(i): label for i, label in enumerate(labels)}
+    np.testing.assert_allclose(probabilities, np.loadtxt(out / "test_results.tsv", delimiter="\t"), atol=1e-4)
     # Its training_state directory as --input: the run's config and labels are found beside it.
     again = convert("--from=ours", "--to=tf1", f"--input={out}/training_state", f"--output={tmp_path}/tf1")
     assert again.returncode == 0, again.stderr[-3000:]
