@@ -55,6 +55,16 @@ def _oracle(family, directory, ids, mask, action="make", vocab_size=99):
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+@pytest.fixture(scope="module", params=list(FAMILIES))
+def saved(request, tmp_path_factory):
+    """(family, its directory of transformers-saved models, their outputs, the inputs): made once
+    per family for every test of this module."""
+    family = request.param
+    directory = tmp_path_factory.mktemp(family) / "hf"
+    ids, mask = _inputs(FAMILIES[family][1])
+    return family, directory, _oracle(family, directory, ids, mask), ids, mask
+
+
 def _model(head, config):
     return {"encoder": lambda: modeling.BertModel(config),
             "masked_lm": lambda: modeling.BertPretrainer(config, next_sentence=False),
@@ -109,15 +119,13 @@ def _load(directory, head):
     return config, model
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-def test_every_class_reads_and_writes_back_exactly(tmp_path, family):
-    prefix, pad_id, keys, written_keys = FAMILIES[family]
-    ids, mask = _inputs(pad_id)
-    theirs = _oracle(family, tmp_path / "hf", ids, mask)
+def test_every_class_reads_and_writes_back_exactly(tmp_path, saved):
+    family, hf, theirs, ids, mask = saved
+    prefix, _, keys, written_keys = FAMILIES[family]
     ours = {}
     for head_class, head in HEADS.items():
         name = prefix + head_class
-        result = convert("--from=hf", "--to=tf1", f"--input={tmp_path}/hf/{name}", f"--output={tmp_path}/tf1/{name}")
+        result = convert("--from=hf", "--to=tf1", f"--input={hf}/{name}", f"--output={tmp_path}/tf1/{name}")
         assert result.returncode == 0, (name, result.stderr[-2000:])
         config, model = _load(tmp_path / "tf1" / name, head)
         assert (config.position_offset, config.layer_norm_eps, config.type_vocab_size,
@@ -140,14 +148,12 @@ def test_every_class_reads_and_writes_back_exactly(tmp_path, family):
     _compare(again, ours, mask, "written back to transformers")
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-def test_the_weights_run_as_realformer(tmp_path, family):
+def test_the_weights_run_as_realformer(tmp_path, saved):
     """Read as RealFormer, sum or running mean (each layer adds the previous layers' scores),
     the same weights give another function on the same inputs: far beyond float32 rounding."""
-    prefix, pad_id, _, _ = FAMILIES[family]
-    ids, mask = _inputs(pad_id)
-    _oracle(family, tmp_path / "hf", ids, mask)
-    result = convert("--from=hf", "--to=tf1", f"--input={tmp_path}/hf/{prefix}Model", f"--output={tmp_path}/tf1")
+    family, hf, _, ids, mask = saved
+    prefix = FAMILIES[family][0]
+    result = convert("--from=hf", "--to=tf1", f"--input={hf}/{prefix}Model", f"--output={tmp_path}/tf1")
     assert result.returncode == 0, result.stderr[-2000:]
     config, post_ln = _load(tmp_path / "tf1", "encoder")
     baseline = _ours("encoder", post_ln, ids, mask)["sequence"]
@@ -163,16 +169,13 @@ def test_the_weights_run_as_realformer(tmp_path, family):
         post_ln({"input_ids": too_long})
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-def test_a_masked_lm_without_a_pooler_starts_a_classifier_and_is_not_served(tmp_path, caplog, family):
+def test_a_masked_lm_without_a_pooler_starts_a_classifier_and_is_not_served(tmp_path, caplog, saved):
     """transformers builds the masked LM without a pooler: the TF1 checkpoint goes on without
     it, a classifier built from the Hugging Face directory itself (as --init_checkpoint reads it)
     starts its pooler fresh and says so, and a SavedModel, which would serve a random pooler, is
     refused."""
-    prefix, pad_id, _, _ = FAMILIES[family]
-    ids, mask = _inputs(pad_id)
-    _oracle(family, tmp_path / "hf", ids, mask)
-    hf = tmp_path / "hf" / f"{prefix}ForMaskedLM"
+    family, directory, _, ids, mask = saved
+    hf = directory / f"{FAMILIES[family][0]}ForMaskedLM"
     result = convert("--from=hf", "--to=tf1", f"--input={hf}", f"--output={tmp_path}/tf1")
     assert result.returncode == 0, result.stderr[-2000:]
     assert "bert/pooler/dense/kernel" not in checkpoints.read_tf1_checkpoint(str(tmp_path / "tf1"))
