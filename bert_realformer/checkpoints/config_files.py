@@ -61,25 +61,17 @@ _HF_ACT_TO_OURS = types.MappingProxyType({
     "silu": "swish", "swish": "swish", "linear": "linear"})
 
 
-# DistilBERT's config.json names -> the original's.
-_DISTILBERT_KEYS = types.MappingProxyType({
-    "dim": "hidden_size", "n_layers": "num_hidden_layers", "n_heads": "num_attention_heads",
-    "hidden_dim": "intermediate_size", "activation": "hidden_act", "dropout": "hidden_dropout_prob",
-    "attention_dropout": "attention_probs_dropout_prob"})
-
-
 def config_from_hf(hf_config: dict, source: str = "config.json") -> BertConfig:
     """A Hugging Face BERT, RoBERTa or DistilBERT config.json object -> BertConfig (post-LN;
     RoBERTa's positions start past its padding index: `position_offset` = `pad_token_id` + 1;
     DistilBERT has no token types and a ReLU where BERT's pooler has tanh)."""
+    from bert_realformer.checkpoints.distilbert import CONFIG_NAMES as DISTILBERT_NAMES
     from modeling.config import BertConfig, ConfigError
     model_type = hf_config.get("model_type", "bert")
     if model_type not in ("bert", "roberta", "distilbert"):
         raise ConfigError(f"{source}: model_type {model_type!r} is not bert, roberta or distilbert")
     if model_type == "distilbert":
-        hf_config = {**{ours: hf_config[theirs] for theirs, ours in _DISTILBERT_KEYS.items() if theirs in hf_config},
-                     **{key: hf_config[key] for key in ("vocab_size", "max_position_embeddings", "initializer_range")
-                        if key in hf_config},
+        hf_config = {**{ours: hf_config[theirs] for theirs, ours in DISTILBERT_NAMES.items() if theirs in hf_config},
                      "type_vocab_size": 0, "pooler_activation": "relu"}
     if hf_config.get("position_embedding_type", "absolute") != "absolute":
         raise ConfigError(f"{source}: position_embedding_type {hf_config['position_embedding_type']!r} "

@@ -17,13 +17,18 @@ _POOLER = (("pre_classifier.weight", "bert/pooler/dense/kernel", True),
            ("pre_classifier.bias", "bert/pooler/dense/bias", False))
 
 
+# DistilBERT's config.json names -> the original's.
+CONFIG_NAMES = types.MappingProxyType({
+    "vocab_size": "vocab_size", "dim": "hidden_size", "n_layers": "num_hidden_layers",
+    "n_heads": "num_attention_heads", "hidden_dim": "intermediate_size", "activation": "hidden_act",
+    "dropout": "hidden_dropout_prob", "attention_dropout": "attention_probs_dropout_prob",
+    "max_position_embeddings": "max_position_embeddings", "initializer_range": "initializer_range"})
+
+
 def _config_fields(config):
-    return {"vocab_size": config.vocab_size, "dim": config.hidden_size, "n_layers": config.num_hidden_layers,
-            "n_heads": config.num_attention_heads, "hidden_dim": config.intermediate_size,
-            "activation": OURS_TO_HF_ACTIVATION[config.hidden_act.lower()], "dropout": config.hidden_dropout_prob,
-            "attention_dropout": config.attention_probs_dropout_prob,
-            "max_position_embeddings": config.max_position_embeddings,
-            "initializer_range": config.initializer_range, "sinusoidal_pos_embds": False, "pad_token_id": 0}
+    fields = {theirs: getattr(config, ours) for theirs, ours in CONFIG_NAMES.items()}
+    return {**fields, "activation": OURS_TO_HF_ACTIVATION[config.hidden_act.lower()], "sinusoidal_pos_embds": False,
+            "pad_token_id": 0}
 
 
 DISTILBERT = Family(

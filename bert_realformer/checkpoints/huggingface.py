@@ -6,7 +6,8 @@ kernel`, transposed); `BertForPreTraining` prefixes the encoder with `bert.` and
 `cls.predictions.*` (the decoder weight is the tied word embeddings) and `cls.seq_relationship.*`;
 the fine-tuning heads of the original scripts map to Hugging Face's task classes (`BERT.task_heads`),
 which `architectures` in config.json names. A family (`hf_family.Family`) holds those names:
-BERT's here, RoBERTa's in `roberta`; config.json's `model_type` says which a directory holds.
+BERT's here, RoBERTa's in `roberta`, DistilBERT's in `distilbert`; config.json's `model_type`
+says which a directory holds.
 Hugging Face's `"gelu"` is the exact erf GELU (our `"gelu_exact"`); its `"gelu_new"` is the
 original BERT's tanh GELU (our `"gelu"`). Pure NumPy: no TensorFlow, no PyTorch.
 """
@@ -142,15 +143,16 @@ def tf1_to_hf(values, num_layers, family=BERT):
     builds none (it ignores it), so that a round trip is exact."""
     architecture = architecture_of(values, family)
     prefix = "" if architecture == family.encoder_class else family.prefix
+    rows = _name_map(family, num_layers, prefix, architecture)
     out, used = {}, set()
-    for hf, tf1, transpose in _name_map(family, num_layers, prefix, architecture):
+    for hf, tf1, transpose in rows:
         if tf1 in values:
             out[hf] = np.ascontiguousarray(values[tf1].T if transpose else values[tf1])
             used.add(tf1)
     if architecture in (family.pretraining_class, family.masked_lm_class):
-        tf1_to_hf_names = {tf1: hf for hf, tf1, _ in _name_map(family, num_layers, prefix, architecture)}
+        hf_name = {tf1: hf for hf, tf1, _ in rows}
         for hf, tf1 in family.tied.items():
-            out[hf] = out[tf1_to_hf_names[tf1]]
+            out[hf] = out[hf_name[tf1]]
     left_out = sorted(name for name in values if name not in used)
     return out, architecture, left_out
 

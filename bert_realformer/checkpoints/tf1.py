@@ -31,6 +31,7 @@ from bert_realformer.checkpoints.formats import (
     register,
     write_vocab_and_labels,
 )
+from bert_realformer.checkpoints.hf_family import POOLER_WEIGHTS
 from bert_realformer.errors import InputError
 from modeling.bert import BertModel
 from modeling.config import BertConfig
@@ -221,7 +222,6 @@ def write_checkpoint_state(directory: str, basename: str) -> None:
                          f'model_checkpoint_path: "{basename}"\nall_model_checkpoint_paths: "{basename}"\n')
 
 
-POOLER_SCOPE = "bert/pooler/dense"
 WEIGHT_FILES = ("tf1", "hf")  # the targets that hold weights as they are, a missing one missing there too
 # Where a missing pooler (a Hugging Face class built without one) loses nothing: weights files go
 # on without it, and a model being trained starts it fresh and says so (evaluation refuses it).
@@ -244,7 +244,7 @@ def read_run_weights(path: str, options: ReadOptions, read_values: Callable[[str
     values = read_values(path)
     missing = missing_encoder_weights(values, config)
     # (converted from a Hugging Face class that has no pooler)
-    pooler = [name for name in missing if name.startswith(POOLER_SCOPE)] if options.target in POOLER_OPTIONAL else []
+    pooler = [name for name in missing if name in POOLER_WEIGHTS] if options.target in POOLER_OPTIONAL else []
     missing = [name for name in missing if name not in pooler]
     if missing:
         raise InputError(f"input: {len(missing)} weights of this config are missing: {name_list(missing)}",
@@ -252,7 +252,7 @@ def read_run_weights(path: str, options: ReadOptions, read_values: Callable[[str
     weights = Weights(config, values, options.vocab_file or found_beside(path, VOCAB_FILE), labels_beside(path),
                       multi_label_beside(path))
     if pooler:
-        weights.notes.append(f"{POOLER_SCOPE}: not in {path}")
+        weights.notes.append(f"bert/pooler/dense: not in {path}")
     return weights
 
 
