@@ -79,7 +79,9 @@ class AttentionLayer(keras.layers.Layer):
         return ops.transpose(x, (0, 2, 1, 3))
 
     def call(self, from_tensor, to_tensor, attention_mask=None, prev_attens=None, training=None,
-             return_probs=False):
+             return_probs=False, layer_index=None):
+        """`layer_index`: the position of this call in the stack, where one layer's weights run at
+        several (ALBERT's shared layers; the running mean divides by it); default the layer's own."""
         query = self._split_heads(self.query(from_tensor))    # [B, N, F, D]
         key = self._split_heads(self.key(to_tensor))          # [B, N, T, D]
         value = self._split_heads(self.value(to_tensor))      # [B, N, T, D]
@@ -90,7 +92,7 @@ class AttentionLayer(keras.layers.Layer):
             scores = scores + ops.cast(prev_attens, "float32")  # the carried running sum
         logits = scores
         if Variant(residual_attention=self.residual_attention).running_mean:
-            logits = logits / float(self.layer_index + 1)
+            logits = logits / float((self.layer_index if layer_index is None else layer_index) + 1)
         adder = attention_mask_adder(attention_mask)
         if adder is not None:
             logits = logits + adder
@@ -106,7 +108,7 @@ class AttentionLayer(keras.layers.Layer):
         return context, scores
 
     def compute_output_spec(self, from_tensor, to_tensor, attention_mask=None, prev_attens=None,
-                            training=None, return_probs=False):
+                            training=None, return_probs=False, layer_index=None):
         batch, from_len = from_tensor.shape[0], from_tensor.shape[1]
         to_len = to_tensor.shape[1]
         width = self.num_attention_heads * self.size_per_head

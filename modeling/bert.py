@@ -7,12 +7,15 @@
     out = model({"input_ids": ids, "input_mask": mask, "token_type_ids": types}, training=False)
 
 `out` holds what the original getters returned: `sequence_output` [B, S, H], `pooled_output`
-[B, H], `all_encoder_layers` (list of L tensors [B, S, H]), `embedding_output` [B, S, H], and,
+[B, H], `all_encoder_layers` (list of L tensors [B, S, H]), `embedding_output` [B, S, E] (E:
+`config.embedding_width`, H but for ALBERT's narrower embeddings), and,
 with `output_attention_probs=True`, `attention_probs` (list of L float32 [B, N, S, S]).
-The embedding table is `model.get_embedding_table()` ([V, H]). An input
-`word_embedding_delta` [B, S, H] is added to the looked-up word vectors (adversarial training
+The embedding table is `model.get_embedding_table()` ([V, E]). An input
+`word_embedding_delta` [B, S, E] is added to the looked-up word vectors (adversarial training
 perturbs them there; zeros change nothing).
 """
+
+import types
 
 import keras
 from keras import ops
@@ -31,7 +34,32 @@ from modeling.layers import (
 )
 from modeling.randomness import Dropout
 
-WORD_EMBEDDING_DELTA = "word_embedding_delta"  # the input added to the word vectors [B, S, H]
+WORD_EMBEDDING_DELTA = "word_embedding_delta"  # the input added to the word vectors [B, S, E]
+
+
+def _block_scopes(query, key, value, attention_output, intermediate, output, post_norms, pre_norms):
+    shared = {"query": query, "key": key, "value": value, "attention_output": attention_output,
+              "intermediate": intermediate, "output": output}
+    return types.MappingProxyType({
+        layer_norm_type: types.MappingProxyType({**shared, "attention_layer_norm": norms[0],
+                                                 "output_layer_norm": norms[1]})
+        for layer_norm_type, norms in (("post", post_norms), ("pre", pre_norms))})
+
+
+# The TF1 scopes of a block's weights inside its layer's scope, by naming and LayerNorm placement:
+# the original BERT's, and google-research/albert's (where Pre-LN's norms are named after the
+# sublayer they normalise the input of, as in BERT's Pre-LN names).
+BLOCK_SCOPES = types.MappingProxyType({
+    "bert": _block_scopes("attention/self/query", "attention/self/key", "attention/self/value",
+                          "attention/output/dense", "intermediate/dense", "output/dense",
+                          post_norms=("attention/output/LayerNorm", "output/LayerNorm"),
+                          pre_norms=("attention/LayerNorm", "intermediate/LayerNorm")),
+    "albert": _block_scopes("attention_1/self/query", "attention_1/self/key", "attention_1/self/value",
+                            "attention_1/output/dense", "ffn_1/intermediate/dense",
+                            "ffn_1/intermediate/output/dense",
+                            post_norms=("LayerNorm", "LayerNorm_1"),
+                            pre_norms=("attention_1/LayerNorm", "ffn_1/LayerNorm")),
+})
 
 
 @serializable
@@ -41,7 +69,8 @@ class BertEmbeddings(keras.layers.Layer):
     row `position_offset + i` of the table (RoBERTa starts past its padding index; its own
     code gives padded positions the padding row, which only masked-out positions see).
 
-    `call(input_ids [B, S], token_type_ids [B, S], word_delta=None [B, S, H])` -> [B, S, H]:
+    `call(input_ids [B, S], token_type_ids [B, S], word_delta=None [B, S, E])` -> [B, S, E]
+    (E: `embedding_width`):
     `word_delta` is added to the word vectors. The sum is taken in float32 (no autocasting of the
     tables); the LayerNorm casts to the compute dtype.
     """
@@ -56,14 +85,14 @@ class BertEmbeddings(keras.layers.Layer):
         c = self.config
         init = create_initializer(c.initializer_range)
         self.word_embeddings = self.add_weight(
-            name="word_embeddings", shape=(c.vocab_size, c.hidden_size), initializer=init)
+            name="word_embeddings", shape=(c.vocab_size, c.embedding_width), initializer=init)
         self.token_type_embeddings = self.add_weight(
-            name="token_type_embeddings", shape=(c.type_vocab_size, c.hidden_size),
+            name="token_type_embeddings", shape=(c.type_vocab_size, c.embedding_width),
             initializer=init) if c.type_vocab_size else None
         self.position_embeddings = self.add_weight(
-            name="position_embeddings", shape=(c.max_position_embeddings, c.hidden_size),
+            name="position_embeddings", shape=(c.max_position_embeddings, c.embedding_width),
             initializer=init)
-        self.layer_norm.build((None, None, c.hidden_size))
+        self.layer_norm.build((None, None, c.embedding_width))
 
     def call(self, input_ids, token_type_ids, training=None, word_delta=None):
         c = self.config
@@ -102,44 +131,46 @@ class BertModel(DeclaredInputs, keras.Model):
                             activation=config.pooler_activation)
 
     def build(self, input_shape=None):
-        hidden = (None, None, self.config.hidden_size)
         self.embeddings.build()
-        self.encoder.build(hidden)
+        self.encoder.build((None, None, self.config.embedding_width))
         self.pooler.build((None, self.config.hidden_size))
         self.built = True
 
     def tf1_names(self) -> list[tuple[str, keras.Variable]]:
         """[(TF1 name, variable)] in data-flow order: the original's names (`bert/...`), with
         Pre-LN's norms where its blocks have them (`attention/LayerNorm`,
-        `intermediate/LayerNorm`, `bert/encoder/LayerNorm`)."""
+        `intermediate/LayerNorm`, `bert/encoder/LayerNorm`); an ALBERT-shaped config's
+        (`num_hidden_groups`) as google-research/albert names them, one scope per group."""
         emb = self.embeddings
         names = [("bert/embeddings/word_embeddings", emb.word_embeddings),
                  *([("bert/embeddings/token_type_embeddings", emb.token_type_embeddings)]
                    if emb.token_type_embeddings is not None else []),
                  ("bert/embeddings/position_embeddings", emb.position_embeddings),
                  *layer_norm_names("bert/embeddings/LayerNorm", emb.layer_norm)]
-        pre_ln = self.config.variant.pre_ln
-        for i, block in enumerate(self.encoder.blocks):
-            p = f"bert/encoder/layer_{i}"
-            attention_ln = f"{p}/attention/LayerNorm" if pre_ln else f"{p}/attention/output/LayerNorm"
-            output_ln = f"{p}/intermediate/LayerNorm" if pre_ln else f"{p}/output/LayerNorm"
-            names += [*dense_names(f"{p}/attention/self/query", block.attention.query),
-                      *dense_names(f"{p}/attention/self/key", block.attention.key),
-                      *dense_names(f"{p}/attention/self/value", block.attention.value),
-                      *dense_names(f"{p}/attention/output/dense", block.attention_output),
-                      *layer_norm_names(attention_ln, block.attention_layer_norm),
-                      *dense_names(f"{p}/intermediate/dense", block.intermediate),
-                      *dense_names(f"{p}/output/dense", block.output_dense),
-                      *layer_norm_names(output_ln, block.output_layer_norm)]
-        if self.encoder.final_layer_norm is not None:
-            names += layer_norm_names("bert/encoder/LayerNorm", self.encoder.final_layer_norm)
+        encoder = self.encoder
+        if encoder.embedding_projection is not None:
+            names += dense_names("bert/encoder/embedding_hidden_mapping_in", encoder.embedding_projection)
+        grouped = self.config.num_hidden_groups is not None
+        scopes = BLOCK_SCOPES["albert" if grouped else "bert"]["pre" if self.config.variant.pre_ln else "post"]
+        for i, block in enumerate(encoder.blocks):
+            p = f"bert/encoder/transformer/group_{i}/inner_group_0" if grouped else f"bert/encoder/layer_{i}"
+            names += [*dense_names(f"{p}/{scopes['query']}", block.attention.query),
+                      *dense_names(f"{p}/{scopes['key']}", block.attention.key),
+                      *dense_names(f"{p}/{scopes['value']}", block.attention.value),
+                      *dense_names(f"{p}/{scopes['attention_output']}", block.attention_output),
+                      *layer_norm_names(f"{p}/{scopes['attention_layer_norm']}", block.attention_layer_norm),
+                      *dense_names(f"{p}/{scopes['intermediate']}", block.intermediate),
+                      *dense_names(f"{p}/{scopes['output']}", block.output_dense),
+                      *layer_norm_names(f"{p}/{scopes['output_layer_norm']}", block.output_layer_norm)]
+        if encoder.final_layer_norm is not None:
+            names += layer_norm_names("bert/encoder/LayerNorm", encoder.final_layer_norm)
         return names + dense_names("bert/pooler/dense", self.pooler)
 
     def call(self, inputs, training: bool = False, output_attention_probs: bool = False,
              layer_keep_probs=None) -> dict:
         """`inputs`: a dict with `input_ids` [B, S] and optional `input_mask`, `token_type_ids`
         (default all ones / all zeros, as in the original; `segment_ids`, the TFRecord name, is
-        accepted for `token_type_ids`) and `word_embedding_delta` [B, S, H] (added to the word
+        accepted for `token_type_ids`) and `word_embedding_delta` [B, S, E] (added to the word
         vectors), or just the `input_ids` tensor.
         `layer_keep_probs`: Progressive Layer Dropping keep probabilities [L] (training only)."""
         if not isinstance(inputs, dict):
@@ -177,7 +208,7 @@ class BertModel(DeclaredInputs, keras.Model):
         return outputs
 
     def get_embedding_table(self):
-        """The word-embedding table [vocab_size, hidden_size] (a variable)."""
+        """The word-embedding table [vocab_size, embedding_width] (a variable)."""
         return self.embeddings.word_embeddings
 
     def get_config(self):

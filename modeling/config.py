@@ -15,6 +15,13 @@ written), they are the original's:
   padding index plus one), so `max_seq_length` is at most `max_position_embeddings` less it.
 * `layer_norm_eps`: every LayerNorm's epsilon (the original's 1e-12; RoBERTa's 1e-5).
 * `pooler_activation`: the pooler's (`"tanh"`; DistilBERT's classifier puts a ReLU there).
+* `embedding_size` (ALBERT's): the width of the embedding tables, projected to `hidden_size` by
+  `bert/encoder/embedding_hidden_mapping_in` before the first layer (absent: `hidden_size`, no
+  projection); the masked-LM head's transform maps back to it.
+* `num_hidden_groups` (ALBERT's): the number of distinct sets of layer weights; layer i runs the
+  set `i * num_hidden_groups // num_hidden_layers` (1: one set shared by every layer). Present,
+  the layers take ALBERT's TF1 names (`bert/encoder/transformer/group_G/inner_group_0/...`);
+  ALBERT's `inner_group_num` must then be 1 (more layers inside a group are not supported).
 
 And `type_vocab_size` may be 0: no token-type embeddings (DistilBERT's), the segment ids ignored.
 
@@ -49,8 +56,8 @@ class ConfigError(InputError):
 class BertConfig:
     """Configuration of a `BertModel`: the original keys with the original's defaults, in its
     order, then ours (`layer_norm_type`, `residual_attention`: `variant`; `position_offset`,
-    `layer_norm_eps`, `pooler_activation`: the family's, written only when they differ from
-    BERT's). `extra_keys`: keys
+    `layer_norm_eps`, `pooler_activation`, `embedding_size`, `num_hidden_groups`: the family's,
+    written only when they differ from BERT's). `extra_keys`: keys
     this class does not know, kept; `source`: what the config came from (for messages)."""
     vocab_size: int | None
     hidden_size: int = 768
@@ -68,6 +75,8 @@ class BertConfig:
     position_offset: int = 0
     layer_norm_eps: float = 1e-12
     pooler_activation: str = "tanh"
+    embedding_size: int | None = None
+    num_hidden_groups: int | None = None
     extra_keys: dict[str, Any] = dataclasses.field(default_factory=dict)
     source: str = "BertConfig"
 
@@ -83,6 +92,21 @@ class BertConfig:
     @property
     def size_per_head(self) -> int:
         return self.hidden_size // self.num_attention_heads
+
+    @property
+    def embedding_width(self) -> int:
+        """The width E of the embedding tables (`embedding_size`, else `hidden_size`)."""
+        return self.embedding_size or self.hidden_size
+
+    @property
+    def num_layer_groups(self) -> int:
+        """How many distinct sets of layer weights the encoder holds (ALBERT's groups, else one
+        per layer)."""
+        return self.num_hidden_groups or self.num_hidden_layers
+
+    def group_of_layer(self, layer_index: int) -> int:
+        """The set of weights layer `layer_index` runs (ALBERT's `group_idx`)."""
+        return layer_index * self.num_layer_groups // self.num_hidden_layers
 
     @property
     def max_sequence_length(self) -> int:
@@ -122,6 +146,16 @@ class BertConfig:
         if (isinstance(self.layer_norm_eps, bool) or not isinstance(self.layer_norm_eps, (int, float))
                 or not 0 < self.layer_norm_eps < 1):
             raise ConfigError(f"{source}: layer_norm_eps must be a number in (0, 1), got {self.layer_norm_eps!r}")
+        for key in ("embedding_size", "num_hidden_groups"):
+            value = getattr(self, key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+                raise ConfigError(f"{source}: {key} must be a positive integer, got {value!r}")
+        if self.num_hidden_groups is not None and self.num_hidden_groups > self.num_hidden_layers:
+            raise ConfigError(f"{source}: num_hidden_groups ({self.num_hidden_groups}) must be at most "
+                              f"num_hidden_layers ({self.num_hidden_layers})")
+        if self.extra_keys.get("inner_group_num", 1) != 1:
+            raise ConfigError(f"{source}: inner_group_num {self.extra_keys['inner_group_num']!r} is not supported "
+                              "(1: one layer per group, as every released ALBERT)")
         if not isinstance(self.hidden_act, str) or self.hidden_act.lower() not in ACTIVATIONS:
             raise ConfigError(f"{source}: unknown hidden_act {self.hidden_act!r}; "
                               f"expected one of {', '.join(sorted(ACTIVATIONS))}")
@@ -221,5 +255,5 @@ class BertConfig:
 # The keys of bert_config.json this class reads and writes, in order (the original's, then ours).
 _KEYS = tuple(field.name for field in dataclasses.fields(BertConfig) if field.name not in ("extra_keys", "source"))
 # The family's keys: a BERT config leaves them out, so it stays the file the original writes.
-_WRITTEN_WHEN_SET = ("position_offset", "layer_norm_eps", "pooler_activation")
+_WRITTEN_WHEN_SET = ("position_offset", "layer_norm_eps", "pooler_activation", "embedding_size", "num_hidden_groups")
 _DEFAULTS = types.MappingProxyType({field.name: field.default for field in dataclasses.fields(BertConfig)})

@@ -4,6 +4,11 @@ Post-LN block (original):  a = LN(x + Dropout(Dense(Attn(x))));  y = LN(a + Drop
 Pre-LN block:              a = x + Dropout(Dense(Attn(LN(x))));  y = a + Dropout(FFN(LN(a)))
 and Pre-LN applies one final LayerNorm after the last block. Either kind may use RealFormer
 residual attention: each block passes its running score sum to the next.
+
+ALBERT's encoder is the same stack with two differences its config states: the embeddings
+(narrower, `embedding_size`) are projected to `hidden_size` first, and the layers may share
+weights (`num_hidden_groups`): then one block runs at several depths, the running score sum
+carried from each run to the next as between distinct blocks.
 """
 
 import keras
@@ -54,12 +59,14 @@ class TransformerBlock(keras.layers.Layer):
         h = self.intermediate_act(self.intermediate(x))
         return self.output_dropout(self.output_dense(h), training=training)
 
-    def call(self, x, attention_mask=None, prev_attens=None, training=None, return_probs=False):
+    def call(self, x, attention_mask=None, prev_attens=None, training=None, return_probs=False,
+             layer_index=None):
+        """`layer_index`: the depth this call runs at (a shared block runs at several)."""
         x = keras.ops.cast(x, self.compute_dtype)
         attn_in = self.attention_layer_norm(x) if self.pre_ln else x
         context, scores, *probs = self.attention(attn_in, attn_in, attention_mask=attention_mask,
                                                  prev_attens=prev_attens, training=training,
-                                                 return_probs=return_probs)
+                                                 return_probs=return_probs, layer_index=layer_index)
         attn = self.attention_output_dropout(self.attention_output(context), training=training)
         if self.pre_ln:
             x = x + attn
@@ -76,9 +83,11 @@ class TransformerBlock(keras.layers.Layer):
 
 @serializable
 class TransformerEncoder(keras.layers.Layer):
-    """`num_hidden_layers` blocks (+ a final LayerNorm for Pre-LN).
+    """`num_hidden_layers` layers (+ a final LayerNorm for Pre-LN), run by `blocks`: one block per
+    layer, or ALBERT's `num_hidden_groups` blocks, each run by consecutive layers (`block_for`).
 
-    `call(x [B, S, H], attention_mask [B, S])` returns `(layer_outputs, attention_probs)`: a list
+    `call(x [B, S, E], attention_mask [B, S])` (E: `embedding_width`, projected to H first where
+    it is ALBERT's `embedding_size`) returns `(layer_outputs, attention_probs)`: a list
     of L tensors [B, S, H] (the last one after the final LayerNorm, so it always equals the
     sequence output) and, when asked for, a list of L float32 tensors [B, N, S, S], else None.
     """
@@ -86,8 +95,12 @@ class TransformerEncoder(keras.layers.Layer):
     def __init__(self, config, **kwargs):
         super().__init__(**kwargs)
         self.config = config = BertConfig.of(config)
-        self.blocks = [TransformerBlock(config, layer_index=i, name=f"layer_{i}")
-                       for i in range(config.num_hidden_layers)]
+        self.embedding_projection = (dense(config.hidden_size, config.initializer_range,
+                                           name="embedding_hidden_mapping_in")
+                                     if config.embedding_size is not None else None)
+        grouped = config.num_hidden_groups is not None
+        self.blocks = [TransformerBlock(config, layer_index=i, name=f"group_{i}" if grouped else f"layer_{i}")
+                       for i in range(config.num_layer_groups)]
         self.final_layer_norm = (LayerNorm(config.layer_norm_eps, name="final_layer_norm")
                                  if config.variant.pre_ln else None)
         # Progressive Layer Dropping: one gate (seed generator) per layer.
@@ -95,10 +108,17 @@ class TransformerEncoder(keras.layers.Layer):
                            for i in range(config.num_hidden_layers)]
 
     def build(self, x_shape):
+        if self.embedding_projection is not None:
+            self.embedding_projection.build(x_shape)
+            x_shape = (*x_shape[:-1], self.config.hidden_size)
         for block in self.blocks:
             block.build(x_shape)
         if self.final_layer_norm is not None:
             self.final_layer_norm.build(x_shape)
+
+    def block_for(self, layer_index: int) -> TransformerBlock:
+        """The block layer `layer_index` runs (its own, or its ALBERT group's)."""
+        return self.blocks[self.config.group_of_layer(layer_index)]
 
     def call(self, x, attention_mask=None, training=None, return_probs=False,
              layer_keep_probs=None):
@@ -108,14 +128,17 @@ class TransformerEncoder(keras.layers.Layer):
         residual = self.config.variant.is_realformer
         prev_attens = None
         layer_outputs, all_probs = [], []
-        for index, block in enumerate(self.blocks):
+        if self.embedding_projection is not None:
+            x = self.embedding_projection(x)
+        for index in range(self.config.num_hidden_layers):
             if training and layer_keep_probs is not None and not return_probs:
                 x, scores = self._maybe_skip(index, x, attention_mask, prev_attens,
                                              layer_keep_probs[index])
                 probs = []
             else:
-                x, scores, *probs = block(x, attention_mask=attention_mask, prev_attens=prev_attens,
-                                          training=training, return_probs=return_probs)
+                x, scores, *probs = self.block_for(index)(
+                    x, attention_mask=attention_mask, prev_attens=prev_attens, training=training,
+                    return_probs=return_probs, layer_index=index)
             if residual:
                 prev_attens = scores
             layer_outputs.append(x)
@@ -127,7 +150,7 @@ class TransformerEncoder(keras.layers.Layer):
     def _maybe_skip(self, index, x, attention_mask, prev_attens, keep_prob):
         """Runs block `index` with probability `keep_prob` (its change scaled by 1/keep_prob),
         else passes `x` (and the RealFormer running sum) through. Returns (x, scores or None)."""
-        block = self.blocks[index]
+        block = self.block_for(index)
         x = keras.ops.cast(x, self.compute_dtype)
         carried = self.config.variant.is_realformer
         if carried and prev_attens is None:  # nothing carried yet: a skipped first layer passes zeros
@@ -136,7 +159,8 @@ class TransformerEncoder(keras.layers.Layer):
         keep = keras.random.uniform((), seed=self._pld_gates[index]) < keep_prob
 
         def run():
-            y, scores = block(x, attention_mask=attention_mask, prev_attens=prev_attens, training=True)
+            y, scores = block(x, attention_mask=attention_mask, prev_attens=prev_attens, training=True,
+                              layer_index=index)
             y = x + (y - x) * keras.ops.cast(1.0 / keep_prob, y.dtype)
             return (y, scores) if carried else y
 

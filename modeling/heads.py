@@ -25,20 +25,20 @@ def gather_indexes(sequence_tensor, positions):
 
 @serializable
 class MaskedLMHead(keras.layers.Layer):
-    """`call(sequence_output [B, S, H], positions [B, P], embedding_table [V, H])` -> float32
-    log-probabilities [B, P, V]."""
+    """`call(sequence_output [B, S, H], positions [B, P], embedding_table [V, E])` -> float32
+    log-probabilities [B, P, V]; the transform maps H to the embeddings' width E (ALBERT's
+    `embedding_size`, else H)."""
 
     def __init__(self, config, **kwargs):
         super().__init__(autocast=False, **kwargs)  # output_bias is added in float32
         self.config = config = BertConfig.of(config)
-        self.transform = dense(config.hidden_size, config.initializer_range, name="transform")
+        self.transform = dense(config.embedding_width, config.initializer_range, name="transform")
         self.transform_act = get_activation(config.hidden_act)
         self.layer_norm = LayerNorm(config.layer_norm_eps, name="layer_norm")
 
     def build(self, sequence_output_shape=None):
-        hidden = self.config.hidden_size
-        self.transform.build((None, hidden))
-        self.layer_norm.build((None, hidden))
+        self.transform.build((None, self.config.hidden_size))
+        self.layer_norm.build((None, self.config.embedding_width))
         self.output_bias = self.add_weight(name="output_bias", shape=(self.config.vocab_size,),
                                            initializer="zeros")
 

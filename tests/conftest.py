@@ -53,7 +53,7 @@ def float32_policy():
     keras.config.set_dtype_policy(previous)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def real_data():
     """The `realdata` module, or a skip when its packages are missing (a failure under
     `make test`, which installs them and sets REQUIRE_REAL_DATA=1)."""

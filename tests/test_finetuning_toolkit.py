@@ -151,6 +151,22 @@ def test_depth_counts_from_the_head_down_to_the_embeddings():
     assert list(depths.values()) == [0, 0, 0, 1, 2, 3, 4]
 
 
+def test_an_albert_group_learns_at_the_rate_of_its_highest_layer():
+    """5 layers in 2 groups: layers 0-2 run group 0 (highest 2: depth 3), layers 3-4 group 1
+    (depth 1); the embedding projection sits with the embeddings (depth 6)."""
+    assert [layerwise.depth(name, 5, 2) for name in (
+        "bert/encoder/transformer/group_1/inner_group_0/LayerNorm_1/beta",
+        "bert/encoder/transformer/group_0/inner_group_0/attention_1/self/query/kernel",
+        "bert/encoder/embedding_hidden_mapping_in/kernel", "bert/pooler/dense/bias")] == [1, 3, 6, 0]
+    config = modeling.BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=5, num_attention_heads=2,
+                                 intermediate_size=12, embedding_size=4, num_hidden_groups=2)
+    assert [config.group_of_layer(i) for i in range(5)] == [0, 0, 0, 1, 1]
+    model = modeling.BertClassifier(config, num_labels=2)
+    model.build()
+    with pytest.raises(ValueError, match="share 2 set"):
+        layerwise.reinitialize_top_layers(model, 1, seed=7)
+
+
 @pytest.mark.parametrize("layer_norm_type", ["post", "pre"])
 def test_multipliers_follow_the_optimizers_variable_order(layer_norm_type):
     model = _tiny(layer_norm_type)

@@ -1,8 +1,9 @@
-"""RoBERTa and DistilBERT from Hugging Face: randomly initialised models of every class of the
-family, saved by transformers, converted with `--from=hf`, give transformers' hidden states and
-head outputs to 1e-5 in our models; written back with `--to=hf`, transformers loads them and gives
-the same outputs again; the same weights read as RealFormer run as a different function; a class
-built without a pooler starts a classifier's pooler fresh and is never served with a random one."""
+"""RoBERTa, DistilBERT and ALBERT from Hugging Face: randomly initialised models of every class of
+the family (ALBERT's sentence-order pretraining class too), saved by transformers, converted with
+`--from=hf`, give transformers' hidden states and head outputs to 1e-5 in our models; written back
+with `--to=hf`, transformers loads them and gives the same outputs again; the same weights read as
+RealFormer run as a different function; a class built without a pooler starts a classifier's
+pooler fresh and is never served with a random one."""
 
 import json
 import os
@@ -26,14 +27,20 @@ ORACLE = os.path.join(ROOT, "tests", "helpers", "hf_family_oracle.py")
 VOCAB = os.path.join(ROOT, "tests", "data", "bert_postln_tiny", "vocab.txt")  # 128 WordPiece tokens
 HEADS = {"Model": "encoder", "ForMaskedLM": "masked_lm", "ForSequenceClassification": "classifier",
          "ForTokenClassification": "tokens", "ForQuestionAnswering": "span", "ForMultipleChoice": "choice"}
+EXTRA_HEADS = {"albert": {"ForPreTraining": "pretraining"}}
 LENGTH = 9
-# family: (its classes' prefix, its padding id, what our config holds: (position_offset,
-# layer_norm_eps, type_vocab_size, pooler_activation), what its config.json holds)
+# family: (its classes' prefix, its padding id, what our config holds of the family's keys, what
+# its config.json holds)
 FAMILIES = {
-    "roberta": ("Roberta", 1, (2, 1e-5, 1, "tanh"),
+    "roberta": ("Roberta", 1, {"position_offset": 2, "layer_norm_eps": 1e-5, "type_vocab_size": 1,
+                               "pooler_activation": "tanh"},
                 {"model_type": "roberta", "pad_token_id": 1, "layer_norm_eps": 1e-5, "hidden_size": 32}),
-    "distilbert": ("DistilBert", 0, (0, 1e-12, 0, "relu"),
+    "distilbert": ("DistilBert", 0, {"position_offset": 0, "type_vocab_size": 0, "pooler_activation": "relu"},
                    {"model_type": "distilbert", "dim": 32, "n_layers": 2, "hidden_dim": 37}),
+    "albert": ("Albert", 0, {"embedding_size": 16, "num_hidden_groups": 2, "num_hidden_layers": 3,
+                             "type_vocab_size": 2, "hidden_act": "gelu"},
+               {"model_type": "albert", "embedding_size": 16, "num_hidden_groups": 2, "inner_group_num": 1,
+                "hidden_act": "gelu_new"}),
 }
 
 
@@ -68,6 +75,7 @@ def saved(request, tmp_path_factory):
 def _model(head, config):
     return {"encoder": lambda: modeling.BertModel(config),
             "masked_lm": lambda: modeling.BertPretrainer(config, next_sentence=False),
+            "pretraining": lambda: modeling.BertPretrainer(config, next_sentence=True),
             "classifier": lambda: modeling.BertClassifier(config, 3),
             "tokens": lambda: modeling.BertTokenClassifier(config, 5), "span": lambda: modeling.BertSpanLabeler(config),
             "choice": lambda: modeling.BertMultipleChoice(config)}[head]()
@@ -81,6 +89,9 @@ def _ours(head, model, ids, mask):
         return {"sequence": np.asarray(out["sequence_output"]), "pooled": np.asarray(out["pooled_output"])}
     if head == "masked_lm":  # log-probabilities at every position
         return {"logits": np.asarray(model({**inputs, "masked_lm_positions": positions})["masked_lm_log_probs"])}
+    if head == "pretraining":
+        out = model({**inputs, "masked_lm_positions": positions})
+        return {"logits": np.asarray(out["masked_lm_log_probs"]), "sop": np.asarray(out["next_sentence_log_probs"])}
     if head == "tokens":
         return {"logits": np.asarray(model({**inputs, "word_positions": positions}))}
     if head == "span":
@@ -105,7 +116,7 @@ def _compare(theirs, ours, mask, what):
             if key == "architectures":
                 continue
             expected, value = np.array(expected), ours[name][key]
-            if name.endswith("ForMaskedLM"):
+            if name.endswith(("ForMaskedLM", "ForPreTraining")):
                 expected = _log_softmax(expected)
             if expected.ndim >= 2 and expected.shape[:2] == mask.shape:
                 expected, value = expected[mask == 1], value[mask == 1]
@@ -122,20 +133,20 @@ def _load(directory, head):
 def test_every_class_reads_and_writes_back_exactly(tmp_path, saved):
     family, hf, theirs, ids, mask = saved
     prefix, _, keys, written_keys = FAMILIES[family]
+    heads = {**HEADS, **EXTRA_HEADS.get(family, {})}
     ours = {}
-    for head_class, head in HEADS.items():
+    for head_class, head in heads.items():
         name = prefix + head_class
         result = convert("--from=hf", "--to=tf1", f"--input={hf}/{name}", f"--output={tmp_path}/tf1/{name}")
         assert result.returncode == 0, (name, result.stderr[-2000:])
         config, model = _load(tmp_path / "tf1" / name, head)
-        assert (config.position_offset, config.layer_norm_eps, config.type_vocab_size,
-                config.pooler_activation) == keys
+        assert {key: getattr(config, key) for key in keys} == keys
         ours[name] = _ours(head, model, ids, mask)
         if head == "masked_lm":  # no pooler in that class: said, and left for a classifier to start
             assert f"{name} has no pooler" in result.stderr
     _compare(theirs, ours, mask, "read from transformers")
 
-    for head_class in HEADS:
+    for head_class in heads:
         name = prefix + head_class
         back = convert("--from=tf1", "--to=hf", f"--input={tmp_path}/tf1/{name}/bert_model.ckpt",
                        f"--output={tmp_path}/back/{name}")
@@ -149,20 +160,27 @@ def test_every_class_reads_and_writes_back_exactly(tmp_path, saved):
 
 
 def test_the_weights_run_as_realformer(tmp_path, saved):
-    """Read as RealFormer, sum or running mean (each layer adds the previous layers' scores),
-    the same weights give another function on the same inputs: far beyond float32 rounding."""
+    """Read as RealFormer, sum or running mean (each layer adds the previous layers' scores, also
+    where ALBERT's layers share weights), the same weights attend otherwise from the second layer
+    on and give another function on the same inputs: far beyond float32 rounding."""
     family, hf, _, ids, mask = saved
     prefix = FAMILIES[family][0]
     result = convert("--from=hf", "--to=tf1", f"--input={hf}/{prefix}Model", f"--output={tmp_path}/tf1")
     assert result.returncode == 0, result.stderr[-2000:]
     config, post_ln = _load(tmp_path / "tf1", "encoder")
-    baseline = _ours("encoder", post_ln, ids, mask)["sequence"]
+    inputs = {"input_ids": ids, "input_mask": mask}
+    baseline = post_ln(inputs, output_attention_probs=True)
     for variant in ({"residual_attention": "sum"}, {"residual_attention": "mean"}):
         model = modeling.BertModel(config.replace(**variant))
         checkpoints.load_tf1_checkpoint(model, str(tmp_path / "tf1" / "bert_model.ckpt"))
-        sequence = _ours("encoder", model, ids, mask)["sequence"]
+        out = model(inputs, output_attention_probs=True)
+        sequence = np.asarray(out["sequence_output"])
         assert np.isfinite(sequence).all()
-        assert np.abs(sequence - baseline)[mask == 1].max() > 1e-3, variant
+        np.testing.assert_allclose(out["attention_probs"][0], baseline["attention_probs"][0], atol=1e-6)
+        for layer in range(1, config.num_hidden_layers):
+            difference = np.abs(np.asarray(out["attention_probs"][layer]) - baseline["attention_probs"][layer])
+            assert difference.max() > 1e-2, (variant, layer)
+        assert np.abs(sequence - baseline["sequence_output"])[mask == 1].max() > 1e-4, variant
     too_long = np.full((1, 41 - config.position_offset), 5)
     limit = "exceeds max_position_embeddings 40" + (" less position_offset 2" if config.position_offset else "")
     with pytest.raises(ValueError, match=limit):
@@ -191,6 +209,24 @@ def test_a_masked_lm_without_a_pooler_starts_a_classifier_and_is_not_served(tmp_
     assert not (tmp_path / "sm").exists()
 
 
+def _fine_tune(tmp_path, release, vocab_file, rows, variant):
+    """run_classifier.py from the Hugging Face directory `release` on `rows` ({split: [(text,
+    label)]}) as `variant` (`--residual_attention`): (its output directory, the finished process)."""
+    data = tmp_path / "data"
+    data.mkdir(exist_ok=True)
+    for split, part in rows.items():
+        (data / f"{split}.tsv").write_text("text\tlabel\n" + "".join(f"{t}\t{label}\n" for t, label in part))
+    out = tmp_path / f"run_{variant}"
+    trained = script_processes.run(
+        [sys.executable, os.path.join(ROOT, "run_classifier.py"), "--task_name=generic", f"--data_dir={data}",
+         f"--vocab_file={vocab_file}", f"--bert_config_file={release}/config.json", f"--init_checkpoint={release}",
+         f"--residual_attention={variant}", "--max_seq_length=16", "--train_batch_size=8",
+         "--num_train_epochs=2", "--learning_rate=1e-3", f"--output_dir={out}", "--do_train", "--do_predict"],
+        capture_output=True, text=True, timeout=900)
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    return out, trained
+
+
 def test_distilbert_fine_tunes_as_post_ln_and_realformer_and_leaves_for_transformers(tmp_path):
     """The journey from a DistilBERT directory (WordPiece, as DistilBERT's releases are):
     run_classifier.py fine-tunes from it as it is (--init_checkpoint=DIR, its config.json) as
@@ -204,19 +240,8 @@ def test_distilbert_fine_tunes_as_post_ln_and_realformer_and_leaves_for_transfor
     labels = ["negative", "neutral", "positive"]
     rows = {split: [(" ".join(rng.choices(words, k=rng.randint(3, 12))), labels[i % 3]) for i in range(n)]
             for split, n in (("train", 24), ("test", 9))}
-    data = tmp_path / "data"
-    data.mkdir()
-    for split, part in rows.items():
-        (data / f"{split}.tsv").write_text("text\tlabel\n" + "".join(f"{t}\t{label}\n" for t, label in part))
     for variant in ("none", "sum"):
-        out = tmp_path / f"run_{variant}"
-        trained = script_processes.run(
-            [sys.executable, os.path.join(ROOT, "run_classifier.py"), "--task_name=generic", f"--data_dir={data}",
-             f"--vocab_file={VOCAB}", f"--bert_config_file={release}/config.json", f"--init_checkpoint={release}",
-             f"--residual_attention={variant}", "--max_seq_length=16", "--train_batch_size=8",
-             "--num_train_epochs=2", "--learning_rate=1e-3", f"--output_dir={out}", "--do_train", "--do_predict"],
-            capture_output=True, text=True, timeout=900)
-        assert trained.returncode == 0, trained.stderr[-3000:]
+        out, trained = _fine_tune(tmp_path, release, VOCAB, rows, variant)
         assert "freshly initialised (not in it): bert/pooler/dense/kernel, bert/pooler/dense/bias" in trained.stderr
         recorded = json.loads((out / "bert_config.json").read_text())
         assert (recorded["type_vocab_size"], recorded["pooler_activation"], recorded["residual_attention"]) == (
@@ -230,3 +255,63 @@ def test_distilbert_fine_tunes_as_post_ln_and_realformer_and_leaves_for_transfor
     assert model_class == "DistilBertForSequenceClassification"
     np.testing.assert_allclose(probabilities, np.loadtxt(tmp_path / "run_none" / "test_results.tsv", delimiter="\t"),
                                atol=1e-4)
+
+
+def _albert_release(tmp_path, real_data):
+    """An AlbertForMaskedLM directory of transformers with a SentencePiece model of 5,000 pieces
+    trained on real English lines (ALBERT's special pieces and ids)."""
+    spm = pytest.importorskip("sentencepiece")
+    ids, mask = _inputs(0)
+    _oracle("albert", tmp_path / "hf", ids, mask, vocab_size=5000)
+    release = tmp_path / "hf" / "AlbertForMaskedLM"
+    with open(release / "spiece.model", "wb") as model:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(line.lower() for line in real_data.english_sentences()[:6000]), model_writer=model,
+            vocab_size=5000, model_type="unigram", pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
+            control_symbols=["[CLS]", "[SEP]", "[MASK]"], minloglevel=2)
+    return release
+
+
+def test_albert_fine_tunes_as_post_ln_and_realformer_from_its_sentencepiece_directory(tmp_path, real_data):
+    """The journey from an ALBERT directory (spiece.model beside its weights): run_classifier.py
+    fine-tunes from it as it is, --vocab_file naming the SentencePiece model, as post-LN and as
+    RealFormer (the residual attention carried across the shared layers); the post-LN run,
+    converted back with its spiece.model, is an AlbertForSequenceClassification that gives
+    transformers the run's test probabilities on the run's own token ids."""
+    from tokenization.vocabularies import tokenizer_for
+    release = _albert_release(tmp_path, real_data)
+    splits = real_data.english_sentiment_splits()
+    rows = {"train": splits["train"][:24], "test": splits["test"][:9]}
+    spiece = release / "spiece.model"
+    for variant in ("none", "sum"):
+        out, _ = _fine_tune(tmp_path, release, spiece, rows, variant)
+        recorded = json.loads((out / "bert_config.json").read_text())
+        assert (recorded["embedding_size"], recorded["num_hidden_groups"], recorded["residual_attention"]) == (
+            16, 2, variant)
+    result = convert("--from=ours", "--to=hf", f"--input={tmp_path}/run_none", f"--vocab_file={spiece}",
+                     f"--output={tmp_path}/back")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (tmp_path / "back" / "spiece.model").read_bytes() == spiece.read_bytes()
+    tokenizer = tokenizer_for(str(spiece))
+    ids = np.zeros((len(rows["test"]), 16), "int64")
+    for row, (text, _) in enumerate(rows["test"]):
+        tokens = [tokenizer.cls_token, *tokenizer.tokenize(text)[:14], tokenizer.sep_token]
+        ids[row, :len(tokens)] = tokenizer.convert_tokens_to_ids(tokens)
+    theirs = _oracle_probabilities(tmp_path / "back", ids)
+    assert theirs["class"] == "AlbertForSequenceClassification" and len(theirs["p"][0]) == 2
+    np.testing.assert_allclose(theirs["p"], np.loadtxt(tmp_path / "run_none" / "test_results.tsv", delimiter="\t"),
+                               atol=1e-4)
+
+
+def _oracle_probabilities(directory, ids):
+    """transformers' AutoModelForSequenceClassification of `directory` on token ids [N, S] (0: padding)."""
+    code = ("import json, sys, torch, transformers\n"
+            "m = transformers.AutoModelForSequenceClassification.from_pretrained(sys.argv[1]).eval()\n"
+            "ids = torch.tensor(json.loads(sys.stdin.read()))\n"
+            "with torch.no_grad():\n"
+            "    p = torch.softmax(m(input_ids=ids, attention_mask=(ids != 0).long()).logits, -1)\n"
+            "print(json.dumps({'p': p.numpy().tolist(), 'class': type(m).__name__}))\n")
+    served = script_processes.run([sys.executable, "-c", code, str(directory)], input=json.dumps(ids.tolist()),
+                                  capture_output=True, text=True, timeout=300)
+    assert served.returncode == 0, served.stderr[-3000:]
+    return json.loads(served.stdout.strip().splitlines()[-1])

@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 import modeling
+from modeling.bert import BLOCK_SCOPES
 
 TINY = dict(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
             intermediate_size=24, max_position_embeddings=32, type_vocab_size=2,
@@ -230,3 +231,50 @@ def test_gradient_flows_through_the_residual_attention_path():
 
     assert np.abs(grad(cut=False)).max() > 1e-4
     assert grad(cut=True) is None
+
+
+# --------------------------------------------------------------- ALBERT's shared layers
+def _distinct_copies(shared_model, config):
+    """The weights of an ALBERT-shaped model by TF1 name, and, for a model of distinct BERT-named
+    layers, each layer's copy of the group's weights its ALBERT layer runs."""
+    shared = {name: np.asarray(v) for name, v in modeling.tf1_variable_map(shared_model).items()}
+    bert, albert = (BLOCK_SCOPES[naming][config.layer_norm_type] for naming in ("bert", "albert"))
+    ours_to_albert = {bert[role]: albert[role] for role in bert}
+    copies = {}
+    for layer in range(config.num_hidden_layers):
+        group = f"bert/encoder/transformer/group_{config.group_of_layer(layer)}/inner_group_0"
+        for ours, albert in ours_to_albert.items():
+            for part in ("kernel", "bias", "gamma", "beta"):
+                if f"{group}/{albert}/{part}" in shared:
+                    copies[f"bert/encoder/layer_{layer}/{ours}/{part}"] = shared[f"{group}/{albert}/{part}"]
+    return shared, copies
+
+
+@pytest.mark.parametrize("variant", [dict(residual_attention="sum"), dict(residual_attention="mean"),
+                                     dict(layer_norm_type="pre", residual_attention="sum")])
+def test_shared_layers_run_as_distinct_layers_holding_the_same_weights(variant):
+    """ALBERT's groups (3 layers, 2 groups: layers 0 and 1 share) carry RealFormer's running
+    score sum (and mean's depth) across a shared block as across distinct ones: the model equals
+    a 3-layer one whose layers hold copies of their group's weights, fed the projected
+    embeddings."""
+    config = modeling.BertConfig(**{**TINY, "num_hidden_layers": 3, "embedding_size": 8, "num_hidden_groups": 2,
+                                    **variant})
+    shared_model = modeling.BertModel(config)
+    inputs = _batch()
+    shared_model(inputs)
+    _randomise(shared_model)
+    assert len(shared_model.encoder.blocks) == 2
+    shared, copies = _distinct_copies(shared_model, config)
+    distinct = modeling.BertModel(modeling.BertConfig(**{**TINY, "num_hidden_layers": 3, **variant}))
+    distinct(inputs)
+    for name, variable in modeling.tf1_variable_map(distinct).items():
+        if name in copies:
+            variable.assign(copies[name])
+        elif name in shared and shared[name].shape == tuple(variable.shape):  # Pre-LN's final norm, the pooler
+            variable.assign(shared[name])
+    expected_out = shared_model(inputs, output_attention_probs=True)
+    projected = np.asarray(shared_model.encoder.embedding_projection(expected_out["embedding_output"]))
+    layers, probs = distinct.encoder(projected, attention_mask=inputs["input_mask"], return_probs=True)
+    np.testing.assert_allclose(np.asarray(layers[-1]), expected_out["sequence_output"], atol=1e-5)
+    for got, expected in zip(probs, expected_out["attention_probs"], strict=True):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(expected), atol=1e-6)

@@ -84,9 +84,12 @@ class ByteLevelBPETokenizer:
     """The tokens and ids of a byte-level BPE vocabulary (`vocab_file`: vocab.json, token -> id;
     `merges_file`: merges.txt, one `left right` pair per line in rank order after an optional
     `#version` line). `add_prefix_space`: a space before the text, as a word inside a sentence
-    (RoBERTa's default: False)."""
+    (RoBERTa's default: False). The special tokens are RoBERTa's (`<s>` begins a sequence where
+    BERT has `[CLS]`, `</s>` ends a segment)."""
+    cls_token, sep_token, mask_token, unk_token = "<s>", "</s>", "<mask>", "<unk>"
 
     def __init__(self, vocab_file: str, merges_file: str, add_prefix_space: bool = False):
+        self.vocab_file, self.do_lower_case = vocab_file, False
         self.vocab = json.loads(read_text(vocab_file))
         lines = read_text(merges_file).splitlines()
         if lines and lines[0].startswith("#version"):
@@ -125,6 +128,9 @@ class ByteLevelBPETokenizer:
         characters = byte_characters()
         return [token for piece in pieces(text)
                 for token in self._merged("".join(characters[byte] for byte in piece.encode("utf-8")))]
+
+    def tokenize_to_ids(self, text: str) -> list[int]:
+        return self.convert_tokens_to_ids(self.tokenize(text))
 
     def convert_tokens_to_ids(self, tokens: list[str]) -> list[int]:
         return [self.vocab[token] for token in tokens]

@@ -47,8 +47,10 @@ class FullTokenizer:
     """`FullTokenizer(vocab_file=..., do_lower_case=...)`: BasicTokenizer then WordPiece.
 
     WordPiece results are cached per word (same output; real text repeats words a lot).
-    `tokenize_to_ids` goes straight to ids.
+    `tokenize_to_ids` goes straight to ids. The special tokens' names are attributes, as every
+    tokenizer of `tokenization.vocabularies` has them.
     """
+    cls_token, sep_token, mask_token, unk_token = "[CLS]", "[SEP]", "[MASK]", "[UNK]"
 
     def __init__(self, vocab_file: str, do_lower_case: bool = True):
         self.vocab_file = vocab_file

@@ -62,14 +62,15 @@ _HF_ACT_TO_OURS = types.MappingProxyType({
 
 
 def config_from_hf(hf_config: dict, source: str = "config.json") -> BertConfig:
-    """A Hugging Face BERT, RoBERTa or DistilBERT config.json object -> BertConfig (post-LN;
-    RoBERTa's positions start past its padding index: `position_offset` = `pad_token_id` + 1;
-    DistilBERT has no token types and a ReLU where BERT's pooler has tanh)."""
+    """A Hugging Face BERT, RoBERTa, DistilBERT or ALBERT config.json object -> BertConfig
+    (post-LN; RoBERTa's positions start past its padding index: `position_offset` =
+    `pad_token_id` + 1; DistilBERT has no token types and a ReLU where BERT's pooler has tanh;
+    ALBERT keeps its `embedding_size` and `num_hidden_groups`)."""
     from bert_realformer.checkpoints.distilbert import CONFIG_NAMES as DISTILBERT_NAMES
     from modeling.config import BertConfig, ConfigError
     model_type = hf_config.get("model_type", "bert")
-    if model_type not in ("bert", "roberta", "distilbert"):
-        raise ConfigError(f"{source}: model_type {model_type!r} is not bert, roberta or distilbert")
+    if model_type not in ("bert", "roberta", "distilbert", "albert"):
+        raise ConfigError(f"{source}: model_type {model_type!r} is not bert, roberta, distilbert or albert")
     if model_type == "distilbert":
         hf_config = {**{ours: hf_config[theirs] for theirs, ours in DISTILBERT_NAMES.items() if theirs in hf_config},
                      "type_vocab_size": 0, "pooler_activation": "relu"}
@@ -81,7 +82,8 @@ def config_from_hf(hf_config: dict, source: str = "config.json") -> BertConfig:
         raise ConfigError(f"{source}: hidden_act {act!r} has no equivalent here")
     keys = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
             "hidden_dropout_prob", "attention_probs_dropout_prob", "max_position_embeddings",
-            "type_vocab_size", "initializer_range", "layer_norm_eps", "pooler_activation")
+            "type_vocab_size", "initializer_range", "layer_norm_eps", "pooler_activation", "embedding_size",
+            "num_hidden_groups", "inner_group_num")
     values = {k: hf_config[k] for k in keys if k in hf_config}
     if model_type == "roberta":
         pad_token_id = hf_config.get("pad_token_id", 1)

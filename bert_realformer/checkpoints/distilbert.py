@@ -62,7 +62,7 @@ DISTILBERT = Family(
         ("embeddings.LayerNorm.weight", "bert/embeddings/LayerNorm/gamma", False),
         ("embeddings.LayerNorm.bias", "bert/embeddings/LayerNorm/beta", False),
     ),
-    layer_scope="transformer.layer",
+    layer_scope="transformer.layer.{}",
     layer_parts=(
         ("attention.q_lin.weight", "attention/self/query/kernel", True),
         ("attention.q_lin.bias", "attention/self/query/bias", False),

@@ -1,10 +1,11 @@
 """`Family`: what one member of the BERT family is called in Hugging Face's names.
 
 BERT and RoBERTa share the encoder's names below their prefix (`bert.` / `roberta.`) and differ
-in the heads, the class names and a few config.json fields; DistilBERT names its layers too; a
-family lists all of those, so reading and writing a Hugging Face directory (`huggingface`) is one
-piece of code for every family. Each family's names are one module: BERT's in `huggingface`,
-RoBERTa's in `roberta`, DistilBERT's in `distilbert`.
+in the heads, the class names and a few config.json fields; DistilBERT and ALBERT name their
+layers too; a family lists all of those, so reading and writing a Hugging Face directory
+(`huggingface`) is one piece of code for every family. Each family's names are one module:
+BERT's in `huggingface`, RoBERTa's in `roberta`, DistilBERT's in `distilbert`, ALBERT's in
+`albert`.
 
 A row is (Hugging Face name, TF1 name, transpose): Hugging Face keeps PyTorch's [out, in] dense
 weights, the original [in, out].
@@ -82,8 +83,10 @@ class Family:
     `pooler_in_head`: the classes whose head rows hold the pooler's weights under their own names;
     `without_pooler`: the classes transformers builds with no pooler at all;
     `config_fields(config)`: the config.json fields of the family (sizes, special ids);
-    `embeddings`, `layer_scope` (`encoder.layer`: layer N's names start `encoder.layer.N.`),
-    `layer_parts`, `pooler`: the encoder's rows (BERT's unless a family names them otherwise);
+    `embeddings`, `layer_scope` (`encoder.layer.{}`: layer N's names start `encoder.layer.N.`),
+    `tf1_layer_scope` (its TF1 names': `bert/encoder/layer_N/`; ALBERT's name a group of shared
+    weights), `layer_parts`, `pooler`: the encoder's rows (BERT's unless a family names them
+    otherwise);
     `wordpiece`: its tokenizer is BERT's (a vocab.txt may be made from its tokenizer.json).
     """
     name: str
@@ -100,7 +103,8 @@ class Family:
     pooler_in_head: frozenset[str] = frozenset()
     without_pooler: frozenset[str] = frozenset()
     embeddings: tuple[Row, ...] = EMBEDDINGS
-    layer_scope: str = "encoder.layer"
+    layer_scope: str = "encoder.layer.{}"
+    tf1_layer_scope: str = "bert/encoder/layer_{}"
     layer_parts: tuple[Row, ...] = LAYER_PARTS
     pooler: tuple[Row, ...] = POOLER
     wordpiece: bool = True

@@ -6,8 +6,8 @@ kernel`, transposed); `BertForPreTraining` prefixes the encoder with `bert.` and
 `cls.predictions.*` (the decoder weight is the tied word embeddings) and `cls.seq_relationship.*`;
 the fine-tuning heads of the original scripts map to Hugging Face's task classes (`BERT.task_heads`),
 which `architectures` in config.json names. A family (`hf_family.Family`) holds those names:
-BERT's here, RoBERTa's in `roberta`, DistilBERT's in `distilbert`; config.json's `model_type`
-says which a directory holds.
+BERT's here, RoBERTa's in `roberta`, DistilBERT's in `distilbert`, ALBERT's in `albert`;
+config.json's `model_type` says which a directory holds.
 Hugging Face's `"gelu"` is the exact erf GELU (our `"gelu_exact"`); its `"gelu_new"` is the
 original BERT's tanh GELU (our `"gelu"`). Pure NumPy: no TensorFlow, no PyTorch.
 """
@@ -20,6 +20,7 @@ import types
 import numpy as np
 
 from bert_realformer import storage
+from bert_realformer.checkpoints.albert import ALBERT
 from bert_realformer.checkpoints.config_files import config_from_hf
 from bert_realformer.checkpoints.distilbert import DISTILBERT
 from bert_realformer.checkpoints.formats import WeightFormat, Weights, name_list, refuse_unless_forced, register
@@ -30,6 +31,7 @@ from bert_realformer.checkpoints.tf1 import POOLER_OPTIONAL, WEIGHT_FILES, missi
 from bert_realformer.errors import InputError
 from bert_realformer.text_files import read_text
 from modeling.config import ConfigError
+from tokenization.vocabularies import vocabulary_kind
 
 
 def _bert_config_fields(config):
@@ -65,13 +67,17 @@ BERT = Family(
     config_fields=_bert_config_fields,
     without_pooler=frozenset({"BertForMaskedLM", "BertForQuestionAnswering", "BertForTokenClassification"}),
 )
-FAMILIES = (BERT, ROBERTA, DISTILBERT)
+FAMILIES = (BERT, ROBERTA, DISTILBERT, ALBERT)
 NO_HF_PLACE = ("cls/ner/transitions",)  # a CRF's transition matrix: Hugging Face has no CRF
+VOCABULARY_FILES = ("vocab.txt", "spiece.model", "vocab.json")  # WordPiece's, ALBERT's, RoBERTa's (`vocabularies`)
 
 
 def family_of(config):
-    """The family whose config.json expresses `config`: DistilBERT where it has no token types,
-    RoBERTa where positions start past a padding index, else BERT."""
+    """The family whose config.json expresses `config`: ALBERT where it has its embedding size or
+    layer groups, DistilBERT where it has no token types, RoBERTa where positions start past a
+    padding index, else BERT."""
+    if config.embedding_size is not None or config.num_hidden_groups is not None:
+        return ALBERT
     if not config.type_vocab_size:
         return DISTILBERT
     return ROBERTA if config.position_offset else BERT
@@ -86,13 +92,13 @@ def family_named(model_type, source="config.json"):
 
 
 def _name_map(family, num_layers, prefix, architecture=None):
-    """[(Hugging Face name, TF1 name, transpose)] for an encoder, with the heads of
-    `architecture` (one of `family`'s classes; None: its pretraining heads) when `prefix` is
-    the family's (a task class)."""
+    """[(Hugging Face name, TF1 name, transpose)] for an encoder of `num_layers` sets of layer
+    weights (`config.num_layer_groups`), with the heads of `architecture` (one of `family`'s
+    classes; None: its pretraining heads) when `prefix` is the family's (a task class)."""
     in_head = prefix and architecture in family.pooler_in_head
     rows = [(prefix + hf, tf1, t) for hf, tf1, t in family.embeddings + (() if in_head else family.pooler)]
     for i in range(num_layers):
-        rows += [(f"{prefix}{family.layer_scope}.{i}.{hf}", f"bert/encoder/layer_{i}/{tf1}", t)
+        rows += [(f"{prefix}{family.layer_scope.format(i)}.{hf}", f"{family.tf1_layer_scope.format(i)}/{tf1}", t)
                  for hf, tf1, t in family.layer_parts]
     if not prefix:
         return rows
@@ -215,11 +221,11 @@ def read_hf_dir(path):
     config = config_from_hf(hf_config, source=config_path)
     family = family_named(hf_config.get("model_type", "bert"), config_path)
     architecture = (hf_config.get("architectures") or [family.pretraining_class or family.masked_lm_class])[0]
-    values, unused = hf_to_tf1(load(storage.read_bytes(weights_path)), config.num_hidden_layers, architecture,
+    values, unused = hf_to_tf1(load(storage.read_bytes(weights_path)), config.num_layer_groups, architecture,
                                family)
-    vocab = os.path.join(path, "vocab.txt")
-    return (config, values, (vocab if storage.isfile(vocab) else None), unused, labels_from_hf(hf_config),
-            architecture, family)
+    vocab = next((os.path.join(path, name) for name in VOCABULARY_FILES if storage.isfile(os.path.join(path, name))),
+                 None)
+    return config, values, vocab, unused, labels_from_hf(hf_config), architecture, family
 
 
 def write_hf_dir(path, config, values, vocab_file=None, force=False, labels=None, do_lower_case=True,
@@ -229,7 +235,7 @@ def write_hf_dir(path, config, values, vocab_file=None, force=False, labels=None
     are an error unless `force`."""
     from safetensors.numpy import save
     family = family_of(config)
-    tensors, architecture, left_out = tf1_to_hf(values, config.num_hidden_layers, family)
+    tensors, architecture, left_out = tf1_to_hf(values, config.num_layer_groups, family)
     heads = family.task_heads.get(architecture)
     num_labels = values[heads[0][1]].shape[0] if heads else None
     hf_config = config_to_hf(config, architecture, force, labels, num_labels, multi_label)
@@ -246,11 +252,18 @@ def write_hf_dir(path, config, values, vocab_file=None, force=False, labels=None
     weights = save({k: np.array(v, copy=True) for k, v in tensors.items()}, metadata={"format": "pt"})
     storage.write_atomic(os.path.join(path, "model.safetensors"), weights)
     storage.write_atomic(os.path.join(path, "config.json"), json.dumps(hf_config, indent=2))
-    if vocab_file:
+    if vocab_file and vocabulary_kind(vocab_file) == "wordpiece":
         storage.write_atomic(os.path.join(path, "vocab.txt"), storage.read_bytes(vocab_file))
         for name, text in tokenizer_files(vocab_file, do_lower_case, config.max_sequence_length,
                                           token_types=bool(config.type_vocab_size)).items():
             storage.write_atomic(os.path.join(path, name), text)
+    elif vocab_file:  # ALBERT's spiece.model, RoBERTa's vocab.json and merges.txt: as they are
+        if vocabulary_kind(vocab_file) == "sentencepiece":
+            copies = {"spiece.model": vocab_file}
+        else:
+            copies = {"vocab.json": vocab_file, "merges.txt": os.path.join(os.path.dirname(vocab_file), "merges.txt")}
+        for name, source in copies.items():
+            storage.write_atomic(os.path.join(path, name), storage.read_bytes(source))
     return architecture, left_out
 
 
@@ -299,4 +312,4 @@ class HuggingFaceFormat(WeightFormat):
         return written + (["vocab.txt and the tokenizer's files"] if weights.vocab_file else [])
 
     def names(self, config):
-        return {tf1: hf for hf, tf1, _ in _name_map(family_of(config), config.num_hidden_layers, "")}
+        return {tf1: hf for hf, tf1, _ in _name_map(family_of(config), config.num_layer_groups, "")}

@@ -48,6 +48,10 @@ def check_expressible(config: BertConfig) -> None:
                           f"pooler_activation {config.pooler_activation!r} and type_vocab_size "
                           f"{config.type_vocab_size} cannot be expressed by KerasHub's BertBackbone (BERT's 0, "
                           "1e-12, 'tanh' and token types only)")
+    if config.embedding_size is not None or config.num_hidden_groups is not None:
+        raise ConfigError(f"embedding_size {config.embedding_size} and num_hidden_groups {config.num_hidden_groups} "
+                          "(ALBERT's) cannot be expressed by KerasHub's BertBackbone (one set of weights per layer, "
+                          "embeddings as wide as the layers)")
 
 
 def _pairs(backbone):

@@ -211,12 +211,17 @@ def read_training_state(path):
 
 def _expected_shapes(config) -> dict[str, tuple[int, ...]]:
     """The shapes of a few weights every BERT of `config` has, by TF1 name (no model built)."""
-    hidden = config.hidden_size
-    return {"bert/embeddings/word_embeddings": (config.vocab_size, hidden),
-            "bert/embeddings/position_embeddings": (config.max_position_embeddings, hidden),
-            "bert/embeddings/token_type_embeddings": (config.type_vocab_size, hidden),
-            "bert/encoder/layer_0/attention/self/query/kernel": (hidden, hidden),
-            "bert/encoder/layer_0/intermediate/dense/kernel": (hidden, config.intermediate_size)}
+    hidden, width = config.hidden_size, config.embedding_width
+    if config.num_hidden_groups is not None:  # ALBERT's names
+        query = "bert/encoder/transformer/group_0/inner_group_0/attention_1/self/query/kernel"
+        intermediate = "bert/encoder/transformer/group_0/inner_group_0/ffn_1/intermediate/dense/kernel"
+    else:
+        query = "bert/encoder/layer_0/attention/self/query/kernel"
+        intermediate = "bert/encoder/layer_0/intermediate/dense/kernel"
+    return {"bert/embeddings/word_embeddings": (config.vocab_size, width),
+            "bert/embeddings/position_embeddings": (config.max_position_embeddings, width),
+            "bert/embeddings/token_type_embeddings": (config.type_vocab_size, width),
+            query: (hidden, hidden), intermediate: (hidden, config.intermediate_size)}
 
 
 def check_fits(checkpoint: Checkpoint, config, option: str = "init_checkpoint") -> None:

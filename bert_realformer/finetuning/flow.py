@@ -29,7 +29,14 @@ from bert_realformer.finetuning.stuck import StuckWatch, constant_prediction
 from bert_realformer.training import recorded_options
 from bert_realformer.training.driver import Driver, RunOptions
 from bert_realformer.training.evaluation import PeriodicEval, write_eval_results
-from bert_realformer.training.setup import StrategySpec, check_batches_fit, check_vocabulary, for_worker, load_config
+from bert_realformer.training.setup import (
+    StrategySpec,
+    check_batches_fit,
+    check_tokenizer_vocabulary,
+    check_vocabulary,
+    for_worker,
+    load_config,
+)
 
 if TYPE_CHECKING:  # annotations only
     import keras
@@ -38,7 +45,7 @@ if TYPE_CHECKING:  # annotations only
     from bert_realformer.training.driver import TrainingTask
     from bert_realformer.training.hooks import TrainingHook
     from modeling import BertConfig
-    from tokenization import FullTokenizer
+    from tokenization.vocabularies import Tokenizer
 
 EVAL_RESULTS = "eval_results.txt"
 
@@ -122,12 +129,13 @@ class FinetuningOptions:
         return make_driver(self.setup, self.plan, build_model)
 
 
-def make_driver(setup: DriverSetup, plan: Plan, build_model) -> tuple[Driver, FullTokenizer]:
+def make_driver(setup: DriverSetup, plan: Plan, build_model) -> tuple[Driver, Tokenizer]:
     """(driver, tokenizer): the case checked against a released checkpoint's name, the config with
     its variant overrides, the strategy, the batches and vocabulary checked against the model,
     --init_checkpoint checked to exist and fit, and the model `build_model(config)`."""
     from bert_realformer.checkpoints import training_states
     from tokenization import FullTokenizer, validate_case_matches_checkpoint
+    from tokenization.vocabularies import tokenizer_for
     init_checkpoint = setup.run.init_checkpoint
     try:
         validate_case_matches_checkpoint(setup.do_lower_case, init_checkpoint)
@@ -138,10 +146,22 @@ def make_driver(setup: DriverSetup, plan: Plan, build_model) -> tuple[Driver, Fu
     if plan.reinit_top_layers > config.num_hidden_layers:
         raise InputError(f"reinit_top_layers={plan.reinit_top_layers}: {setup.bert_config_file} has "
                          f"{config.num_hidden_layers} layers", options=("reinit_top_layers",))
+    if plan.reinit_top_layers and config.num_layer_groups != config.num_hidden_layers:
+        raise InputError(f"reinit_top_layers={plan.reinit_top_layers}: the {config.num_hidden_layers} layers of "
+                         f"{setup.bert_config_file} share {config.num_layer_groups} set(s) of weights "
+                         "(num_hidden_groups), so the top ones cannot be re-initialised alone",
+                         options=("reinit_top_layers",))
     strategy = setup.strategy.make()
     check_batches_fit(config, setup.max_seq_length, strategy.num_replicas_in_sync, dict(setup.batches))
-    check_vocabulary(setup.vocab_file, config.vocab_size)
-    tokenizer = FullTokenizer(setup.vocab_file, do_lower_case=setup.do_lower_case)
+    tokenizer = tokenizer_for(setup.vocab_file, do_lower_case=setup.do_lower_case)
+    if isinstance(tokenizer, FullTokenizer):
+        check_vocabulary(setup.vocab_file, config.vocab_size)
+    else:
+        check_tokenizer_vocabulary(setup.vocab_file, tokenizer, config.vocab_size)
+        if plan.export_dir:
+            raise InputError(f"export_dir={plan.export_dir}: a SavedModel tokenizes its text in the graph with "
+                             f"WordPiece, and vocab_file={setup.vocab_file} is not a WordPiece vocabulary; run "
+                             "without export_dir", options=("export_dir", "vocab_file"))
     if init_checkpoint:  # (there, and of this config's shapes: before the data is tokenized)
         training_states.check_fits(training_states.resolve(init_checkpoint), config)
     restart_deadline_for(plan.restart_deadline, strategy)
@@ -160,7 +180,7 @@ def best_metric(keep_best_by: str | None, metrics: Sequence[str]) -> str:
     return keep_best_by
 
 
-MakeDriver = Callable[[Callable[["BertConfig"], "keras.Model"]], tuple["Driver", "FullTokenizer"]]
+MakeDriver = Callable[[Callable[["BertConfig"], "keras.Model"]], tuple["Driver", "Tokenizer"]]
 
 
 def run(task: FinetuningTask, plan: Plan, make_driver: MakeDriver) -> int:

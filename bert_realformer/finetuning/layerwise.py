@@ -10,7 +10,9 @@ Few-sample BERT Fine-tuning"; Clark et al. 2020, ELECTRA):
   as a layer that was never pretrained would start.
 
 Both find a weight's place by its TF1 name (`BertModel.tf1_names`), the same for every variant,
-and take part in a run as one training hook (`LayerwiseTraining`).
+and take part in a run as one training hook (`LayerwiseTraining`). Where ALBERT's layers share
+weights by groups, a group learns at the rate of the highest layer that runs it (its embedding
+projection with the embeddings); its top layers cannot be re-initialised alone.
 """
 
 from __future__ import annotations
@@ -26,15 +28,21 @@ if TYPE_CHECKING:  # annotations only
     from modeling import BertConfig
 
 _LAYER = re.compile(r"^bert/encoder/layer_(\d+)/")
+_GROUP = re.compile(r"^bert/encoder/transformer/group_(\d+)/")
 
 
-def depth(tf1_name: str, num_layers: int) -> int:
+def depth(tf1_name: str, num_layers: int, num_groups: int | None = None) -> int:
     """How many steps below the top a weight sits: 0 for the head, the pooler and the encoder's
-    final LayerNorm; L - i for a weight of layer i; L + 1 for the embeddings."""
+    final LayerNorm; L - i for a weight of layer i (of ALBERT's group of `num_groups`: i the
+    highest layer running it); L + 1 for the embeddings (and ALBERT's projection of them)."""
     layer = _LAYER.match(tf1_name)
     if layer:
         return num_layers - int(layer.group(1))
-    if tf1_name.startswith("bert/embeddings/"):
+    group = _GROUP.match(tf1_name)
+    if group:  # layer i runs group i * G // L: the group's highest layer is ceil((g + 1) L / G) - 1
+        highest = ((int(group.group(1)) + 1) * num_layers + num_groups - 1) // num_groups - 1
+        return num_layers - highest
+    if tf1_name.startswith(("bert/embeddings/", "bert/encoder/embedding_hidden_mapping_in/")):
         return num_layers + 1
     return 0
 
@@ -50,8 +58,9 @@ def learning_rate_multipliers(model: keras.Model, decay: float) -> list[float] |
     if decay == 1.0:
         return None
     names = _names_of(model)
-    layers = model.config.num_hidden_layers
-    return [decay ** depth(names[id(variable)], layers) for variable in model.trainable_variables]
+    config = model.config
+    return [decay ** depth(names[id(variable)], config.num_hidden_layers, config.num_hidden_groups)
+            for variable in model.trainable_variables]
 
 
 def top_layer_names(model: keras.Model, num_layers: int) -> list[str]:
@@ -82,6 +91,9 @@ def reinitialize_top_layers(model: keras.Model, num_layers: int, seed: int) -> l
                          f"the top {num_layers}")
     if not num_layers:
         return []
+    if model.config.num_layer_groups != model.config.num_hidden_layers:
+        raise ValueError(f"the model's {model.config.num_hidden_layers} layers share {model.config.num_layer_groups} "
+                         f"set(s) of weights (num_hidden_groups); cannot re-initialise the top {num_layers} alone")
     chosen = set(top_layer_names(model, num_layers))
     done = []
     for index, (name, variable) in enumerate(model.tf1_names()):

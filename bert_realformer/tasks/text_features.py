@@ -35,7 +35,8 @@ def text_features(examples, tokenizer, max_seq_length):
               for name in ("input_ids", "input_mask", "token_type_ids")}
     for row, (_, text_a, text_b) in enumerate(examples):
         b = tokenizer.tokenize(text_b) if text_b is not None else None
-        tokens, segments = pack(tokenizer.tokenize(text_a), b, max_seq_length, "[CLS]", "[SEP]")
+        tokens, segments = pack(tokenizer.tokenize(text_a), b, max_seq_length, tokenizer.cls_token,
+                                 tokenizer.sep_token)
         all_tokens.append(tokens)
         arrays["input_ids"][row, :len(tokens)] = tokenizer.convert_tokens_to_ids(tokens)
         arrays["input_mask"][row, :len(tokens)] = 1

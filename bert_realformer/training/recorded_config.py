@@ -19,7 +19,8 @@ from bert_realformer.errors import InputError
 
 FILE_NAME = "bert_config.json"
 SIZE_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-             "max_position_embeddings", "type_vocab_size", "position_offset", "layer_norm_eps")
+             "max_position_embeddings", "type_vocab_size", "position_offset", "layer_norm_eps", "embedding_size",
+             "num_hidden_groups")
 VARIANT_KEYS = ("layer_norm_type", "residual_attention")
 
 logger = logging.getLogger(__name__)

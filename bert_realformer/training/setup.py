@@ -101,6 +101,21 @@ def duplicates(tokens: list[str]) -> list[tuple[str, list[int]]]:
     return [(token, numbers) for token, numbers in lines.items() if len(numbers) > 1]
 
 
+def check_tokenizer_vocabulary(vocab_file: str, tokenizer, vocab_size: int | None) -> None:
+    """The same checks for a SentencePiece or BPE vocabulary (`tokenization.vocabularies`): its
+    special tokens there, every id a row of the model's embedding table."""
+    for token in (tokenizer.unk_token, tokenizer.cls_token, tokenizer.sep_token):
+        if token not in tokenizer.vocab:
+            raise InputError(f"vocab_file={vocab_file} has no {token} token; the fine-tuning scripts need "
+                             f"{tokenizer.unk_token}, {tokenizer.cls_token} and {tokenizer.sep_token}",
+                             options=("vocab_file",))
+    largest = max(tokenizer.vocab.values())
+    if vocab_size is not None and largest >= vocab_size:
+        raise InputError(f"vocab_file={vocab_file} has ids up to {largest} but the model's vocab_size is {vocab_size} "
+                         "(bert_config_file); use the vocabulary the checkpoint was trained with",
+                         options=("vocab_file", "bert_config_file"))
+
+
 def check_vocabulary(vocab_file: str, vocab_size: int | None,
                      needed: tuple[str, ...] = FINE_TUNING_TOKENS) -> list[str]:
     """An `InputError` naming `vocab_file` when it has more lines than `vocab_size` (with its

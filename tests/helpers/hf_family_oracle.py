@@ -1,11 +1,12 @@
-"""transformers' RoBERTa or DistilBERT (PyTorch) in a fresh process, for tests/test_hf_families.py.
+"""transformers' RoBERTa, DistilBERT or ALBERT (PyTorch) in a fresh process, for tests/test_hf_families.py.
 
-stdin: {"family": "roberta" or "distilbert", "make": directory, "inputs": {input_ids,
+stdin: {"family": "roberta", "distilbert" or "albert", "make": directory, "inputs": {input_ids,
 attention_mask}, optionally "vocab_size" (99)} saves a randomly initialised small model of each
 of the family's classes under directory/CLASS (every weight drawn, biases and LayerNorms too);
 {"family": ..., "load": directory, "inputs": ...} loads directory/CLASS instead. Either prints
 JSON {CLASS: outputs} on those inputs (multiple choice: each example as the first of 2 choices,
-the batch reversed as the second).
+the batch reversed as the second; ALBERT's pretraining class: its MLM and sentence-order logits).
+The ALBERT has 3 layers in 2 groups (layers 0 and 1 share weights) and embeddings of 16 for 32.
 """
 
 import json
@@ -25,14 +26,19 @@ FAMILIES = {
         layer_norm_eps=1e-5)),
     "distilbert": ("DistilBert", lambda vocab_size: transformers.DistilBertConfig(
         vocab_size=vocab_size, dim=32, n_layers=2, n_heads=4, hidden_dim=37, max_position_embeddings=40)),
+    "albert": ("Albert", lambda vocab_size: transformers.AlbertConfig(
+        vocab_size=vocab_size, embedding_size=16, hidden_size=32, num_hidden_layers=3, num_hidden_groups=2,
+        num_attention_heads=4, intermediate_size=37, max_position_embeddings=40, type_vocab_size=2,
+        hidden_act="gelu_new")),
 }
-NUM_LABELS = {"ForTokenClassification": 5, "ForQuestionAnswering": 2}
+EXTRA_HEADS = {"albert": ("ForPreTraining",)}
+NUM_LABELS = {"ForTokenClassification": 5, "ForQuestionAnswering": 2, "ForPreTraining": 2}
 
 request = json.loads(sys.stdin.read())
 inputs = {k: torch.tensor(np.array(v), dtype=torch.long) for k, v in request["inputs"].items()}
 class_prefix, make_config = FAMILIES[request["family"]]
 results = {}
-for index, head in enumerate(HEADS):
+for index, head in enumerate(HEADS + EXTRA_HEADS.get(request["family"], ())):
     name = class_prefix + head
     cls = getattr(transformers, name)
     if "make" in request:
@@ -55,6 +61,8 @@ for index, head in enumerate(HEADS):
         results[name] = {"sequence": out.last_hidden_state.numpy().tolist()}
         if getattr(out, "pooler_output", None) is not None:
             results[name]["pooled"] = out.pooler_output.numpy().tolist()
+    elif head == "ForPreTraining":
+        results[name] = {"logits": out.prediction_logits.numpy().tolist(), "sop": out.sop_logits.numpy().tolist()}
     elif head == "ForQuestionAnswering":
         results[name] = {"start": out.start_logits.numpy().tolist(), "end": out.end_logits.numpy().tolist()}
     else:

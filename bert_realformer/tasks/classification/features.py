@@ -42,7 +42,7 @@ def convert_windows(example, label_map, max_seq_length, tokenizer, doc_stride=No
     or with `doc_stride` the windows of a long text A."""
     ids_a = tokenizer.tokenize_to_ids(example.text_a)
     ids_b = tokenizer.tokenize_to_ids(example.text_b) if example.text_b else None
-    cls, sep = tokenizer.vocab["[CLS]"], tokenizer.vocab["[SEP]"]
+    cls, sep = tokenizer.vocab[tokenizer.cls_token], tokenizer.vocab[tokenizer.sep_token]
     if doc_stride:
         windows = pack_windows(ids_a, ids_b, max_seq_length, doc_stride, cls, sep)
     else:

@@ -18,7 +18,7 @@ def choice_arrays(examples, tokenizer, max_seq_length):
     arrays = {name: np.zeros(shape, "int32") for name in ("input_ids", "input_mask", "segment_ids")}
     arrays["choice_mask"] = np.zeros(shape[:2], "int32")
     arrays["label_ids"] = np.array([-1 if e.label is None else e.label for e in examples], "int32")
-    cls, sep = tokenizer.vocab["[CLS]"], tokenizer.vocab["[SEP]"]
+    cls, sep = tokenizer.vocab[tokenizer.cls_token], tokenizer.vocab[tokenizer.sep_token]
     for n, example in enumerate(examples):
         context = tokenizer.tokenize_to_ids(example.context)
         for c, choice in enumerate(example.choices):

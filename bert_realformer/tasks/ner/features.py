@@ -27,7 +27,7 @@ class Window:
 def _pieces(tokenizer, token, cache):
     ids = cache.get(token)
     if ids is None:
-        ids = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(token)) or [tokenizer.vocab["[UNK]"]]
+        ids = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(token)) or [tokenizer.vocab[tokenizer.unk_token]]
         cache[token] = ids
     return ids
 
@@ -36,7 +36,7 @@ def sentence_windows(sentences, tokenizer, max_seq_length, label_map=None):
     """(arrays, [Window]) for `sentences` (`ner_data.Sentence`), in order. `label_map`
     ({tag: id}) adds `label_ids` (the sentences must be tagged)."""
     budget = max_seq_length - 2
-    cls_id, sep_id = tokenizer.vocab["[CLS]"], tokenizer.vocab["[SEP]"]
+    cls_id, sep_id = tokenizer.vocab[tokenizer.cls_token], tokenizer.vocab[tokenizer.sep_token]
     cache, rows, windows = {}, [], []
     for index, sentence in enumerate(sentences):
         pieces = [_pieces(tokenizer, token, cache)[:budget] for token in sentence.tokens]

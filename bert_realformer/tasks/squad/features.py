@@ -101,6 +101,9 @@ def iter_features(examples: list[SquadExample], tokenizer: FullTokenizer, max_se
     """Yields the `InputFeatures` of each window of each example (`doc_stride` apart), in order,
     as the original's `convert_examples_to_features` makes them; one at a time, so that
     training features can be streamed to a file."""
+    if tokenizer.cls_token != "[CLS]" or not hasattr(tokenizer, "basic_tokenizer"):
+        raise InputError(f"vocab_file={tokenizer.vocab_file}: run_squad.py aligns answers with WordPiece's words and "
+                         "reads a WordPiece vocabulary (vocab.txt) only", options=("vocab_file",))
     unique_id = 1000000000
     for example_index, example in enumerate(examples):
         query = tokenizer.tokenize(example.question_text)[:max_query_length]
