@@ -62,6 +62,15 @@ BLOCK_SCOPES = types.MappingProxyType({
 })
 
 
+def block_names(config: BertConfig, index: int) -> tuple[str, types.MappingProxyType]:
+    """(the TF1 scope of the encoder's block `index`, its weights' scopes inside it: a
+    `BLOCK_SCOPES` entry): `bert/encoder/layer_N`, or ALBERT's group's where the config has
+    groups."""
+    if config.num_hidden_groups is not None:
+        return f"bert/encoder/transformer/group_{index}/inner_group_0", BLOCK_SCOPES["albert"][config.layer_norm_type]
+    return f"bert/encoder/layer_{index}", BLOCK_SCOPES["bert"][config.layer_norm_type]
+
+
 @serializable
 class BertEmbeddings(keras.layers.Layer):
     """Word + token-type (none where `type_vocab_size` is 0) + position embeddings, then LayerNorm
@@ -150,10 +159,8 @@ class BertModel(DeclaredInputs, keras.Model):
         encoder = self.encoder
         if encoder.embedding_projection is not None:
             names += dense_names("bert/encoder/embedding_hidden_mapping_in", encoder.embedding_projection)
-        grouped = self.config.num_hidden_groups is not None
-        scopes = BLOCK_SCOPES["albert" if grouped else "bert"]["pre" if self.config.variant.pre_ln else "post"]
         for i, block in enumerate(encoder.blocks):
-            p = f"bert/encoder/transformer/group_{i}/inner_group_0" if grouped else f"bert/encoder/layer_{i}"
+            p, scopes = block_names(self.config, i)
             names += [*dense_names(f"{p}/{scopes['query']}", block.attention.query),
                       *dense_names(f"{p}/{scopes['key']}", block.attention.key),
                       *dense_names(f"{p}/{scopes['value']}", block.attention.value),

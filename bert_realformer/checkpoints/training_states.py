@@ -35,6 +35,7 @@ from bert_realformer.checkpoints.tf1 import (
     write_config_beside,
 )
 from bert_realformer.errors import InputError
+from modeling.bert import block_names
 from modeling.lora import SCALE, fold_factors
 
 TRAINING_STATE = "training_state"
@@ -212,12 +213,8 @@ def read_training_state(path):
 def _expected_shapes(config) -> dict[str, tuple[int, ...]]:
     """The shapes of a few weights every BERT of `config` has, by TF1 name (no model built)."""
     hidden, width = config.hidden_size, config.embedding_width
-    if config.num_hidden_groups is not None:  # ALBERT's names
-        query = "bert/encoder/transformer/group_0/inner_group_0/attention_1/self/query/kernel"
-        intermediate = "bert/encoder/transformer/group_0/inner_group_0/ffn_1/intermediate/dense/kernel"
-    else:
-        query = "bert/encoder/layer_0/attention/self/query/kernel"
-        intermediate = "bert/encoder/layer_0/intermediate/dense/kernel"
+    scope, scopes = block_names(config, 0)
+    query, intermediate = (f"{scope}/{scopes[role]}/kernel" for role in ("query", "intermediate"))
     return {"bert/embeddings/word_embeddings": (config.vocab_size, width),
             "bert/embeddings/position_embeddings": (config.max_position_embeddings, width),
             "bert/embeddings/token_type_embeddings": (config.type_vocab_size, width),

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from bert_realformer.errors import InputError
 from bert_realformer.tasks.squad.reading import SquadExample
+from tokenization.vocabularies import vocabulary_kind
 
 if TYPE_CHECKING:  # annotations only
     from collections.abc import Iterator
@@ -101,7 +102,7 @@ def iter_features(examples: list[SquadExample], tokenizer: FullTokenizer, max_se
     """Yields the `InputFeatures` of each window of each example (`doc_stride` apart), in order,
     as the original's `convert_examples_to_features` makes them; one at a time, so that
     training features can be streamed to a file."""
-    if tokenizer.cls_token != "[CLS]" or not hasattr(tokenizer, "basic_tokenizer"):
+    if vocabulary_kind(tokenizer.vocab_file) != "wordpiece":
         raise InputError(f"vocab_file={tokenizer.vocab_file}: run_squad.py aligns answers with WordPiece's words and "
                          "reads a WordPiece vocabulary (vocab.txt) only", options=("vocab_file",))
     unique_id = 1000000000
