@@ -185,8 +185,10 @@ def test_a_best_dir_made_read_only_mid_training_ends_in_one_line_with_its_steps_
             data, out, "--do_train", "--do_eval", "--train_batch_size=4", "--num_train_epochs=6",
             "--eval_every_steps=2", "--keep_best_by=loss", "--save_checkpoints_steps=1000", "--learning_rate=1e-3")]
     out, best = tmp_path / "out", tmp_path / "out" / "best"
+    # (a read-only remount is refused, "busy", while a file under it is open for writing: try again)
     script = ('"$@" & pid=$!; while [ ! -f "$0/best.json" ] && kill -0 $pid 2>/dev/null; do sleep 0.02; done; '
-              'mount --bind "$0" "$0" && mount -o remount,ro,bind "$0"; wait $pid')
+              'mount --bind "$0" "$0" && until mount -o remount,ro,bind "$0" 2>/dev/null; do '
+              'kill -0 $pid 2>/dev/null || break; sleep 0.01; done; wait $pid')
     stopped = run(["unshare", "-m", "sh", "-c", script, str(best), *command(out)])
     assert stopped.returncode == 7, stopped.stderr[-3000:]
     line = last_line(stopped)
