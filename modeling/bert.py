@@ -73,8 +73,8 @@ def block_names(config: BertConfig, index: int) -> tuple[str, types.MappingProxy
 
 @serializable
 class BertEmbeddings(keras.layers.Layer):
-    """Word + token-type (none where `type_vocab_size` is 0) + position embeddings, then LayerNorm
-    and dropout. Position i reads
+    """Word + token-type (none where `type_vocab_size` is 0; its one row at every position where it
+    is 1, whatever the segment ids) + position embeddings, then LayerNorm and dropout. Position i reads
     row `position_offset + i` of the table (RoBERTa starts past its padding index; its own
     code gives padded positions the padding row, which only masked-out positions see).
 
@@ -115,7 +115,9 @@ class BertEmbeddings(keras.layers.Layer):
         x = ops.take(self.word_embeddings, input_ids, axis=0)
         if word_delta is not None:
             x = x + ops.cast(word_delta, x.dtype)
-        if self.token_type_embeddings is not None:
+        if c.type_vocab_size == 1:  # (RoBERTa's: its tokenizer gives B's tokens type 0 too)
+            x = x + ops.convert_to_tensor(self.token_type_embeddings)[None, :1]
+        elif self.token_type_embeddings is not None:
             x = x + ops.take(self.token_type_embeddings, token_type_ids, axis=0)
         offset = c.position_offset
         x = x + ops.convert_to_tensor(self.position_embeddings)[None, offset:offset + seq_length]

@@ -23,7 +23,9 @@ written), they are the original's:
   the layers take ALBERT's TF1 names (`bert/encoder/transformer/group_G/inner_group_0/...`);
   ALBERT's `inner_group_num` must then be 1 (more layers inside a group are not supported).
 
-And `type_vocab_size` may be 0: no token-type embeddings (DistilBERT's), the segment ids ignored.
+And `type_vocab_size` may be 0: no token-type embeddings (DistilBERT's), the segment ids ignored;
+or 1 (RoBERTa's): its one row added at every position, the segment ids ignored too (a pair's
+second text is not a second type there).
 
 Keys this class does not know (released configs carry `directionality`, `pooler_fc_size`, ...)
 are kept in `extra_keys` and written back unchanged.

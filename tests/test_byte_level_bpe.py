@@ -31,6 +31,8 @@ def test_pieces_and_merges_by_hand(tmp_path):
     prefixed = ByteLevelBPETokenizer(str(tmp_path / "vocab.json"), str(tmp_path / "merges.txt"),
                                      add_prefix_space=True)
     assert prefixed.tokenize("world") == ["Ġwor", "l", "d"]
+    # A word of a sentence given as words has the space before it, as transformers' add_prefix_space gives it.
+    assert tokenizer.tokenize_word("world") == ["Ġwor", "l", "d"] == tokenizer.tokenize_word(" world")
 
 
 @pytest.mark.slow  # (trains the reference vocabulary)

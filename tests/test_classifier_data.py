@@ -277,6 +277,10 @@ def test_truncations_by_hand():
     assert pack(a, b, 12, "C", "S", "tail")[0] == ["C", 5, 6, 7, 8, 9, "S", 100, 101, 102, 103, "S"]
     assert pack(a, b, 12, "C", "S", "head_tail")[0] == ["C", 0, 6, 7, 8, 9, "S", 100, 101, 102, 103, "S"]
     assert pack(a, b, 12, "C", "S")[0] == ["C", 0, 1, 2, 3, 4, "S", 100, 101, 102, 103, "S"]
+    # RoBERTa's pair, two separators between the texts: room 8 -> A 4, B 4; B's segment from its first token.
+    sequence, segments = pack(a, b, 12, "C", "S", between=["S", "S"])
+    assert sequence == ["C", 0, 1, 2, 3, "S", "S", 100, 101, 102, 103, "S"]
+    assert segments == [0] * 7 + [1] * 5
 
 
 def test_labels_with_surrounding_spaces_are_one_class_and_said_once(tmp_path, caplog):

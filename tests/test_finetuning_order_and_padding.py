@@ -141,6 +141,10 @@ def test_windows_as_run_squad_cuts_documents():
     # What fits is exactly the original's one sequence.
     assert pack_windows([1, 2], [3], 9, 2, "C", "S") == [pack([1, 2], [3], 9, "C", "S")]
     assert pack_windows([1, 2, 3], None, 5, 1, "C", "S") == [pack([1, 2, 3], None, 5, "C", "S")]
+    # Two separators between the texts leave A one token less in each window.
+    roberta = pack_windows(a, [21, 22, 23, 24, 25], 10, 2, "C", "S", between=["S", "S"])
+    assert [w[0] for w in roberta][:2] == [["C", 1, 2, 3, "S", "S", 21, 22, 23, "S"],
+                                           ["C", 3, 4, 5, "S", "S", 21, 22, 23, "S"]]
 
 
 def test_windows_combine_into_one_row_per_document():

@@ -29,6 +29,7 @@ HEADS = {"Model": "encoder", "ForMaskedLM": "masked_lm", "ForSequenceClassificat
          "ForTokenClassification": "tokens", "ForQuestionAnswering": "span", "ForMultipleChoice": "choice"}
 EXTRA_HEADS = {"albert": {"ForPreTraining": "pretraining"}}
 LENGTH = 9
+FUNCTION_WORDS = frozenset("the a an and or to of in on is it i you this that".split())
 # family: (its classes' prefix, its padding id, what our config holds of the family's keys, what
 # its config.json holds)
 FAMILIES = {
@@ -53,8 +54,8 @@ def _inputs(pad_id):
     return ids, mask
 
 
-def _oracle(family, directory, ids, mask, action="make", vocab_size=99):
-    request = {"family": family, action: str(directory), "vocab_size": vocab_size,
+def _oracle(family, directory, ids, mask, action="make", vocab_size=99, as_initialised=False):
+    request = {"family": family, action: str(directory), "vocab_size": vocab_size, "as_initialised": as_initialised,
                "inputs": {"input_ids": ids.tolist(), "attention_mask": mask.tolist()}}
     result = script_processes.run([sys.executable, ORACLE], input=json.dumps(request), capture_output=True, text=True,
                                   timeout=600)
@@ -209,19 +210,32 @@ def test_a_masked_lm_without_a_pooler_starts_a_classifier_and_is_not_served(tmp_
     assert not (tmp_path / "sm").exists()
 
 
-def _fine_tune(tmp_path, release, vocab_file, rows, variant):
+def _assert_same_probabilities(theirs, ours):
+    """transformers' test probabilities [N, C] are the run's, near 0 and 1 too (their logarithms);
+    the run tells its examples apart (else any model of the right shape would pass)."""
+    assert np.ptp(ours, axis=0).max() > 0.5, ours
+    np.testing.assert_allclose(theirs, ours, atol=1e-4)
+    np.testing.assert_allclose(np.log(theirs), np.log(ours), atol=1e-3)
+
+
+def _fine_tune(tmp_path, release, vocab_file, rows, variant, max_seq_length=16, epochs=2, learning_rate="1e-3"):
     """run_classifier.py from the Hugging Face directory `release` on `rows` ({split: [(text,
-    label)]}) as `variant` (`--residual_attention`): (its output directory, the finished process)."""
+    label)] or [(text, second text, label)]}) as `variant` (`--residual_attention`): (its output
+    directory, the finished process)."""
     data = tmp_path / "data"
     data.mkdir(exist_ok=True)
+    pairs = len(next(iter(rows.values()))[0]) == 3
     for split, part in rows.items():
-        (data / f"{split}.tsv").write_text("text\tlabel\n" + "".join(f"{t}\t{label}\n" for t, label in part))
+        header = "text\tsecond\tlabel\n" if pairs else "text\tlabel\n"
+        (data / f"{split}.tsv").write_text(header + "".join("\t".join(row) + "\n" for row in part))
     out = tmp_path / f"run_{variant}"
     trained = script_processes.run(
         [sys.executable, os.path.join(ROOT, "run_classifier.py"), "--task_name=generic", f"--data_dir={data}",
+         *(["--text_b_column=second"] if pairs else []),
          f"--vocab_file={vocab_file}", f"--bert_config_file={release}/config.json", f"--init_checkpoint={release}",
-         f"--residual_attention={variant}", "--max_seq_length=16", "--train_batch_size=8",
-         "--num_train_epochs=2", "--learning_rate=1e-3", f"--output_dir={out}", "--do_train", "--do_predict"],
+         f"--residual_attention={variant}", f"--max_seq_length={max_seq_length}", "--train_batch_size=8",
+         f"--num_train_epochs={epochs}", f"--learning_rate={learning_rate}", f"--output_dir={out}", "--do_train",
+         "--do_predict"],
         capture_output=True, text=True, timeout=900)
     assert trained.returncode == 0, trained.stderr[-3000:]
     return out, trained
@@ -233,15 +247,15 @@ def test_distilbert_fine_tunes_as_post_ln_and_realformer_and_leaves_for_transfor
     post-LN and as RealFormer; the post-LN run, converted back, is a DistilBertForSequenceClassification
     that, tokenizing the raw test texts itself, gives the run's test_results.tsv."""
     ids, mask = _inputs(0)
-    _oracle("distilbert", tmp_path / "hf", ids, mask, vocab_size=128)
+    _oracle("distilbert", tmp_path / "hf", ids, mask, vocab_size=128, as_initialised=True)
     release = tmp_path / "hf" / "DistilBertForMaskedLM"
     rng = random.Random(0)
     words = "the cat sat on a mat dog played in snow old man reads it rained".split()
     labels = ["negative", "neutral", "positive"]
     rows = {split: [(" ".join(rng.choices(words, k=rng.randint(3, 12))), labels[i % 3]) for i in range(n)]
-            for split, n in (("train", 24), ("test", 9))}
+            for split, n in (("train", 64), ("test", 9))}
     for variant in ("none", "sum"):
-        out, trained = _fine_tune(tmp_path, release, VOCAB, rows, variant)
+        out, trained = _fine_tune(tmp_path, release, VOCAB, rows, variant, epochs=30, learning_rate="2e-3")
         assert "freshly initialised (not in it): bert/pooler/dense/kernel, bert/pooler/dense/bias" in trained.stderr
         recorded = json.loads((out / "bert_config.json").read_text())
         assert (recorded["type_vocab_size"], recorded["pooler_activation"], recorded["residual_attention"]) == (
@@ -253,8 +267,114 @@ def test_distilbert_fine_tunes_as_post_ln_and_realformer_and_leaves_for_transfor
     assert result.returncode == 0, result.stderr[-3000:]
     probabilities, _, model_class = transformers_probabilities(tmp_path / "back", [t for t, _ in rows["test"]], 16)
     assert model_class == "DistilBertForSequenceClassification"
-    np.testing.assert_allclose(probabilities, np.loadtxt(tmp_path / "run_none" / "test_results.tsv", delimiter="\t"),
-                               atol=1e-4)
+    _assert_same_probabilities(probabilities, np.loadtxt(tmp_path / "run_none" / "test_results.tsv", delimiter="\t"))
+
+
+def _roberta_release(tmp_path, real_data):
+    """A RobertaForMaskedLM directory of transformers with a byte-level BPE (vocab.json and
+    merges.txt) trained by the `tokenizers` library on real English lines, RoBERTa's special
+    tokens first (`<s>` 0, `<pad>` 1, `</s>` 2, as the model's config has them); its weights as
+    transformers initialises them (a model that learns quickly)."""
+    tokenizers = pytest.importorskip("tokenizers")
+    bpe = tokenizers.ByteLevelBPETokenizer(add_prefix_space=False)
+    bpe.train_from_iterator(real_data.english_sentences()[:6000], vocab_size=2000, min_frequency=2,
+                            special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"], show_progress=False)
+    words = tmp_path / "bpe"
+    words.mkdir()
+    bpe.save_model(str(words))
+    ids, mask = _inputs(1)
+    _oracle("roberta", tmp_path / "hf", ids, mask, vocab_size=len(json.loads((words / "vocab.json").read_text())),
+            as_initialised=True)
+    release = tmp_path / "hf" / "RobertaForMaskedLM"
+    for name in ("vocab.json", "merges.txt"):
+        (release / name).write_bytes((words / name).read_bytes())
+    return release
+
+
+def test_roberta_fine_tunes_sentence_pairs_as_post_ln_and_realformer_from_its_bpe_directory(tmp_path, real_data):
+    """The journey from a RoBERTa directory (vocab.json and merges.txt beside its weights):
+    run_classifier.py fine-tunes on sentence pairs from it as it is, --vocab_file naming
+    vocab.json, as post-LN and as RealFormer; each pair is RoBERTa's `<s> A </s></s> B </s>` with
+    one token type. The post-LN run, converted back with its vocabulary, is a
+    RobertaForSequenceClassification that, tokenizing the raw pairs itself, gives the run's test
+    probabilities."""
+    from tokenization.vocabularies import tokenizer_for
+    release = _roberta_release(tmp_path, real_data)
+    vocab = release / "vocab.json"
+    tokenizer = tokenizer_for(str(vocab))
+    splits = real_data.english_sentiment_splits()
+    short = {split: [text for text, _ in part if len(tokenizer.tokenize(text)) <= 16] for split, part in splits.items()}
+    # (the first text's sentiment; short enough that no pair is cut, so no truncation rule is compared)
+    labels = {text: label for part in splits.values() for text, label in part}
+    rows = {split: [(a, b, labels[a]) for a, b in zip(short[split][:n], short[split][n:2 * n], strict=True)]
+            for split, n in (("train", 64), ("test", 9))}
+    for variant in ("none", "sum"):
+        out, _ = _fine_tune(tmp_path, release, vocab, rows, variant, max_seq_length=38, epochs=30,
+                            learning_rate="2e-3")
+        recorded = json.loads((out / "bert_config.json").read_text())
+        assert (recorded["position_offset"], recorded["type_vocab_size"], recorded["residual_attention"]) == (
+            2, 1, variant)
+    result = convert("--from=ours", "--to=hf", f"--input={tmp_path}/run_none", f"--vocab_file={vocab}",
+                     f"--output={tmp_path}/back")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (tmp_path / "back" / "merges.txt").read_bytes() == (release / "merges.txt").read_bytes()
+    pairs = [(a, b) for a, b, _ in rows["test"]]
+    probabilities, _, model_class = transformers_probabilities(tmp_path / "back", pairs, 38)
+    assert model_class == "RobertaForSequenceClassification"
+    ours = np.loadtxt(tmp_path / "run_none" / "test_results.tsv", delimiter="\t")
+    _assert_same_probabilities(probabilities, ours)
+
+
+def test_roberta_tags_words_each_with_the_space_before_it_as_transformers_does(tmp_path, real_data):
+    """run_ner.py from the RoBERTa directory (a generic task: real English sentences, their
+    function words tagged) as post-LN and RealFormer; the post-LN run, converted
+    back, is a RobertaForTokenClassification that, tokenizing the words itself (one by one, the
+    space before each: add_prefix_space), gives each word's first token the run's predicted tag."""
+    from tokenization.vocabularies import tokenizer_for
+    release = _roberta_release(tmp_path, real_data)
+    tokenizer = tokenizer_for(str(release / "vocab.json"))
+    # (sentences that fit one window, so that transformers sees each whole as the run does)
+    sentences = [words for words in (line.split() for line in real_data.english_sentences()[6000:6400])
+                 if 4 <= len(words) and sum(len(tokenizer.tokenize_word(w)) for w in words) <= 36]
+    data = tmp_path / "conll"
+    data.mkdir()
+    for split, part in (("train", sentences[:40]), ("dev", sentences[40:50]), ("test", sentences[50:70])):
+        (data / f"{split}.txt").write_text("".join(
+            "".join(f"{w}\t{'B-FUNC' if w.lower() in FUNCTION_WORDS else 'O'}\n" if split != "test" else f"{w}\n"
+                    for w in words) + "\n" for words in part))
+    for variant in ("none", "sum"):
+        tagged = script_processes.run(
+            [sys.executable, os.path.join(ROOT, "run_ner.py"), "--task_name=generic", f"--data_dir={data}",
+             f"--vocab_file={release}/vocab.json", f"--bert_config_file={release}/config.json",
+             f"--init_checkpoint={release}", f"--residual_attention={variant}", "--max_seq_length=38",
+             "--train_batch_size=8", "--num_train_epochs=30", "--learning_rate=2e-3",
+             f"--output_dir={tmp_path}/ner_{variant}", "--do_train", "--do_predict"],
+            capture_output=True, text=True, timeout=900)
+        assert tagged.returncode == 0, tagged.stderr[-3000:]
+    labels = next(line for line in tagged.stderr.splitlines() if "labels: " in line).split("labels: ")[1].split()
+    result = convert("--from=ours", "--to=hf", f"--input={tmp_path}/ner_none", f"--vocab_file={release}/vocab.json",
+                     f"--output={tmp_path}/back")
+    assert result.returncode == 0, result.stderr[-3000:]
+    ours = [line.split()[-1] for line in (tmp_path / "ner_none" / "test_predictions.txt").read_text().splitlines()
+            if line]
+    code = ("import json, sys, torch, transformers\n"
+            "t = transformers.AutoTokenizer.from_pretrained(sys.argv[1], add_prefix_space=True)\n"
+            "m = transformers.AutoModelForTokenClassification.from_pretrained(sys.argv[1]).eval()\n"
+            "tags = []\n"
+            "for words in json.loads(sys.stdin.read()):\n"
+            "    x = t(words, is_split_into_words=True, return_tensors='pt')\n"
+            "    with torch.no_grad():\n"
+            "        best = m(**x).logits[0].argmax(-1).tolist()\n"
+            "    firsts = [x.word_ids().index(w) for w in range(len(words))]\n"
+            "    tags += [best[i] for i in firsts]\n"
+            "print(json.dumps({'tags': tags, 'class': type(m).__name__}))\n")
+    served = script_processes.run([sys.executable, "-c", code, str(tmp_path / "back")],
+                                  input=json.dumps(sentences[50:70]), capture_output=True, text=True, timeout=300)
+    assert served.returncode == 0, served.stderr[-3000:]
+    theirs = json.loads(served.stdout.strip().splitlines()[-1])
+    assert theirs["class"] == "RobertaForTokenClassification"
+    assert len(ours) == sum(map(len, sentences[50:70])) and set(ours) == {"O", "B-FUNC"}  # (both tags predicted)
+    assert [labels[i] for i in theirs["tags"]] == ours
 
 
 def _albert_release(tmp_path, real_data):
@@ -262,7 +382,7 @@ def _albert_release(tmp_path, real_data):
     trained on real English lines (ALBERT's special pieces and ids)."""
     spm = pytest.importorskip("sentencepiece")
     ids, mask = _inputs(0)
-    _oracle("albert", tmp_path / "hf", ids, mask, vocab_size=5000)
+    _oracle("albert", tmp_path / "hf", ids, mask, vocab_size=5000, as_initialised=True)
     release = tmp_path / "hf" / "AlbertForMaskedLM"
     with open(release / "spiece.model", "wb") as model:
         spm.SentencePieceTrainer.train(
@@ -281,10 +401,10 @@ def test_albert_fine_tunes_as_post_ln_and_realformer_from_its_sentencepiece_dire
     from tokenization.vocabularies import tokenizer_for
     release = _albert_release(tmp_path, real_data)
     splits = real_data.english_sentiment_splits()
-    rows = {"train": splits["train"][:24], "test": splits["test"][:9]}
+    rows = {"train": splits["train"][:64], "test": splits["test"][:9]}
     spiece = release / "spiece.model"
     for variant in ("none", "sum"):
-        out, _ = _fine_tune(tmp_path, release, spiece, rows, variant)
+        out, _ = _fine_tune(tmp_path, release, spiece, rows, variant, epochs=30, learning_rate="2e-3")
         recorded = json.loads((out / "bert_config.json").read_text())
         assert (recorded["embedding_size"], recorded["num_hidden_groups"], recorded["residual_attention"]) == (
             16, 2, variant)
@@ -299,8 +419,8 @@ def test_albert_fine_tunes_as_post_ln_and_realformer_from_its_sentencepiece_dire
         ids[row, :len(tokens)] = tokenizer.convert_tokens_to_ids(tokens)
     theirs = _oracle_probabilities(tmp_path / "back", ids)
     assert theirs["class"] == "AlbertForSequenceClassification" and len(theirs["p"][0]) == 2
-    np.testing.assert_allclose(theirs["p"], np.loadtxt(tmp_path / "run_none" / "test_results.tsv", delimiter="\t"),
-                               atol=1e-4)
+    _assert_same_probabilities(np.array(theirs["p"]),
+                               np.loadtxt(tmp_path / "run_none" / "test_results.tsv", delimiter="\t"))
 
 
 def _oracle_probabilities(directory, ids):

@@ -89,6 +89,20 @@ def test_pre_ln_matches_hand_written_block_order_and_final_layer_norm():
     np.testing.assert_allclose(out["all_encoder_layers"][-1], expected, atol=2e-5)
 
 
+def test_one_token_type_is_added_at_every_position_whatever_the_segment_ids():
+    """RoBERTa's `type_vocab_size` 1: the hand-written reference with every type 0, for inputs
+    whose second halves are segment 1 (a pair's B, packed as BERT packs it)."""
+    config = modeling.BertConfig(**{**TINY, "type_vocab_size": 1}, layer_norm_type="pre")
+    model = modeling.BertModel(config)
+    _randomise(model)
+    inputs = _batch()
+    assert inputs["token_type_ids"].any()
+    weights = {n: v.numpy().astype("float64") for n, v in modeling.tf1_variable_map(model).items()}
+    expected = _pre_ln_reference(weights, {**inputs, "token_type_ids": np.zeros_like(inputs["token_type_ids"])},
+                                 config)
+    np.testing.assert_allclose(model(inputs)["sequence_output"], expected, atol=2e-5)
+
+
 def test_pre_ln_with_zero_sublayers_is_final_layer_norm_of_embeddings():
     """Zeroing both sublayer outputs makes every Pre-LN block the identity (post-LN would
     still re-normalise), so the output is exactly the final LayerNorm of the embeddings."""

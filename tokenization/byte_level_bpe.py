@@ -85,8 +85,9 @@ class ByteLevelBPETokenizer:
     `merges_file`: merges.txt, one `left right` pair per line in rank order after an optional
     `#version` line). `add_prefix_space`: a space before the text, as a word inside a sentence
     (RoBERTa's default: False). The special tokens are RoBERTa's (`<s>` begins a sequence where
-    BERT has `[CLS]`, `</s>` ends a segment)."""
+    BERT has `[CLS]`, `</s>` ends a segment; two of them stand between the texts of a pair)."""
     cls_token, sep_token, mask_token, unk_token = "<s>", "</s>", "<mask>", "<unk>"
+    pair_separator = ("</s>", "</s>")
 
     def __init__(self, vocab_file: str, merges_file: str, add_prefix_space: bool = False):
         self.vocab_file, self.do_lower_case = vocab_file, False
@@ -128,6 +129,11 @@ class ByteLevelBPETokenizer:
         characters = byte_characters()
         return [token for piece in pieces(text)
                 for token in self._merged("".join(characters[byte] for byte in piece.encode("utf-8")))]
+
+    def tokenize_word(self, word: str) -> list[str]:
+        """The tokens of one word of a sentence split into words: with the space before it (as
+        transformers tokenizes words given one by one, `add_prefix_space`)."""
+        return self.tokenize(word if word.startswith(" ") else " " + word)
 
     def tokenize_to_ids(self, text: str) -> list[int]:
         return self.convert_tokens_to_ids(self.tokenize(text))

@@ -51,6 +51,7 @@ class FullTokenizer:
     tokenizer of `tokenization.vocabularies` has them.
     """
     cls_token, sep_token, mask_token, unk_token = "[CLS]", "[SEP]", "[MASK]", "[UNK]"
+    pair_separator = ("[SEP]",)
 
     def __init__(self, vocab_file: str, do_lower_case: bool = True):
         self.vocab_file = vocab_file
@@ -75,6 +76,8 @@ class FullTokenizer:
         for word in self.basic_tokenizer.tokenize(text):
             output.extend(self._cached(self._piece_cache, word, tuple))
         return output
+
+    tokenize_word = tokenize  # (a word of a sentence split into words: as any text)
 
     def tokenize_to_ids(self, text: str) -> list[int]:
         """`convert_tokens_to_ids(tokenize(text))`, faster."""

@@ -37,6 +37,7 @@ class SentencePieceTokenizer:
     filesystem). `tokenize` prepares the text first (`preprocess_text`, lower-cased with
     `do_lower_case`)."""
     cls_token, sep_token, mask_token = "[CLS]", "[SEP]", "[MASK]"
+    pair_separator = ("[SEP]",)
 
     def __init__(self, model_file: str, do_lower_case: bool = True):
         import tensorflow as tf
@@ -84,6 +85,8 @@ class SentencePieceTokenizer:
             else:
                 pieces.append(piece)
         return pieces
+
+    tokenize_word = tokenize  # (a word of a sentence split into words: its pieces start with ▁ as any text's)
 
     def tokenize_to_ids(self, text: str) -> list[int]:
         return self.convert_tokens_to_ids(self.tokenize(text))

@@ -1,6 +1,7 @@
 """The original's input sequence for one text or a pair: `[CLS] A [SEP]` or `[CLS] A [SEP] B
 [SEP]`, the pair cut to fit by dropping tokens from the end of the longer text. Works on token
-strings and on ids alike.
+strings and on ids alike. What stands between the texts of a pair is the vocabulary's
+(`between`: RoBERTa's `</s> </s>`); `markers(tokenizer)` gives a tokenizer's three.
 
 Which tokens a text cut to k keeps (`truncation`): `head` (the original) its first k; `tail` its
 last k; `head_tail` its first k // 4 and its last k - k // 4 (Sun et al. 2019, "How to Fine-Tune
@@ -27,18 +28,28 @@ def kept(tokens: list, k: int, truncation: str = "head") -> list:
     return list(tokens[:head]) + list(tokens[len(tokens) - (k - head):])
 
 
-def pack(a: list, b: list | None, max_seq_length: int, cls, sep, truncation: str = "head") -> tuple[list, list[int]]:
-    """(sequence, segment ids) of `[cls] A [sep] (B [sep])` in at most `max_seq_length` items:
-    A alone is cut to `max_seq_length - 2`, a pair to the lengths `truncate_seq_pair` leaves,
-    each text keeping the tokens `truncation` says. Segment ids are 0 up to the first `sep`, 1
-    for B and its `sep`."""
+def markers(tokenizer, ids: bool = True) -> dict:
+    """{cls, sep, between} of a tokenizer of `tokenization.vocabularies` (ids, or with `ids`
+    False token strings), the keyword arguments of `pack` and `pack_windows`."""
+    convert = (lambda tokens: tokenizer.convert_tokens_to_ids(list(tokens))) if ids else list
+    cls, sep = convert((tokenizer.cls_token, tokenizer.sep_token))
+    return {"cls": cls, "sep": sep, "between": convert(tokenizer.pair_separator)}
+
+
+def pack(a: list, b: list | None, max_seq_length: int, cls, sep, truncation: str = "head",
+         between: list | None = None) -> tuple[list, list[int]]:
+    """(sequence, segment ids) of `[cls] A [sep] (B [sep])` in at most `max_seq_length` items
+    (`between`, when given, in place of the `sep` after A in a pair): A alone is cut to
+    `max_seq_length - 2`, a pair to the lengths `truncate_seq_pair` leaves, each text keeping the
+    tokens `truncation` says. Segment ids are 0 up to B, 1 for B and its `sep`."""
     if b is None:
         sequence = [cls, *kept(a, max_seq_length - 2, truncation), sep]
         return sequence, [0] * len(sequence)
+    between = [sep] if between is None else list(between)
     a_cut, b_cut = list(a), list(b)
-    truncate_seq_pair(a_cut, b_cut, max_seq_length - 3)
+    truncate_seq_pair(a_cut, b_cut, max_seq_length - 2 - len(between))
     a, b = kept(a, len(a_cut), truncation), kept(b, len(b_cut), truncation)
-    return [cls, *a, sep, *b, sep], [0] * (len(a) + 2) + [1] * (len(b) + 1)
+    return [cls, *a, *between, *b, sep], [0] * (len(a) + 1 + len(between)) + [1] * (len(b) + 1)
 
 
 def window_starts(length: int, room: int, stride: int) -> list[int]:
@@ -54,19 +65,21 @@ def window_starts(length: int, room: int, stride: int) -> list[int]:
         start += min(size, stride)
 
 
-def pack_windows(a: list, b: list | None, max_seq_length: int, stride: int, cls, sep) -> list[tuple[list, list[int]]]:
+def pack_windows(a: list, b: list | None, max_seq_length: int, stride: int, cls, sep,
+                 between: list | None = None) -> list[tuple[list, list[int]]]:
     """[(sequence, segment ids)] of overlapping windows of a long text: A (the document) is cut
     into windows `stride` tokens apart, each packed as `pack` packs A; B, in pairs, is kept in
-    every window (cut to half of the room left by [CLS] and the [SEP]s when the pair does not
+    every window (cut to half of the room left by [CLS] and the separators when the pair does not
     fit). A text that fits gives exactly `pack`'s one sequence."""
+    marks = {"cls": cls, "sep": sep, "between": between}
     if b is None:
         room = max_seq_length - 2
     else:
-        room = max_seq_length - 3
+        room = max_seq_length - 2 - (1 if between is None else len(between))
         if len(a) + len(b) <= room:
-            return [pack(a, b, max_seq_length, cls, sep)]
+            return [pack(a, b, max_seq_length, **marks)]
         b = list(b[:max(room // 2, room - len(a))])
         room -= len(b)
     if len(a) <= room:
-        return [pack(a, b, max_seq_length, cls, sep)]
-    return [pack(a[start:start + room], b, max_seq_length, cls, sep) for start in window_starts(len(a), room, stride)]
+        return [pack(a, b, max_seq_length, **marks)]
+    return [pack(a[start:start + room], b, max_seq_length, **marks) for start in window_starts(len(a), room, stride)]

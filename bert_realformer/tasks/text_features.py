@@ -9,7 +9,7 @@ import numpy as np
 
 from bert_realformer import storage
 from bert_realformer.errors import InputError
-from bert_realformer.tasks.sequences import pack
+from bert_realformer.tasks.sequences import markers, pack
 from bert_realformer.text_files import read_lines
 
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
@@ -35,8 +35,7 @@ def text_features(examples, tokenizer, max_seq_length):
               for name in ("input_ids", "input_mask", "token_type_ids")}
     for row, (_, text_a, text_b) in enumerate(examples):
         b = tokenizer.tokenize(text_b) if text_b is not None else None
-        tokens, segments = pack(tokenizer.tokenize(text_a), b, max_seq_length, tokenizer.cls_token,
-                                 tokenizer.sep_token)
+        tokens, segments = pack(tokenizer.tokenize(text_a), b, max_seq_length, **markers(tokenizer, ids=False))
         all_tokens.append(tokens)
         arrays["input_ids"][row, :len(tokens)] = tokenizer.convert_tokens_to_ids(tokens)
         arrays["input_mask"][row, :len(tokens)] = 1

@@ -2,7 +2,8 @@
 
 stdin: {"family": "roberta", "distilbert" or "albert", "make": directory, "inputs": {input_ids,
 attention_mask}, optionally "vocab_size" (99)} saves a randomly initialised small model of each
-of the family's classes under directory/CLASS (every weight drawn, biases and LayerNorms too);
+of the family's classes under directory/CLASS (every weight drawn, biases and LayerNorms too; with
+"as_initialised" true, as transformers initialises them);
 {"family": ..., "load": directory, "inputs": ...} loads directory/CLASS instead. Either prints
 JSON {CLASS: outputs} on those inputs (multiple choice: each example as the first of 2 choices,
 the batch reversed as the second; ALBERT's pretraining class: its MLM and sentence-order logits).
@@ -47,7 +48,7 @@ for index, head in enumerate(HEADS + EXTRA_HEADS.get(request["family"], ())):
         torch.manual_seed(index)
         model = cls(config).eval()
         with torch.no_grad():
-            for parameter in model.parameters():
+            for parameter in model.parameters() if not request.get("as_initialised") else ():
                 parameter.normal_(0.0, 0.3)
         model.save_pretrained(os.path.join(request["make"], name))
     else:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from bert_realformer.inference.padding import trim_to_longest
 from bert_realformer.tasks.feature_cache import cached_records, digest, file_digest
-from bert_realformer.tasks.sequences import pack, pack_windows
+from bert_realformer.tasks.sequences import markers, pack, pack_windows
 from bert_realformer.tfrecords import encode_example, float_feature, int64_feature
 
 if TYPE_CHECKING:  # annotations only
@@ -42,11 +42,11 @@ def convert_windows(example, label_map, max_seq_length, tokenizer, doc_stride=No
     or with `doc_stride` the windows of a long text A."""
     ids_a = tokenizer.tokenize_to_ids(example.text_a)
     ids_b = tokenizer.tokenize_to_ids(example.text_b) if example.text_b else None
-    cls, sep = tokenizer.vocab[tokenizer.cls_token], tokenizer.vocab[tokenizer.sep_token]
+    marks = markers(tokenizer)
     if doc_stride:
-        windows = pack_windows(ids_a, ids_b, max_seq_length, doc_stride, cls, sep)
+        windows = pack_windows(ids_a, ids_b, max_seq_length, doc_stride, **marks)
     else:
-        windows = [pack(ids_a, ids_b, max_seq_length, cls, sep, truncation)]
+        windows = [pack(ids_a, ids_b, max_seq_length, truncation=truncation, **marks)]
     label = _label_value(example.label, label_map)
     features = []
     for input_ids, segment_ids in windows:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bert_realformer.tasks.sequences import pack
+from bert_realformer.tasks.sequences import markers, pack
 
 
 def choice_arrays(examples, tokenizer, max_seq_length):
@@ -18,12 +18,12 @@ def choice_arrays(examples, tokenizer, max_seq_length):
     arrays = {name: np.zeros(shape, "int32") for name in ("input_ids", "input_mask", "segment_ids")}
     arrays["choice_mask"] = np.zeros(shape[:2], "int32")
     arrays["label_ids"] = np.array([-1 if e.label is None else e.label for e in examples], "int32")
-    cls, sep = tokenizer.vocab[tokenizer.cls_token], tokenizer.vocab[tokenizer.sep_token]
+    marks = markers(tokenizer)
     for n, example in enumerate(examples):
         context = tokenizer.tokenize_to_ids(example.context)
         for c, choice in enumerate(example.choices):
             ending = tokenizer.tokenize_to_ids(f"{example.start} {choice}".strip())
-            ids, segments = pack(context, ending, max_seq_length, cls, sep)
+            ids, segments = pack(context, ending, max_seq_length, **marks)
             arrays["input_ids"][n, c, :len(ids)] = ids
             arrays["input_mask"][n, c, :len(ids)] = 1
             arrays["segment_ids"][n, c, :len(ids)] = segments

@@ -27,7 +27,7 @@ class Window:
 def _pieces(tokenizer, token, cache):
     ids = cache.get(token)
     if ids is None:
-        ids = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(token)) or [tokenizer.vocab[tokenizer.unk_token]]
+        ids = tokenizer.convert_tokens_to_ids(tokenizer.tokenize_word(token)) or [tokenizer.vocab[tokenizer.unk_token]]
         cache[token] = ids
     return ids
 
