@@ -1,5 +1,6 @@
 """create_pretraining_data.py against the ORIGINAL script's output, plus our extensions."""
 
+import array
 import json
 import os
 import sys
@@ -120,3 +121,60 @@ def test_truncating_a_pair_cuts_and_draws_as_the_original_one_token_at_a_time():
         truncate_seq_pair(a, b, limit, rng)
         assert (a, b) == (expected_a, expected_b), case
         assert rng.random() == expected_rng.random()
+
+
+def test_sentence_order_pairs_are_a_documents_consecutive_text_in_or_out_of_order():
+    """Documents of numbered sentences (token 1000 d + 10 s + k: document d, sentence s): with
+    `sentence_order` every pair whose texts come from one document is A then the text right after
+    it (label 0) or the two swapped (label 1), about half each; a B from another document comes
+    only after a chunk of one sentence (label 1, as google-research/albert makes it). Next-sentence
+    pairs of the same documents take other documents' B after longer chunks too."""
+    import random
+
+    from bert_realformer.pretraining.instances import MaskingOptions, VocabIds, create_training_instances
+
+    rng = random.Random(3)
+    documents = [[array.array("i", [1000 * d + 10 * s + k for k in range(rng.randint(2, 5))])
+                  for s in range(rng.randint(1, 6))] for d in range(1, 31)]
+    vocab = {"[UNK]": 0, "[CLS]": 1, "[SEP]": 2, "[MASK]": 3,
+             **{str(t): t for document in documents for sentence in document for t in sentence}}
+    unmasked = MaskingOptions(dynamic=True)
+
+    def pairs(sentence_order):
+        made = create_training_instances([list(d) for d in documents], 64, 5, 0.1, unmasked, VocabIds(vocab),
+                                         random.Random(12345), sentence_order=sentence_order)
+        for instance in made:
+            sep = instance.input_ids.index(2)
+            yield instance.input_ids[1:sep], instance.input_ids[sep + 1:-1], instance.is_random_next
+
+    def where(token):
+        return token // 1000, token % 1000 // 10
+
+    swapped = kept = 0
+    for a, b, label in pairs(True):
+        (doc_a, first_a), (_, last_a), (doc_b, first_b), (_, last_b) = map(where, (a[0], a[-1], b[0], b[-1]))
+        if doc_a != doc_b:
+            assert label and first_a == last_a, (a, b)  # (a one-sentence chunk)
+        elif label:
+            assert last_b + 1 == first_a, (a, b)
+            swapped += 1
+        else:
+            assert last_a + 1 == first_b, (a, b)
+            kept += 1
+    assert swapped + kept > 100 and 0.35 < swapped / (swapped + kept) < 0.65
+    assert any(where(a[0])[0] != where(b[0])[0] and where(a[0])[1] != where(a[-1])[1] for a, b, _ in pairs(False))
+
+
+def test_the_word_pieces_of_sentencepiece_and_bpe_vocabularies():
+    """Whole-word masking's continuation marks: WordPiece's `##` pieces; for SentencePiece and
+    byte-level BPE every token but those starting a word (`▁`, `Ġ`) and the special ones."""
+    from bert_realformer.pretraining.instances import VocabIds
+    wordpiece = VocabIds({"[UNK]": 0, "[CLS]": 1, "[SEP]": 2, "[MASK]": 3, "the": 4, "##re": 5})
+    assert wordpiece.continuation_flags == bytes([0, 0, 0, 0, 0, 1])
+    pieces = {"<unk>": 0, "[CLS]": 1, "[SEP]": 2, "[MASK]": 3, "▁the": 4, "re": 5, "▁": 6, ",": 7}
+    sentence_piece = VocabIds(pieces, ("<unk>", "[CLS]", "[SEP]", "[MASK]"), word_start="▁")
+    assert sentence_piece.continuation_flags == bytes([0, 0, 0, 0, 0, 1, 0, 1])
+    assert (sentence_piece.cls, sentence_piece.sep, sentence_piece.mask) == (1, 2, 3)
+    bpe = VocabIds({"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, "<mask>": 4, "Ġthe": 5, "re": 6},
+                   ("<unk>", "<s>", "</s>", "<mask>"), word_start="Ġ")
+    assert bpe.continuation_flags == bytes([0, 1, 0, 0, 0, 0, 1])  # (<pad> is no special of instances)

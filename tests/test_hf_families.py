@@ -12,6 +12,7 @@ import sys
 
 import numpy as np
 import pytest
+import tensorflow as tf
 from helpers import script_processes
 from helpers.conversions import convert
 from helpers.transformers_classifier import transformers_probabilities
@@ -19,6 +20,7 @@ from helpers.transformers_classifier import transformers_probabilities
 import modeling
 from bert_realformer import checkpoints
 from bert_realformer.checkpoints.config_files import read_config
+from bert_realformer.pretraining.records import feature_spec
 
 pytestmark = pytest.mark.slow  # transformers in subprocesses
 
@@ -377,13 +379,13 @@ def test_roberta_tags_words_each_with_the_space_before_it_as_transformers_does(t
     assert [labels[i] for i in theirs["tags"]] == ours
 
 
-def _albert_release(tmp_path, real_data):
-    """An AlbertForMaskedLM directory of transformers with a SentencePiece model of 5,000 pieces
-    trained on real English lines (ALBERT's special pieces and ids)."""
+def _albert_release(tmp_path, real_data, head="ForMaskedLM"):
+    """An Albert`head` (AlbertForMaskedLM) directory of transformers with a SentencePiece model of
+    5,000 pieces trained on real English lines (ALBERT's special pieces and ids)."""
     spm = pytest.importorskip("sentencepiece")
     ids, mask = _inputs(0)
     _oracle("albert", tmp_path / "hf", ids, mask, vocab_size=5000, as_initialised=True)
-    release = tmp_path / "hf" / "AlbertForMaskedLM"
+    release = tmp_path / "hf" / f"Albert{head}"
     with open(release / "spiece.model", "wb") as model:
         spm.SentencePieceTrainer.train(
             sentence_iterator=iter(line.lower() for line in real_data.english_sentences()[:6000]), model_writer=model,
@@ -435,3 +437,90 @@ def _oracle_probabilities(directory, ids):
                                   capture_output=True, text=True, timeout=300)
     assert served.returncode == 0, served.stderr[-3000:]
     return json.loads(served.stdout.strip().splitlines()[-1])
+
+
+def _continue_pretraining(tmp_path, real_data, release, vocab_file, data_flag):
+    """create_pretraining_data.py (`data_flag`: --sentence_order or --no_nsp) from real English
+    documents of 6 sentences with `vocab_file`, then run_pretraining.py from the directory
+    `release` (named by its transformers class) as post-LN and RealFormer for 20 steps, evaluated
+    before them and after on 16 of the records. Returns ({variant: eval history}, transformers'
+    losses of `release` on those 16 records: {mlm, and for a pretraining class sop,
+    sop_accuracy}, the 16 records)."""
+    sentences = real_data.english_sentences()[7000:7240]
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(line + ("\n\n" if i % 6 == 5 else "\n") for i, line in enumerate(sentences)))
+    shape = ["--max_seq_length=32", "--max_predictions_per_seq=5"]
+    made = script_processes.run(
+        [sys.executable, os.path.join(ROOT, "create_pretraining_data.py"), f"--input_file={corpus}",
+         f"--output_file={tmp_path}/pairs.tfrecord", f"--vocab_file={vocab_file}", data_flag, "--dupe_factor=1",
+         *shape], capture_output=True, text=True, timeout=600)
+    assert made.returncode == 0, made.stderr[-3000:]
+    no_nsp = ["--no_nsp"] if data_flag == "--no_nsp" else []
+    histories = {}
+    for variant in ("none", "sum"):
+        out = tmp_path / f"pretrain_{variant}"
+        trained = script_processes.run(
+            [sys.executable, os.path.join(ROOT, "run_pretraining.py"), f"--bert_config_file={release}/config.json",
+             f"--init_checkpoint={release}", f"--input_file={tmp_path}/pairs.tfrecord",
+             f"--eval_input_file={tmp_path}/pairs.tfrecord", f"--output_dir={out}", f"--residual_attention={variant}",
+             "--do_train", *no_nsp, *shape, "--train_batch_size=8", "--num_train_steps=20", "--num_warmup_steps=0",
+             "--learning_rate=1e-3", "--eval_every_steps=20", "--max_eval_steps=2", "--eval_batch_size=8"],
+            capture_output=True, text=True, timeout=900)
+        assert trained.returncode == 0, trained.stderr[-3000:]
+        histories[variant] = [json.loads(line) for line in (out / "eval_history.jsonl").read_text().splitlines()]
+    spec = {key: value for key, value in feature_spec(32, 5).items() if not (no_nsp and key == "next_sentence_labels")}
+    records = [{key: value.numpy().tolist() for key, value in example.items()} for example in
+               tf.data.TFRecordDataset(str(tmp_path / "pairs.tfrecord")).take(16).map(
+                   lambda record: tf.io.parse_single_example(record, spec))]
+    code = ("import json, sys, torch, transformers\n"
+            "head = 'ForMaskedLM' if sys.argv[2].endswith('ForMaskedLM') else 'ForPreTraining'\n"
+            "m = getattr(transformers, sys.argv[2]).from_pretrained(sys.argv[1]).eval()\n"
+            "r = {k: torch.tensor(v) for k, v in json.loads(sys.stdin.read()).items()}\n"
+            "with torch.no_grad():\n"
+            "    out = m(input_ids=r['input_ids'], attention_mask=r['input_mask'], token_type_ids=r['segment_ids'])\n"
+            "logits = out.logits if head == 'ForMaskedLM' else out.prediction_logits\n"
+            "logp = torch.log_softmax(logits, -1)\n"
+            "at = torch.gather(logp, 1, r['masked_lm_positions'][:, :, None].expand(-1, -1, logp.shape[-1]))\n"
+            "nll = -torch.gather(at, 2, r['masked_lm_ids'][:, :, None])[:, :, 0]\n"
+            "w = r['masked_lm_weights']\n"
+            "result = {'mlm': float((nll * w).sum() / w.sum())}\n"
+            "if head == 'ForPreTraining':\n"
+            "    sop, labels = torch.log_softmax(out.sop_logits, -1), r['next_sentence_labels'][:, 0]\n"
+            "    result.update(sop=float(-sop.gather(1, labels[:, None]).mean()),\n"
+            "                  sop_accuracy=float((sop.argmax(-1) == labels).float().mean()))\n"
+            "print(json.dumps(result))\n")
+    batch = {key: [record[key] for record in records] for key in records[0]}
+    served = script_processes.run([sys.executable, "-c", code, str(release), release.name],
+                                  input=json.dumps(batch), capture_output=True, text=True, timeout=300)
+    assert served.returncode == 0, served.stderr[-3000:]
+    for history in histories.values():
+        assert [point["step"] for point in history] == [0, 20]
+        assert history[1]["masked_lm_loss"] < history[0]["masked_lm_loss"]
+    return histories, json.loads(served.stdout.strip().splitlines()[-1]), records
+
+
+def test_albert_continues_pretraining_on_sentence_order_pairs_from_its_directory(tmp_path, real_data):
+    """create_pretraining_data.py with ALBERT's spiece.model and --sentence_order, then
+    run_pretraining.py from the ALBERT directory as it is, as post-LN and as RealFormer: the
+    post-LN run's evaluation before its first step is transformers' AlbertForPreTraining on the
+    same records (masked-LM loss and sentence-order loss and accuracy), and both runs train."""
+    release = _albert_release(tmp_path, real_data, "ForPreTraining")
+    histories, theirs, records = _continue_pretraining(tmp_path, real_data, release, release / "spiece.model",
+                                                       "--sentence_order")
+    ours = histories["none"][0]
+    assert 0 < sum(record["next_sentence_labels"][0] for record in records) < 16  # (both orders among them)
+    assert ours["masked_lm_loss"] == pytest.approx(theirs["mlm"], abs=1e-4)
+    assert ours["next_sentence_loss"] == pytest.approx(theirs["sop"], abs=1e-4)
+    assert ours["next_sentence_accuracy"] == pytest.approx(theirs["sop_accuracy"])
+
+
+def test_roberta_continues_masked_lm_pretraining_from_its_directory(tmp_path, real_data):
+    """create_pretraining_data.py --no_nsp with RoBERTa's vocab.json, then run_pretraining.py
+    --no_nsp from the RoBERTa directory as post-LN and RealFormer: the post-LN run's evaluation
+    before its first step is transformers' RobertaForMaskedLM's masked-LM loss on the same
+    records, and both runs train."""
+    release = _roberta_release(tmp_path, real_data)
+    histories, theirs, records = _continue_pretraining(tmp_path, real_data, release, release / "vocab.json",
+                                                       "--no_nsp")
+    assert all(record["input_ids"][0] == 0 for record in records)  # (<s> first)
+    assert histories["none"][0]["masked_lm_loss"] == pytest.approx(theirs["mlm"], abs=1e-4)

@@ -3,7 +3,9 @@
 Same flags, defaults, algorithm and records: for the same input, vocab, flags and seed the
 instances are the original's, in the same order. Beyond the original: parallel tokenization
 (`--num_workers`), memory-bounded `--shard_mode`, Chinese whole-word masking
-(`--chinese_word_segmentation=jieba` or `--chinese_ref_file`), no-NSP data (`--no_nsp`).
+(`--chinese_word_segmentation=jieba` or `--chinese_ref_file`), no-NSP data (`--no_nsp`), ALBERT's
+sentence-order pairs (`--sentence_order`), and `--vocab_file` naming a SentencePiece model
+(`spiece.model`) or a byte-level BPE `vocab.json` as well as WordPiece's vocab.txt.
 
     python create_pretraining_data.py --input_file=corpus.txt --output_file=out.tfrecord \\
       --vocab_file=vocab.txt --do_lower_case=True --max_seq_length=128 \\
@@ -51,6 +53,9 @@ flags.DEFINE_string("chinese_ref_file", None, "Chinese whole-word masking from r
                     "--do_whole_word_mask).")
 flags.DEFINE_bool("no_nsp", False, "RoBERTa-style data without next-sentence prediction: each instance is [CLS] + "
                   "contiguous sentences of one document + [SEP], segment ids 0, next_sentence_labels 0.")
+flags.DEFINE_bool("sentence_order", False, "ALBERT's sentence-order prediction: B is always the text that follows A "
+                  "in its document, and half the time the two are swapped (next_sentence_labels 1: swapped); a chunk "
+                  "of one sentence takes its B from another document, as google-research/albert's does.")
 flags.DEFINE_bool("dynamic_masking", False, "Write unmasked records (the real tokens and the word grouping that "
                   "--do_whole_word_mask defines) that run_pretraining.py masks anew as it reads them: other masks in "
                   "every epoch, so --dupe_factor=1 suffices. With --no_nsp the records hold no next_sentence_labels.")
@@ -67,7 +72,8 @@ def _options():
         short_seq_prob=FLAGS.short_seq_prob, num_workers=FLAGS.num_workers, shard_mode=FLAGS.shard_mode,
         chinese_word_segmentation=FLAGS.chinese_word_segmentation,
         chinese_ref_files=tuple(FLAGS.chinese_ref_file.split(",")) if FLAGS.chinese_ref_file else None,
-        no_nsp=FLAGS.no_nsp, dynamic_masking=FLAGS.dynamic_masking, use_native=FLAGS.use_native,
+        no_nsp=FLAGS.no_nsp, sentence_order=FLAGS.sentence_order, dynamic_masking=FLAGS.dynamic_masking,
+        use_native=FLAGS.use_native,
         show_progress=sys.stderr.isatty() if FLAGS.progress is None else FLAGS.progress)
 
 

@@ -21,6 +21,7 @@ import time
 from bert_realformer import storage
 from bert_realformer.errors import InputError
 from bert_realformer.text_files import check_text_file
+from tokenization.vocabularies import tokenizer_for, vocabulary_kind
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,6 +41,7 @@ class CreationOptions:
     chinese_word_segmentation: str = "none"   # none | jieba
     chinese_ref_files: tuple[str, ...] | None = None
     no_nsp: bool = False
+    sentence_order: bool = False   # ALBERT's sentence-order pairs instead of next-sentence ones
     dynamic_masking: bool = False   # unmasked records with their word grouping (masked when read)
     use_native: bool = True
     show_progress: bool = False
@@ -70,7 +72,14 @@ def check_options(options: CreationOptions, input_files: list[str], output_spec:
         layout = "[CLS] A [SEP]" if options.no_nsp else "[CLS] A [SEP] B [SEP]"
         raise InputError(f"max_seq_length={options.max_seq_length} is too small for {layout}: "
                          f"at least {minimum} is needed", options=("max_seq_length",))
+    if options.sentence_order and options.no_nsp:
+        raise InputError("no_nsp makes instances without a sentence B, whose order sentence_order would predict: "
+                         "give one", options=("no_nsp", "sentence_order"))
     segmenting = options.chinese_word_segmentation != "none"
+    kind = vocabulary_kind(options.vocab_file)
+    if (segmenting or options.chinese_ref_files) and kind != "wordpiece":
+        raise InputError(f"vocab_file={options.vocab_file}: Chinese word segmentation marks WordPiece tokens; a "
+                         f"{kind} vocabulary has its own words", options=("vocab_file", "chinese_word_segmentation"))
     if segmenting and options.chinese_ref_files:
         raise InputError("chinese_word_segmentation and chinese_ref_file are alternatives; give one",
                          options=("chinese_word_segmentation", "chinese_ref_file"))
@@ -132,9 +141,9 @@ def create_pretraining_files(input_files: list[str], output_spec: str, options: 
     be read, is not UTF-8 or is blank stops the run before anything is written; outputs appear
     under their names only when every one of them is complete."""
     from bert_realformer.pretraining.instances import VocabIds
-    from tokenization.reference import load_vocab
     try:
-        vocab_ids = VocabIds(load_vocab(options.vocab_file))
+        vocab_ids = VocabIds.of(tokenizer_for(options.vocab_file, options.do_lower_case),
+                                vocabulary_kind(options.vocab_file))
     except ValueError as error:
         raise InputError(f"vocab_file={options.vocab_file}: {error}", options=("vocab_file",)) from None
     progress = TokenizingProgress(options.show_progress)
@@ -179,7 +188,9 @@ def _create(input_files, output_files, seed, vocab_ids, progress, ref_files, opt
     from bert_realformer.pretraining.instances import MaskingOptions
 
     segmentation = None if options.chinese_word_segmentation == "none" else options.chinese_word_segmentation
-    pool = docs.worker_pool((options.vocab_file, options.do_lower_case, segmentation), options.num_workers)
+    # (SentencePiece runs as a TensorFlow op, whose threads a forked worker would not have: one process)
+    workers = 1 if vocabulary_kind(options.vocab_file) == "sentencepiece" else options.num_workers
+    pool = docs.worker_pool((options.vocab_file, options.do_lower_case, segmentation), workers)
     try:
         try:
             documents = docs.read_documents(docs.tokenized_lines(input_files, pool, ref_files),
@@ -188,8 +199,10 @@ def _create(input_files, output_files, seed, vocab_ids, progress, ref_files, opt
             raise InputError(str(error)) from None
         finally:
             progress.done()  # (ends the progress line, also before an error's)
-        # (the C module masks as it goes: unmasked records are made by the Python path)
-        use_native = options.use_native and native.available() and not options.dynamic_masking
+        # (the C module masks as it goes and makes next-sentence pairs: unmasked records and
+        # sentence-order pairs are made by the Python path)
+        use_native = (options.use_native and native.available() and not options.dynamic_masking
+                      and not options.sentence_order)
         if use_native or not documents:  # tokenization is done: free the workers' memory
             docs.finish_pool(pool)
             pool = None
@@ -248,7 +261,8 @@ def _write_python(documents, output_files, seed, masking, vocab_ids, pool, optio
     try:
         order = create_training_instances(documents, options.max_seq_length, options.dupe_factor,
                                           options.short_seq_prob, masking, vocab_ids,
-                                          random.Random(seed), no_nsp=options.no_nsp, encode=encode)
+                                          random.Random(seed), no_nsp=options.no_nsp, encode=encode,
+                                          sentence_order=options.sentence_order)
         records = encoder.records()
     finally:
         gc.enable()

@@ -14,7 +14,7 @@ import signal
 from bert_realformer import storage
 from bert_realformer.text_files import decode_line
 from tokenization.chinese import ContinuationToken, JiebaSegmenter, apply_reference_positions, read_reference_file
-from tokenization.full import FullTokenizer
+from tokenization.vocabularies import tokenizer_for
 
 BLANK = None  # a document break in the stream of sentences
 CHUNK_LINES = 2000
@@ -22,10 +22,12 @@ CHUNK_LINES = 2000
 
 class LineTokenizer:
     """A stripped line (with optional reference positions) -> `array('i')` of ids, where a CJK
-    character that continues a word is stored as `-(id + 1)` (see `pretraining.instances`)."""
+    character that continues a word is stored as `-(id + 1)` (see `pretraining.instances`). The
+    tokenizer is the one `vocab_file` names (`tokenization.vocabularies`); Chinese word
+    segmentation needs WordPiece's."""
 
     def __init__(self, vocab_file, do_lower_case, chinese_word_segmentation=None):
-        self.tokenizer = FullTokenizer(vocab_file, do_lower_case=do_lower_case)
+        self.tokenizer = tokenizer_for(vocab_file, do_lower_case=do_lower_case)
         self.segmenter = JiebaSegmenter() if chinese_word_segmentation == "jieba" else None
 
     def __call__(self, line, ref_positions=None, where=None):

@@ -11,6 +11,7 @@ joins that word under whole-word masking, and it is written out as the plain `id
 
 import dataclasses
 import random
+import types
 
 
 @dataclasses.dataclass
@@ -34,37 +35,53 @@ class MaskingOptions:
     dynamic: bool = False  # leave the tokens unmasked and record the word grouping instead
 
 
+# What marks a token that starts a word, by vocabulary kind (`tokenization.vocabularies`):
+# WordPiece marks the other pieces instead (`##`).
+WORD_STARTS = types.MappingProxyType({"sentencepiece": "\u2581", "bpe": "\u0120"})  # ▁ and Ġ
+
+
 class VocabIds:
     """What instance creation needs from the vocabulary, as ids."""
 
-    def __init__(self, vocab):
-        """`vocab`: {token: id} in file order (as `tokenization.load_vocab`)."""
-        for token in ("[UNK]", "[CLS]", "[SEP]", "[MASK]"):
+    def __init__(self, vocab, specials=("[UNK]", "[CLS]", "[SEP]", "[MASK]"), word_start=None):
+        """`vocab`: {token: id} in file order (as `tokenization.load_vocab`); `specials`: its
+        unknown, first, separator and mask tokens; `word_start`: the mark of a token that starts a
+        word (SentencePiece's `▁`, byte-level BPE's `Ġ`), None for WordPiece (`##` marks the
+        pieces that continue one)."""
+        for token in specials:
             if token not in vocab:
                 raise ValueError(f"the vocabulary has no {token} token")
-        self.cls, self.sep, self.mask = vocab["[CLS]"], vocab["[SEP]"], vocab["[MASK]"]
+        self.cls, self.sep, self.mask = (vocab[token] for token in specials[1:])
         # Random replacements draw from the distinct tokens in file order, as the original's
         # `list(tokenizer.vocab.keys())`.
         self.random_words = list(vocab.values())
         size = max(vocab.values()) + 1
         suffix = bytearray(size)
         for token, index in vocab.items():
-            if token.startswith("##"):
+            if token.startswith("##") if word_start is None else not (token.startswith(word_start) or
+                                                                       token in specials):
                 suffix[index] = 1
-        self.continuation_flags = bytes(suffix)  # by id: 1 for a '##' piece
+        self.continuation_flags = bytes(suffix)  # by id: 1 for a piece that continues a word
+
+    @classmethod
+    def of(cls, tokenizer, kind):
+        """The ids of a tokenizer of `tokenization.vocabularies` whose vocabulary is of `kind`."""
+        specials = (tokenizer.unk_token, tokenizer.cls_token, tokenizer.sep_token, tokenizer.mask_token)
+        return cls(tokenizer.vocab, specials, WORD_STARTS.get(kind))
 
     def continues_word(self, token_id):
         return token_id < 0 or self.continuation_flags[token_id]
 
 
 def create_training_instances(documents, max_seq_length, dupe_factor, short_seq_prob, masking,
-                              vocab_ids, rng, no_nsp=False, encode=None):
+                              vocab_ids, rng, no_nsp=False, encode=None, sentence_order=False):
     """Shuffles `documents` (in place), makes `dupe_factor` passes, shuffles the instances.
 
     Args:
       documents: list of documents (non-empty lists of non-empty id sequences).
       masking: `MaskingOptions`; vocab_ids: `VocabIds`; rng: `random.Random`.
       no_nsp: fill instances with contiguous text, no sentence B (`create_contiguous_instances`).
+      sentence_order: ALBERT's sentence-order pairs (`create_instances_from_document`).
       encode: optional function applied to each instance as soon as it exists (e.g. to a
         serialized record: far less memory than instance objects). The final shuffle permutes
         the encoded items exactly as it would the instances.
@@ -73,19 +90,26 @@ def create_training_instances(documents, max_seq_length, dupe_factor, short_seq_
     """
     shuffle(rng, documents)
     instances = []
-    make = create_contiguous_instances if no_nsp else create_instances_from_document
     for _ in range(dupe_factor):
         for document_index in range(len(documents)):
-            made = make(documents, document_index, max_seq_length, short_seq_prob, masking,
-                        vocab_ids, rng)
+            if no_nsp:
+                made = create_contiguous_instances(documents, document_index, max_seq_length, short_seq_prob,
+                                                   masking, vocab_ids, rng)
+            else:
+                made = create_instances_from_document(documents, document_index, max_seq_length, short_seq_prob,
+                                                      masking, vocab_ids, rng, sentence_order)
             instances.extend(map(encode, made) if encode else made)
     shuffle(rng, instances)
     return instances
 
 
 def create_instances_from_document(documents, document_index, max_seq_length, short_seq_prob,
-                                   masking, vocab_ids, rng):
-    """Sentence pairs `A`/`B` from one document; B is random (another document) half the time."""
+                                   masking, vocab_ids, rng, sentence_order=False):
+    """Sentence pairs `A`/`B` from one document; B is random (another document) half the time.
+    With `sentence_order` (ALBERT's), B is always the text after A, and half the time the two
+    are swapped instead (`is_random_next`: swapped); a chunk of one sentence still takes its B
+    from another document, as google-research/albert's does. Either way the draws are made in
+    the same order."""
     document = documents[document_index]
     max_num_tokens = max_seq_length - 3  # [CLS], [SEP], [SEP]
     # Mostly fill the sequence; sometimes (short_seq_prob) aim shorter, to match fine-tuning.
@@ -103,7 +127,7 @@ def create_instances_from_document(documents, document_index, max_seq_length, sh
             a_end = randint(rng, 1, len(chunk) - 1) if len(chunk) >= 2 else 1
             tokens_a = [t for sentence in chunk[:a_end] for t in sentence]
             tokens_b = []
-            if len(chunk) == 1 or rng.random() < 0.5:
+            if len(chunk) == 1 or (not sentence_order and rng.random() < 0.5):
                 is_random_next = True
                 target_b_length = target_seq_length - len(tokens_a)
                 # Up to ten tries for another document (a one-document corpus keeps its own).
@@ -120,8 +144,10 @@ def create_instances_from_document(documents, document_index, max_seq_length, sh
                 # The unused sentences of this chunk go back for the next instance.
                 i -= len(chunk) - a_end
             else:
-                is_random_next = False
+                is_random_next = sentence_order and rng.random() < 0.5
                 tokens_b = [t for sentence in chunk[a_end:] for t in sentence]
+                if is_random_next:
+                    tokens_a, tokens_b = tokens_b, tokens_a
             truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng)
             tokens = [vocab_ids.cls, *tokens_a, vocab_ids.sep, *tokens_b, vocab_ids.sep]
             segment_ids = [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1)
