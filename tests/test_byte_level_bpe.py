@@ -51,3 +51,37 @@ def test_the_tokens_are_the_tokenizers_librarys_on_real_lines(tmp_path, real_dat
         assert ours.tokenize(line) == encoded.tokens, line
         assert ours.convert_tokens_to_ids(encoded.tokens) == encoded.ids
         assert ours.decode(encoded.tokens) == line
+
+
+def test_a_savedmodel_of_text_is_refused_for_a_bpe_vocabulary_in_one_line(tmp_path):
+    """Byte-level BPE has no TensorFlow op: the graph tokenizer is refused naming the file, and
+    run_classifier.py --export_dir with such a vocabulary stops before any work."""
+    import os
+    import sys
+
+    from helpers import script_processes
+
+    from bert_realformer.errors import InputError
+    from tokenization.vocabularies import graph_tokenizer_for
+    tokens = ["<s>", "<pad>", "</s>", "<unk>", "<mask>", *byte_characters()]
+    (tmp_path / "vocab.json").write_text(json.dumps({token: i for i, token in enumerate(tokens)}))
+    (tmp_path / "merges.txt").write_text("#version: 0.2\n")
+    with pytest.raises(InputError, match="byte-level BPE has no TensorFlow op"):
+        graph_tokenizer_for(str(tmp_path / "vocab.json"))
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "train.tsv").write_text("text\tlabel\na b\t0\nc d\t1\n")
+    (tmp_path / "bert_config.json").write_text(json.dumps({
+        "vocab_size": len(tokens), "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2,
+        "intermediate_size": 16, "max_position_embeddings": 16}))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    refused = script_processes.run(
+        [sys.executable, os.path.join(root, "run_classifier.py"), "--task_name=generic",
+         f"--data_dir={tmp_path}/data", f"--vocab_file={tmp_path}/vocab.json",
+         f"--bert_config_file={tmp_path}/bert_config.json", f"--output_dir={tmp_path}/out", "--do_train",
+         f"--export_dir={tmp_path}/export", "--max_seq_length=8"], capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 2, refused.stderr[-2000:]
+    assert refused.stderr.strip().splitlines()[-1] == (
+        f"error: --export_dir={tmp_path}/export: a SavedModel tokenizes its text in the graph, and "
+        f"--vocab_file={tmp_path}/vocab.json is byte-level BPE, which has no TensorFlow op; run without "
+        "--export_dir and serve token ids")
+    assert "step 1" not in refused.stderr and not list((tmp_path / "export").glob("*"))  # (no version written)

@@ -15,6 +15,7 @@ import pytest
 import tensorflow as tf
 from helpers import script_processes
 from helpers.conversions import convert
+from helpers.serving import serve
 from helpers.transformers_classifier import transformers_probabilities
 
 import modeling
@@ -220,7 +221,8 @@ def _assert_same_probabilities(theirs, ours):
     np.testing.assert_allclose(np.log(theirs), np.log(ours), atol=1e-3)
 
 
-def _fine_tune(tmp_path, release, vocab_file, rows, variant, max_seq_length=16, epochs=2, learning_rate="1e-3"):
+def _fine_tune(tmp_path, release, vocab_file, rows, variant, max_seq_length=16, epochs=2, learning_rate="1e-3",
+               *extra_flags):
     """run_classifier.py from the Hugging Face directory `release` on `rows` ({split: [(text,
     label)] or [(text, second text, label)]}) as `variant` (`--residual_attention`): (its output
     directory, the finished process)."""
@@ -237,7 +239,7 @@ def _fine_tune(tmp_path, release, vocab_file, rows, variant, max_seq_length=16, 
          f"--vocab_file={vocab_file}", f"--bert_config_file={release}/config.json", f"--init_checkpoint={release}",
          f"--residual_attention={variant}", f"--max_seq_length={max_seq_length}", "--train_batch_size=8",
          f"--num_train_epochs={epochs}", f"--learning_rate={learning_rate}", f"--output_dir={out}", "--do_train",
-         "--do_predict"],
+         "--do_predict", *extra_flags],
         capture_output=True, text=True, timeout=900)
     assert trained.returncode == 0, trained.stderr[-3000:]
     return out, trained
@@ -399,14 +401,17 @@ def test_albert_fine_tunes_as_post_ln_and_realformer_from_its_sentencepiece_dire
     fine-tunes from it as it is, --vocab_file naming the SentencePiece model, as post-LN and as
     RealFormer (the residual attention carried across the shared layers); the post-LN run,
     converted back with its spiece.model, is an AlbertForSequenceClassification that gives
-    transformers the run's test probabilities on the run's own token ids."""
+    transformers the run's test probabilities on the run's own token ids; the RealFormer run's
+    SavedModel, tokenizing in the graph (SentencePiece's op), gives them on the raw texts in a
+    Python where only TensorFlow and tensorflow_text are imported."""
     from tokenization.vocabularies import tokenizer_for
     release = _albert_release(tmp_path, real_data)
     splits = real_data.english_sentiment_splits()
     rows = {"train": splits["train"][:64], "test": splits["test"][:9]}
     spiece = release / "spiece.model"
     for variant in ("none", "sum"):
-        out, _ = _fine_tune(tmp_path, release, spiece, rows, variant, epochs=30, learning_rate="2e-3")
+        out, _ = _fine_tune(tmp_path, release, spiece, rows, variant, 16, 30, "2e-3",
+                            *([f"--export_dir={tmp_path}/export"] if variant == "sum" else []))
         recorded = json.loads((out / "bert_config.json").read_text())
         assert (recorded["embedding_size"], recorded["num_hidden_groups"], recorded["residual_attention"]) == (
             16, 2, variant)
@@ -423,6 +428,9 @@ def test_albert_fine_tunes_as_post_ln_and_realformer_from_its_sentencepiece_dire
     assert theirs["class"] == "AlbertForSequenceClassification" and len(theirs["p"][0]) == 2
     _assert_same_probabilities(np.array(theirs["p"]),
                                np.loadtxt(tmp_path / "run_none" / "test_results.tsv", delimiter="\t"))
+    served = serve(tmp_path / "export", [text for text, _ in rows["test"]], fresh_interpreter=True)
+    np.testing.assert_allclose(np.array(served["probabilities"]),
+                               np.loadtxt(tmp_path / "run_sum" / "test_results.tsv", delimiter="\t"), atol=1e-5)
 
 
 def _oracle_probabilities(directory, ids):

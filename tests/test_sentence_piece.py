@@ -67,3 +67,23 @@ def test_a_piece_ending_in_a_digit_and_a_comma_is_cut_again(trained):
     assert "0," in pieces
     expected = [part for piece in pieces for part in (["0", ","] if piece == "0," else [piece])]
     assert SentencePieceTokenizer(path).tokenize("In 1990, then") == expected
+
+
+def test_the_graph_tokenizer_gives_the_eager_ids_on_every_line(trained):
+    """`GraphSentencePiece` (TensorFlow ops only, what a SavedModel holds) on the held-out lines,
+    edge cases and digit-comma lines (a piece cut again inside a word and at a word's start), in
+    one batch: each line's ids are `SentencePieceTokenizer.tokenize_to_ids`'s, cased and uncased."""
+    import tensorflow as tf
+
+    from tokenization.sentence_piece import GraphSentencePiece
+    path, _, lines = trained
+    extra = ["  Two  SPACES\tand a tab\n", "Naïve CAFÉ résumé", "全角，标点。", "emoji 😀 ok", "", "In 1990, then",
+             "0, 10, 1990, and 5,000,000, the\u3000end", "\u2003lead\u00a0and trail\u2028 "]
+    for lower in (True, False):
+        eager, graph = SentencePieceTokenizer(path, lower), GraphSentencePiece(path, lower)
+        texts = lines + extra
+        got = graph.tokenize(tf.constant(texts)).to_list()
+        assert len(got) == len(texts)
+        for line, ids in zip(texts, got, strict=True):
+            assert ids == eager.tokenize_to_ids(line), line
+    assert any("," in eager.tokenize(line)[:-1] and eager.tokenize(line) != [] for line in extra[5:7])

@@ -39,6 +39,8 @@ class FastTokenizer:
     `words(texts)`: string tensor [N] -> RaggedTensor [N, (words)] after basic tokenization.
     """
 
+    cls_token, sep_token = "[CLS]", "[SEP]"
+
     def __init__(self, vocab_file: str, do_lower_case: bool = True):
         import tensorflow as tf
         import tensorflow_text as tf_text
@@ -56,6 +58,11 @@ class FastTokenizer:
             token_out_type=tf.int64, unknown_token=UNK_TOKEN, no_pretokenization=True,
             support_detokenization=False)
         self._patterns = _patterns()
+
+    @property
+    def resource(self):
+        """The op's tables, for a SavedModel to hold."""
+        return self._wordpiece
 
     def words(self, texts):
         import tensorflow as tf

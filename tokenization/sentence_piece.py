@@ -17,6 +17,7 @@ The model runs on tensorflow-text's SentencePiece op (the library the original c
 
 from __future__ import annotations
 
+import functools
 import unicodedata
 
 from bert_realformer import storage
@@ -97,3 +98,78 @@ class SentencePieceTokenizer:
 
     def convert_ids_to_tokens(self, ids: list[int]) -> list[str]:
         return [self.inverse[index] for index in ids]
+
+
+@functools.cache
+def _graph_classes() -> dict[str, str]:
+    """RE2 classes (tensorflow-text) of what `preprocess_text` and the digit-comma re-cut ask
+    Python about: white space (`str.split`), combining marks, digits (`str.isdigit`)."""
+    import sys
+    found = {"space": [], "combining": [], "digit": []}
+    for point in range(sys.maxunicode + 1):
+        character = chr(point)
+        if character.isspace():
+            found["space"].append(point)
+        if unicodedata.combining(character):
+            found["combining"].append(point)
+        if character.isdigit():
+            found["digit"].append(point)
+    return {name: "[" + "".join(f"\\x{{{point:X}}}" for point in points) + "]" for name, points in found.items()}
+
+
+class GraphSentencePiece:
+    """`SentencePieceTokenizer`'s ids in TensorFlow ops only, for a SavedModel that takes raw text:
+    `tokenize(texts)`: string [N] -> int64 RaggedTensor [N, (pieces)]. The text is prepared with
+    string ops (`preprocess_text`'s steps), cut by tensorflow-text's SentencePiece op, and each
+    piece ending in a digit and a comma cut again as `SentencePieceTokenizer.tokenize` cuts it.
+    `resource`: the op's model, for the SavedModel to hold."""
+    cls_token, sep_token = SentencePieceTokenizer.cls_token, SentencePieceTokenizer.sep_token
+
+    def __init__(self, model_file: str, do_lower_case: bool = True):
+        import tensorflow as tf
+        import tensorflow_text
+        self.vocab_file, self.do_lower_case = model_file, do_lower_case
+        self.vocab = SentencePieceTokenizer(model_file, do_lower_case).vocab
+        self.resource = tensorflow_text.SentencepieceTokenizer(model=storage.read_bytes(model_file),
+                                                               out_type=tf.string)
+        self._classes = _graph_classes()
+
+    def prepared(self, texts):
+        """`preprocess_text` of each text: string [N] -> string [N]."""
+        import tensorflow as tf
+        import tensorflow_text
+        c = self._classes
+        texts = tf.strings.regex_replace(texts, c["space"] + "+", " ")
+        texts = tf.strings.regex_replace(texts, "^ | $", "")
+        texts = tf.strings.regex_replace(tensorflow_text.normalize_utf8(texts, "NFKD"), c["combining"], "")
+        return tf.strings.lower(texts, encoding="utf-8") if self.do_lower_case else texts
+
+    def tokenize(self, texts):
+        import tensorflow as tf
+        marked = WORD_START + ".*"
+        pieces = self.resource.tokenize(self.prepared(texts))                    # [N, (P)] strings
+        flat = pieces.flat_values
+        recut = tf.strings.regex_full_match(flat, ".*" + self._classes["digit"] + ",")
+        where = tf.where(recut)[:, 0]                                            # [K]
+        cut = tf.gather(flat, where)
+        again = self.resource.tokenize(tf.strings.regex_replace(
+            tf.strings.substr(cut, tf.zeros_like(where, tf.int32), tf.strings.length(cut) - 1), WORD_START, ""))
+        values, rows = again.flat_values, again.value_rowids()
+        first = tf.equal(tf.range(tf.size(values, out_type=tf.int64)), tf.gather(again.row_starts(), rows))
+        # A piece that did not start a word: its re-cut's leading ▁ goes (a lone ▁ piece with it).
+        fix = first & tf.gather(~tf.strings.regex_full_match(cut, marked), rows) & \
+            tf.strings.regex_full_match(values, marked)
+        keep = ~(fix & tf.equal(values, WORD_START))
+        values = tf.where(fix, tf.strings.regex_replace(values, "^" + WORD_START, ""), values)
+        values, rows = tf.boolean_mask(values, keep), tf.boolean_mask(rows, keep)
+        # Every output piece in order of (the piece it comes from, its place there), a comma last.
+        kept = tf.where(~recut)[:, 0]
+        count = tf.size(values, out_type=tf.int64)
+        sources = tf.concat([kept, tf.gather(where, rows), where], 0)
+        places = tf.concat([tf.zeros_like(kept), tf.range(count) + 1, tf.fill(tf.shape(where), count + 1)], 0)
+        merged = tf.concat([tf.gather(flat, kept), values, tf.fill(tf.shape(where), ",")], 0)
+        merged = tf.gather(merged, tf.argsort(sources * (count + 2) + places))
+        per_piece = tf.math.bincount(tf.cast(sources, tf.int32), minlength=tf.size(flat), dtype=tf.int64)
+        per_text = tf.math.unsorted_segment_sum(per_piece, pieces.value_rowids(), pieces.nrows())
+        ids = tf.cast(self.resource.string_to_id(merged), tf.int64)
+        return tf.RaggedTensor.from_row_lengths(ids, per_text, validate=False)

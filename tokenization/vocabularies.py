@@ -22,10 +22,12 @@ from bert_realformer.errors import InputError
 
 if TYPE_CHECKING:
     from tokenization.byte_level_bpe import ByteLevelBPETokenizer
+    from tokenization.fast import FastTokenizer
     from tokenization.full import FullTokenizer
-    from tokenization.sentence_piece import SentencePieceTokenizer
+    from tokenization.sentence_piece import GraphSentencePiece, SentencePieceTokenizer
 
     Tokenizer = FullTokenizer | SentencePieceTokenizer | ByteLevelBPETokenizer
+    GraphTokenizer = FastTokenizer | GraphSentencePiece
 
 
 def vocabulary_kind(vocab_file: str) -> str:
@@ -51,3 +53,20 @@ def tokenizer_for(vocab_file: str, do_lower_case: bool = True, option: str = "vo
                              f"({merges} is missing)", options=(option,))
         return ByteLevelBPETokenizer(vocab_file, merges)
     return FullTokenizer(vocab_file, do_lower_case=do_lower_case)
+
+
+def graph_tokenizer_for(vocab_file: str, do_lower_case: bool = True, option: str = "vocab_file") -> GraphTokenizer:
+    """The tokenizer of `vocab_file` in TensorFlow ops (`tokenize(texts [N]) -> int64 ragged [N,
+    (tokens)]`, the same ids as `tokenizer_for`'s), for a SavedModel that takes raw text:
+    WordPiece's (`tokenization.fast`) or SentencePiece's (tensorflow-text's op). Byte-level BPE
+    has no TensorFlow op: an `InputError` naming `option`."""
+    kind = vocabulary_kind(vocab_file)
+    if kind == "bpe":
+        raise InputError(f"{option}={vocab_file}: byte-level BPE has no TensorFlow op, so a SavedModel cannot "
+                         "tokenize text with it; serve token ids instead (the Keras model's export(), docs/keras.md)",
+                         options=(option,))
+    if kind == "sentencepiece":
+        from tokenization.sentence_piece import GraphSentencePiece
+        return GraphSentencePiece(vocab_file, do_lower_case=do_lower_case)
+    from tokenization.fast import FastTokenizer
+    return FastTokenizer(vocab_file, do_lower_case=do_lower_case)

@@ -1,7 +1,8 @@
 """SavedModel exports that take raw text: a fine-tuned classifier, or the encoder.
 
-The tensorflow-text tokenizer (`tokenization.fast`, the same ids as the reference) runs inside
-the graph; loading needs `import tensorflow_text` (it registers the ops). Signatures:
+The vocabulary's tokenizer runs inside the graph (`tokenization.vocabularies.graph_tokenizer_for`:
+WordPiece's `tokenization.fast`, or SentencePiece's op, each with the ids of the tokenizer the
+run used); loading needs `import tensorflow_text` (it registers the ops). Signatures:
   classifier: `serving_default` / `classify`: text_a [B] string -> probabilities [B, C]
     (a regression model, one output: scores [B, 1]; a multi-label one: each label's sigmoid
     probability [B, C] and `predicted` [B, C], 1 where it reaches the label's threshold);
@@ -25,7 +26,8 @@ A classifier's model.tflite (EXPORT_DIR/<version>/model.tflite) is the model on 
 for TensorFlow Lite runtimes (signature `serving_default`: input_ids, input_mask, token_type_ids
 int32 [B, T] -> the outputs above but `label`, one row per sequence; tokenizing and packing, and
 pooling a long text's windows, are the caller's), in the engine's precision (float32, or
-dynamic-range int8), with vocab.txt and label_list.txt (the outputs' order) beside it.
+dynamic-range int8), with the vocabulary (vocab.txt, or spiece.model) and label_list.txt (the
+outputs' order) beside it.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from bert_realformer.errors import InputError, sigterm_deferred, stop_if_termina
 from bert_realformer.inference.engines import GraphEngine
 from bert_realformer.inference.padding import padded_length
 from modeling.layers import l2_normalized
-from tokenization.fast import FastTokenizer
+from tokenization.vocabularies import graph_tokenizer_for, vocabulary_kind
 
 if TYPE_CHECKING:  # annotations only
     import keras
@@ -120,7 +122,7 @@ def _features_spec():
 
 
 class TextServing(tf.Module):
-    """Raw text -> the fast tokenizer -> packed features -> `outputs(features)`.
+    """Raw text -> the vocabulary's graph tokenizer -> packed features -> `outputs(features)`.
 
     The model runs in one function of its own (`model_outputs`, traced once for packed features
     of any batch and length), which every signature calls: the model is traced and stored once,
@@ -134,11 +136,11 @@ class TextServing(tf.Module):
         self.engine = engine or GraphEngine(model)
         self.engine_variables = self.engine.serving_variables()
         self._within = self.engine.serving_within()
-        self._tokenizer = FastTokenizer(text.vocab_file, do_lower_case=text.do_lower_case)
-        self.wordpiece = self._tokenizer._wordpiece
+        self._tokenizer = graph_tokenizer_for(text.vocab_file, do_lower_case=text.do_lower_case)
+        self.tokenizer_resource = self._tokenizer.resource  # (tracked: the SavedModel holds the op's model)
         self._max_seq_length = text.max_seq_length
-        self._cls = self._tokenizer.vocab["[CLS]"]
-        self._sep = self._tokenizer.vocab["[SEP]"]
+        self._cls = self._tokenizer.vocab[self._tokenizer.cls_token]
+        self._sep = self._tokenizer.vocab[self._tokenizer.sep_token]
 
     def outputs(self, features):
         raise NotImplementedError
@@ -317,7 +319,8 @@ def export_classifier(model: keras.Model, text: ServedText, label_list: list[str
         return {name: value for name, value in named.items() if value.dtype != tf.string}
     files = module.engine.serving_files(outputs, _features_spec())
     if files:  # (what reads them needs the vocabulary, and the labels in the order of the outputs)
-        files["vocab.txt"] = storage.read_bytes(text.vocab_file)
+        name = "spiece.model" if vocabulary_kind(text.vocab_file) == "sentencepiece" else "vocab.txt"
+        files[name] = storage.read_bytes(text.vocab_file)
         if label_list is not None:
             files["label_list.txt"] = "".join(f"{label}\n" for label in label_list).encode("utf-8")
     return _save(module, export_dir, {"serving_default": module.serve, "classify": module.serve,
