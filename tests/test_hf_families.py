@@ -329,14 +329,13 @@ def test_roberta_fine_tunes_sentence_pairs_as_post_ln_and_realformer_from_its_bp
     _assert_same_probabilities(probabilities, ours)
 
 
-def test_roberta_tags_words_each_with_the_space_before_it_as_transformers_does(tmp_path, real_data):
-    """run_ner.py from the RoBERTa directory (a generic task: real English sentences, their
-    function words tagged) as post-LN and RealFormer; the post-LN run, converted
-    back, is a RobertaForTokenClassification that, tokenizing the words itself (one by one, the
-    space before each: add_prefix_space), gives each word's first token the run's predicted tag."""
+def _tag_words(tmp_path, real_data, release, vocab_file):
+    """run_ner.py from the directory `release` (a generic task: real English sentences, their
+    function words tagged) as post-LN and RealFormer, the post-LN run converted back to Hugging
+    Face (tmp_path/back). Returns (the test sentences: word lists, each fitting one window, the
+    run's labels in its order, the post-LN run's predicted tag of every test word)."""
     from tokenization.vocabularies import tokenizer_for
-    release = _roberta_release(tmp_path, real_data)
-    tokenizer = tokenizer_for(str(release / "vocab.json"))
+    tokenizer = tokenizer_for(str(vocab_file))
     # (sentences that fit one window, so that transformers sees each whole as the run does)
     sentences = [words for words in (line.split() for line in real_data.english_sentences()[6000:6400])
                  if 4 <= len(words) and sum(len(tokenizer.tokenize_word(w)) for w in words) <= 36]
@@ -349,18 +348,29 @@ def test_roberta_tags_words_each_with_the_space_before_it_as_transformers_does(t
     for variant in ("none", "sum"):
         tagged = script_processes.run(
             [sys.executable, os.path.join(ROOT, "run_ner.py"), "--task_name=generic", f"--data_dir={data}",
-             f"--vocab_file={release}/vocab.json", f"--bert_config_file={release}/config.json",
+             f"--vocab_file={vocab_file}", f"--bert_config_file={release}/config.json",
              f"--init_checkpoint={release}", f"--residual_attention={variant}", "--max_seq_length=38",
              "--train_batch_size=8", "--num_train_epochs=30", "--learning_rate=2e-3",
              f"--output_dir={tmp_path}/ner_{variant}", "--do_train", "--do_predict"],
             capture_output=True, text=True, timeout=900)
         assert tagged.returncode == 0, tagged.stderr[-3000:]
     labels = next(line for line in tagged.stderr.splitlines() if "labels: " in line).split("labels: ")[1].split()
-    result = convert("--from=ours", "--to=hf", f"--input={tmp_path}/ner_none", f"--vocab_file={release}/vocab.json",
+    result = convert("--from=ours", "--to=hf", f"--input={tmp_path}/ner_none", f"--vocab_file={vocab_file}",
                      f"--output={tmp_path}/back")
     assert result.returncode == 0, result.stderr[-3000:]
     ours = [line.split()[-1] for line in (tmp_path / "ner_none" / "test_predictions.txt").read_text().splitlines()
             if line]
+    test = sentences[50:70]
+    assert len(ours) == sum(map(len, test)) and set(ours) == {"O", "B-FUNC"}  # (both tags predicted)
+    return test, labels, ours
+
+
+def test_roberta_tags_words_each_with_the_space_before_it_as_transformers_does(tmp_path, real_data):
+    """run_ner.py from the RoBERTa directory as post-LN and RealFormer; the post-LN run, converted
+    back, is a RobertaForTokenClassification that, tokenizing the words itself (one by one, the
+    space before each: add_prefix_space), gives each word's first token the run's predicted tag."""
+    release = _roberta_release(tmp_path, real_data)
+    sentences, labels, ours = _tag_words(tmp_path, real_data, release, release / "vocab.json")
     code = ("import json, sys, torch, transformers\n"
             "t = transformers.AutoTokenizer.from_pretrained(sys.argv[1], add_prefix_space=True)\n"
             "m = transformers.AutoModelForTokenClassification.from_pretrained(sys.argv[1]).eval()\n"
@@ -373,12 +383,40 @@ def test_roberta_tags_words_each_with_the_space_before_it_as_transformers_does(t
             "    tags += [best[i] for i in firsts]\n"
             "print(json.dumps({'tags': tags, 'class': type(m).__name__}))\n")
     served = script_processes.run([sys.executable, "-c", code, str(tmp_path / "back")],
-                                  input=json.dumps(sentences[50:70]), capture_output=True, text=True, timeout=300)
+                                  input=json.dumps(sentences), capture_output=True, text=True, timeout=300)
     assert served.returncode == 0, served.stderr[-3000:]
     theirs = json.loads(served.stdout.strip().splitlines()[-1])
     assert theirs["class"] == "RobertaForTokenClassification"
-    assert len(ours) == sum(map(len, sentences[50:70])) and set(ours) == {"O", "B-FUNC"}  # (both tags predicted)
     assert [labels[i] for i in theirs["tags"]] == ours
+
+
+def test_albert_tags_words_from_its_sentencepiece_directory(tmp_path, real_data):
+    """run_ner.py from the ALBERT directory (each word's pieces from spiece.model, `▁` first) as
+    post-LN and RealFormer; the post-LN run, converted back, is an AlbertForTokenClassification
+    that, on the run's own token ids (transformers' ALBERT tokenizer is not SentencePiece's),
+    gives each word's first piece the run's predicted tag."""
+    from bert_realformer.tasks.ner.features import sentence_windows
+    from bert_realformer.tasks.ner.reading import Sentence
+    from tokenization.vocabularies import tokenizer_for
+    release = _albert_release(tmp_path, real_data)
+    spiece = release / "spiece.model"
+    sentences, labels, ours = _tag_words(tmp_path, real_data, release, spiece)
+    arrays, windows = sentence_windows([Sentence(tokens=words, tags=None, lines=[], path="") for words in sentences],
+                                       tokenizer_for(str(spiece)), 38)
+    assert len(windows) == len(sentences)
+    code = ("import json, sys, torch, transformers\n"
+            "m = transformers.AlbertForTokenClassification.from_pretrained(sys.argv[1]).eval()\n"
+            "r = {k: torch.tensor(v) for k, v in json.loads(sys.stdin.read()).items()}\n"
+            "with torch.no_grad():\n"
+            "    logits = m(input_ids=r['input_ids'], attention_mask=r['input_mask']).logits\n"
+            "best = logits.gather(1, r['word_positions'][:, :, None].expand(-1, -1, logits.shape[-1])).argmax(-1)\n"
+            "print(json.dumps({'tags': [row[:int(n)] for row, n in zip(best.tolist(), r['word_mask'].sum(1))]}))\n")
+    request = {key: arrays[key].tolist() for key in ("input_ids", "input_mask", "word_positions", "word_mask")}
+    served = script_processes.run([sys.executable, "-c", code, str(tmp_path / "back")], input=json.dumps(request),
+                                  capture_output=True, text=True, timeout=300)
+    assert served.returncode == 0, served.stderr[-3000:]
+    theirs = json.loads(served.stdout.strip().splitlines()[-1])["tags"]
+    assert [labels[i] for row in theirs for i in row] == ours
 
 
 def _albert_release(tmp_path, real_data, head="ForMaskedLM"):
