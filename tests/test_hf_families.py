@@ -570,3 +570,59 @@ def test_roberta_continues_masked_lm_pretraining_from_its_directory(tmp_path, re
                                                        "--no_nsp")
     assert all(record["input_ids"][0] == 0 for record in records)  # (<s> first)
     assert histories["none"][0]["masked_lm_loss"] == pytest.approx(theirs["mlm"], abs=1e-4)
+
+
+def test_roberta_answers_squad_questions_as_post_ln_and_realformer_from_its_directory(tmp_path, real_data):
+    """run_squad.py from the RoBERTa directory (the document tokenized word by word, RoBERTa's
+    `<s> Q </s></s> D </s>`) on real SQuAD questions, as post-LN and RealFormer; the post-LN run,
+    converted back, is a RobertaForQuestionAnswering whose logits on the run's windows give the
+    run's own predictions.json."""
+    from conftest import allennlp_fixture
+
+    from bert_realformer.tasks import squad
+    from tokenization.vocabularies import tokenizer_for
+    release = _roberta_release(tmp_path, real_data)
+    with open(allennlp_fixture("squad.json"), encoding="utf-8") as f:
+        real = json.load(f)
+    for article in real["data"]:
+        for paragraph in article["paragraphs"]:
+            for qa in paragraph["qas"]:
+                qa["answers"] = qa["answers"][:1]
+    questions = tmp_path / "squad.json"
+    questions.write_text(json.dumps(real))
+    for variant in ("none", "sum"):
+        answered = script_processes.run(
+            [sys.executable, os.path.join(ROOT, "run_squad.py"), f"--vocab_file={release}/vocab.json",
+             f"--bert_config_file={release}/config.json", f"--init_checkpoint={release}",
+             f"--residual_attention={variant}", f"--output_dir={tmp_path}/squad_{variant}", "--do_train",
+             f"--train_file={questions}", "--do_predict", f"--predict_file={questions}", "--max_seq_length=38",
+             "--doc_stride=16", "--max_query_length=12", "--train_batch_size=4", "--num_train_epochs=2",
+             "--learning_rate=1e-3"], capture_output=True, text=True, timeout=900)
+        assert answered.returncode == 0, answered.stderr[-3000:]
+    ours = json.loads((tmp_path / "squad_none" / "predictions.json").read_text())
+    assert len(ours) == 5
+    result = convert("--from=ours", "--to=hf", f"--input={tmp_path}/squad_none", f"--vocab_file={release}/vocab.json",
+                     f"--output={tmp_path}/back")
+    assert result.returncode == 0, result.stderr[-3000:]
+    tokenizer = tokenizer_for(str(release / "vocab.json"))
+    examples, _ = squad.read_squad_examples(str(questions), False)
+    features = squad.convert_examples_to_features(examples, tokenizer, 38, 16, 12, False)
+    assert all(f.tokens[0] == "<s>" and f.tokens.count("</s>") == 3 for f in features)
+    code = ("import json, sys, torch, transformers\n"
+            "m = transformers.RobertaForQuestionAnswering.from_pretrained(sys.argv[1]).eval()\n"
+            "r = {k: torch.tensor(v) for k, v in json.loads(sys.stdin.read()).items()}\n"
+            "with torch.no_grad():\n"
+            "    out = m(input_ids=r['input_ids'], attention_mask=r['input_mask'])\n"
+            "print(json.dumps({'start': out.start_logits.tolist(), 'end': out.end_logits.tolist()}))\n")
+    request = {"input_ids": [f.input_ids for f in features], "input_mask": [f.input_mask for f in features]}
+    served = script_processes.run([sys.executable, "-c", code, str(tmp_path / "back")], input=json.dumps(request),
+                                  capture_output=True, text=True, timeout=300)
+    assert served.returncode == 0, served.stderr[-3000:]
+    logits = json.loads(served.stdout.strip().splitlines()[-1])
+    results = [squad.RawResult(f.unique_id, start, end)
+               for f, start, end in zip(features, logits["start"], logits["end"], strict=True)]
+    theirs, _, _ = squad.compute_predictions(examples, features, results, 20, 30, tokenizer.do_lower_case,
+                                             decode=tokenizer.decode)
+    assert theirs == ours
+    contexts = [p["context"] for a in real["data"] for p in a["paragraphs"] for _ in p["qas"]]
+    assert all(answer in context for answer, context in zip(ours.values(), contexts, strict=True))

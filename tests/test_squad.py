@@ -68,9 +68,35 @@ def test_evaluate_command_line(tmp_path):
 
 
 # ------------------------------------------------------------------ the algorithm on real data
-def test_oracle_logits_score_100_on_real_squad(tmp_path):
+def _vocabulary(kind, directory, real_data):
+    """A vocabulary of `kind`: the English WordPiece vocab.txt, or a SentencePiece model (ALBERT's
+    special pieces) or byte-level BPE (RoBERTa's) trained here on real English lines."""
+    if kind == "wordpiece":
+        return VOCAB_EN
+    lines = [line.lower() for line in real_data.english_sentences()[:6000]]
+    if kind == "sentencepiece":
+        spm = pytest.importorskip("sentencepiece")
+        with open(directory / "spiece.model", "wb") as model:
+            spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_writer=model, vocab_size=3000,
+                                           pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
+                                           control_symbols=["[CLS]", "[SEP]", "[MASK]"], minloglevel=2)
+        return str(directory / "spiece.model")
+    tokenizers = pytest.importorskip("tokenizers")
+    bpe = tokenizers.ByteLevelBPETokenizer()
+    bpe.train_from_iterator(real_data.english_sentences()[:6000], vocab_size=3000,
+                            special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"], show_progress=False)
+    bpe.save_model(str(directory))
+    return str(directory / "vocab.json")
+
+
+@pytest.mark.parametrize("kind", ["wordpiece", "sentencepiece", "bpe"])
+def test_oracle_logits_score_100_on_real_squad(tmp_path, kind, real_data):
+    """The gold spans of real SQuAD questions, found in windows of each vocabulary's tokens (the
+    document tokenized word by word: ALBERT's and RoBERTa's too, their own tokens around the
+    question) and singled out by the logits, map back onto the documents' exact answers."""
+    from tokenization.vocabularies import tokenizer_for
     path = allennlp_squad()
-    tokenizer = FullTokenizer(VOCAB_EN)
+    tokenizer = tokenizer_for(_vocabulary(kind, tmp_path, real_data))
     # The gold positions come from the first answer of each question (a dev file has several).
     with open(path, encoding="utf-8") as f:
         data = json.load(f)
@@ -87,11 +113,20 @@ def test_oracle_logits_score_100_on_real_squad(tmp_path):
     features = squad.convert_examples_to_features(examples, tokenizer, 96, 32, 24, True)
     assert {f.example_index for f in features} == set(range(5))
     assert len(features) > 5
-    predictions, nbest, _ = squad.compute_predictions(examples, features, oracle_results(features),
-                                                     20, 30, True)
+    predictions, nbest, _ = squad.compute_predictions(examples, features, oracle_results(features), 20, 30,
+                                                     tokenizer.do_lower_case, decode=tokenizer.decode)
     with open(path, encoding="utf-8") as f:
         dataset = json.load(f)["data"]
-    assert squad_evaluate.evaluate_v1(dataset, predictions) == {"exact_match": 100.0, "f1": 100.0}
+    if kind == "wordpiece":
+        assert squad_evaluate.evaluate_v1(dataset, predictions) == {"exact_match": 100.0, "f1": 100.0}
+    for example in examples:
+        # (a gold answer ending inside a word -- "Father Julius Nieuwl" of "Nieuwland" -- is
+        # answered to the end of the token it ends in: spans are of whole tokens)
+        word, last = example.doc_tokens[example.end_position], example.orig_answer_text.split()[-1]
+        pieces = tokenizer.tokenize_word(word)
+        ends = [len(tokenizer.decode(pieces[:k]).strip()) for k in range(1, len(pieces) + 1)]
+        expected = example.orig_answer_text + word[len(last):min(end for end in ends if end >= len(last))]
+        assert predictions[example.qas_id] == expected, (kind, pieces)
     assert all(abs(sum(e["probability"] for e in entries) - 1) < 1e-6 for entries in nbest.values())
 
 

@@ -145,6 +145,7 @@ class ByteLevelBPETokenizer:
         return [self.inverse[index] for index in ids]
 
     def decode(self, tokens: list[str]) -> str:
-        """The text of `tokens` (their characters back to bytes, read as UTF-8)."""
+        """The text of `tokens` (their characters back to bytes, read as UTF-8: the space before a
+        word kept)."""
         byte_of = {character: byte for byte, character in enumerate(byte_characters())}
         return bytes(byte_of[character] for token in tokens for character in token).decode("utf-8", "replace")

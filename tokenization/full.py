@@ -43,6 +43,12 @@ class CompiledBasicTokenizer(BasicTokenizer):
         return self._words.findall(text)
 
 
+def join_wordpieces(tokens: list[str]) -> str:
+    """The text of WordPieces as the original's SQuAD answers join them: `##` pieces joined to the
+    piece before, the others apart."""
+    return " ".join(" ".join(tokens).replace(" ##", "").replace("##", "").strip().split())
+
+
 class FullTokenizer:
     """`FullTokenizer(vocab_file=..., do_lower_case=...)`: BasicTokenizer then WordPiece.
 
@@ -95,3 +101,5 @@ class FullTokenizer:
 
     def convert_ids_to_tokens(self, ids: Iterable[int]) -> list[str]:
         return convert_by_vocab(self.inv_vocab, ids)
+
+    decode = staticmethod(join_wordpieces)

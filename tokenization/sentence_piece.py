@@ -99,6 +99,10 @@ class SentencePieceTokenizer:
     def convert_ids_to_tokens(self, ids: list[int]) -> list[str]:
         return [self.inverse[index] for index in ids]
 
+    def decode(self, tokens: list[str]) -> str:
+        """The (prepared) text of pieces: each `▁` a space, none at the ends."""
+        return " ".join("".join(tokens).replace(WORD_START, " ").split())
+
 
 @functools.cache
 def _graph_classes() -> dict[str, str]:

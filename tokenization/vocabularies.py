@@ -9,7 +9,8 @@ beside it), so that `--vocab_file` may name any of them.
 Every tokenizer has `vocab` ({token: id}), `tokenize`, `tokenize_to_ids`,
 `convert_tokens_to_ids`, `convert_ids_to_tokens`, its special tokens' names (`cls_token`,
 `sep_token`, `mask_token`, `unk_token`), `pair_separator` (the tokens between the texts of a pair:
-`[SEP]`, RoBERTa's `</s> </s>`) and `tokenize_word` (one word of a sentence given as words).
+`[SEP]`, RoBERTa's `</s> </s>`), `tokenize_word` (one word of a sentence given as words) and
+`decode` (the text of tokens).
 """
 
 from __future__ import annotations

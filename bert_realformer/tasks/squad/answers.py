@@ -11,6 +11,7 @@ import logging
 import math
 
 from bert_realformer.tasks.squad.reading import join_words
+from tokenization.full import join_wordpieces
 from tokenization.reference import BasicTokenizer
 
 logger = logging.getLogger(__name__)
@@ -70,8 +71,9 @@ Prelim = collections.namedtuple("Prelim", ["feature_index", "start_index", "end_
 
 
 def compute_predictions(examples, features, results, n_best_size, max_answer_length, do_lower_case,
-                        version_2_with_negative=False, null_score_diff_threshold=0.0):
-    """Returns (predictions {qid: text}, nbest {qid: [entries]}, null odds {qid: diff} (v2.0))."""
+                        version_2_with_negative=False, null_score_diff_threshold=0.0, decode=None):
+    """Returns (predictions {qid: text}, nbest {qid: [entries]}, null odds {qid: diff} (v2.0)).
+    `decode`: the text of a span's tokens (the tokenizer's `decode`; None: WordPiece's rule)."""
     by_example = collections.defaultdict(list)
     for feature in features:
         by_example[feature.example_index].append(feature)
@@ -81,7 +83,8 @@ def compute_predictions(examples, features, results, n_best_size, max_answer_len
         example_features = by_example[example_index]
         prelim, null = _candidate_spans(example_features, result_of, n_best_size, max_answer_length,
                                         version_2_with_negative)
-        entries = _nbest_entries(example, example_features, prelim, null, n_best_size, do_lower_case)
+        entries = _nbest_entries(example, example_features, prelim, null, n_best_size, do_lower_case,
+                                 decode or join_wordpieces)
         nbest_json[example.qas_id] = entries
         if not version_2_with_negative:
             predictions[example.qas_id] = entries[0]["text"]
@@ -125,14 +128,15 @@ def _candidate_spans(example_features, result_of, n_best_size, max_answer_length
     return prelim, null
 
 
-def _nbest_entries(example, example_features, prelim, null, n_best_size, do_lower_case):
+def _nbest_entries(example, example_features, prelim, null, n_best_size, do_lower_case, decode):
     """The n best distinct answer texts (the null answer "" included with v2.0) with their
     probabilities (a softmax over start + end logits) and logits."""
     seen, nbest = set(), []
     for p in prelim:
         if len(nbest) >= n_best_size:
             break
-        text = _answer_text(example, example_features[p.feature_index], p, do_lower_case) if p.start_index > 0 else ""
+        text = (_answer_text(example, example_features[p.feature_index], p, do_lower_case, decode)
+                if p.start_index > 0 else "")
         if text in seen and p.start_index > 0:
             continue
         seen.add(text)
@@ -146,10 +150,9 @@ def _nbest_entries(example, example_features, prelim, null, n_best_size, do_lowe
             for (t, s, e), p in zip(nbest, probabilities)]
 
 
-def _answer_text(example, feature, span, do_lower_case):
-    """The document's text of a span of WordPieces (`get_final_text`)."""
-    pieces = " ".join(feature.tokens[span.start_index:span.end_index + 1])
-    tok_text = " ".join(pieces.replace(" ##", "").replace("##", "").strip().split())
+def _answer_text(example, feature, span, do_lower_case, decode):
+    """The document's text of a span of tokens (`get_final_text`), `decode` giving their text."""
+    tok_text = " ".join(decode(feature.tokens[span.start_index:span.end_index + 1]).split())
     orig_start = feature.token_to_orig_map[span.start_index]
     orig_end = feature.token_to_orig_map[span.end_index]
     orig_text = join_words(example.doc_tokens[orig_start:orig_end + 1],

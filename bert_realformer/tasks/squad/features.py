@@ -1,6 +1,8 @@
 """SQuAD features as the original's: WordPiece tokens, windows of the document of at most
 `max_seq_length - len(query) - 3` tokens every `doc_stride`, each token scored for the window
-where it has the most context.
+where it has the most context. A SentencePiece or byte-level BPE vocabulary tokenizes the
+document word by word the same way (`tokenize_word`: each word's first token marked as
+starting one), its own tokens around the question (RoBERTa's `<s> Q </s></s> D </s>`).
 """
 
 from __future__ import annotations
@@ -10,7 +12,6 @@ from typing import TYPE_CHECKING
 
 from bert_realformer.errors import InputError
 from bert_realformer.tasks.squad.reading import SquadExample
-from tokenization.vocabularies import vocabulary_kind
 
 if TYPE_CHECKING:  # annotations only
     from collections.abc import Iterator
@@ -35,8 +36,9 @@ class InputFeatures:
 
 
 def _improve_answer_span(doc_tokens, start, end, tokenizer, answer_text):
-    """The sub-span whose tokens equal the tokenized answer (e.g. "1895" inside "(1895-1943)")."""
-    answer = " ".join(tokenizer.tokenize(answer_text))
+    """The sub-span whose tokens equal the tokenized answer (e.g. "1895" inside "(1895-1943)"),
+    the answer's words tokenized as the document's are."""
+    answer = " ".join(piece for word in answer_text.split() for piece in tokenizer.tokenize_word(word))
     for new_start in range(start, end + 1):
         for new_end in range(end, new_start - 1, -1):
             if " ".join(doc_tokens[new_start:new_end + 1]) == answer:
@@ -70,7 +72,7 @@ def _document_pieces(example, tokenizer, is_training):
     tok_to_orig, orig_to_tok, doc = [], [], []
     for i, token in enumerate(example.doc_tokens):
         orig_to_tok.append(len(doc))
-        for piece in tokenizer.tokenize(token):
+        for piece in tokenizer.tokenize_word(token):
             tok_to_orig.append(i)
             doc.append(piece)
     if not is_training:
@@ -102,21 +104,19 @@ def iter_features(examples: list[SquadExample], tokenizer: FullTokenizer, max_se
     """Yields the `InputFeatures` of each window of each example (`doc_stride` apart), in order,
     as the original's `convert_examples_to_features` makes them; one at a time, so that
     training features can be streamed to a file."""
-    if vocabulary_kind(tokenizer.vocab_file) != "wordpiece":
-        raise InputError(f"vocab_file={tokenizer.vocab_file}: run_squad.py aligns answers with WordPiece's words and "
-                         "reads a WordPiece vocabulary (vocab.txt) only", options=("vocab_file",))
+    between = list(tokenizer.pair_separator)
     unique_id = 1000000000
     for example_index, example in enumerate(examples):
         query = tokenizer.tokenize(example.question_text)[:max_query_length]
         tok_to_orig, doc, tok_start, tok_end = _document_pieces(example, tokenizer, is_training)
-        max_doc = max_seq_length - len(query) - 3
+        max_doc = max_seq_length - len(query) - 2 - len(between)
         if max_doc < 1:
             raise InputError(f"max_seq_length={max_seq_length} leaves no room for the document after a "
                              f"{len(query)}-token question (lower max_query_length)",
                              options=("max_seq_length", "max_query_length"))
         spans = doc_spans(len(doc), max_doc, doc_stride)
         for span_index, (span_start, span_length) in enumerate(spans):
-            tokens = ["[CLS]", *query, "[SEP]"]
+            tokens = [tokenizer.cls_token, *query, *between]
             segment_ids = [0] * len(tokens)
             token_to_orig, max_context = {}, {}
             for i in range(span_length):
@@ -125,7 +125,7 @@ def iter_features(examples: list[SquadExample], tokenizer: FullTokenizer, max_se
                 max_context[len(tokens)] = _is_max_context(spans, span_index, position)
                 tokens.append(doc[position])
                 segment_ids.append(1)
-            tokens.append("[SEP]")
+            tokens.append(tokenizer.sep_token)
             segment_ids.append(1)
             input_ids = tokenizer.convert_tokens_to_ids(tokens)
             pad = [0] * (max_seq_length - len(input_ids))
@@ -133,8 +133,8 @@ def iter_features(examples: list[SquadExample], tokenizer: FullTokenizer, max_se
             if is_training and not example.is_impossible:
                 span_end = span_start + span_length - 1
                 if tok_start >= span_start and tok_end <= span_end:
-                    start = tok_start - span_start + len(query) + 2
-                    end = tok_end - span_start + len(query) + 2
+                    start = tok_start - span_start + len(query) + 1 + len(between)
+                    end = tok_end - span_start + len(query) + 1 + len(between)
                 else:
                     start = end = 0
             if is_training and example.is_impossible:

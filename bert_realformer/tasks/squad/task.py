@@ -147,7 +147,8 @@ def predict(driver: Driver, examples: list[SquadExample], tokenizer: FullTokeniz
     results = [RawResult(f.unique_id, np.asarray(s, np.float64).tolist(), np.asarray(e, np.float64).tolist())
                for f, s, e in zip(features, out["start"], out["end"])]
     return compute_predictions(examples, features, results, squad.n_best_size, squad.max_answer_length,
-                               squad.do_lower_case, squad.version_2_with_negative, squad.null_score_diff_threshold)
+                               tokenizer.do_lower_case, squad.version_2_with_negative, squad.null_score_diff_threshold,
+                               tokenizer.decode)
 
 
 @functools.cache
