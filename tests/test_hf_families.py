@@ -572,16 +572,28 @@ def test_roberta_continues_masked_lm_pretraining_from_its_directory(tmp_path, re
     assert histories["none"][0]["masked_lm_loss"] == pytest.approx(theirs["mlm"], abs=1e-4)
 
 
-def test_roberta_answers_squad_questions_as_post_ln_and_realformer_from_its_directory(tmp_path, real_data):
-    """run_squad.py from the RoBERTa directory (the document tokenized word by word, RoBERTa's
-    `<s> Q </s></s> D </s>`) on real SQuAD questions, as post-LN and RealFormer; the post-LN run,
-    converted back, is a RobertaForQuestionAnswering whose logits on the run's windows give the
-    run's own predictions.json."""
+@pytest.mark.parametrize("family", ["roberta", "albert", "distilbert"])
+def test_each_family_answers_squad_questions_as_post_ln_and_realformer_from_its_directory(tmp_path, real_data,
+                                                                                           family):
+    """run_squad.py from the family's directory (the document tokenized word by word with its
+    vocabulary; RoBERTa's `<s> Q </s></s> D </s>`, the others' `[CLS] Q [SEP] D [SEP]`) on real
+    SQuAD questions, as post-LN and RealFormer; the post-LN run, converted back, is the family's
+    ForQuestionAnswering class whose logits on the run's windows give the run's own
+    predictions.json."""
     from conftest import allennlp_fixture
 
     from bert_realformer.tasks import squad
     from tokenization.vocabularies import tokenizer_for
-    release = _roberta_release(tmp_path, real_data)
+    if family == "roberta":
+        release = _roberta_release(tmp_path, real_data)
+        vocab = release / "vocab.json"
+    elif family == "albert":
+        release = _albert_release(tmp_path, real_data)
+        vocab = release / "spiece.model"
+    else:
+        ids, mask = _inputs(0)
+        _oracle("distilbert", tmp_path / "hf", ids, mask, vocab_size=128, as_initialised=True)
+        release, vocab = tmp_path / "hf" / "DistilBertForMaskedLM", VOCAB
     with open(allennlp_fixture("squad.json"), encoding="utf-8") as f:
         real = json.load(f)
     for article in real["data"]:
@@ -592,7 +604,7 @@ def test_roberta_answers_squad_questions_as_post_ln_and_realformer_from_its_dire
     questions.write_text(json.dumps(real))
     for variant in ("none", "sum"):
         answered = script_processes.run(
-            [sys.executable, os.path.join(ROOT, "run_squad.py"), f"--vocab_file={release}/vocab.json",
+            [sys.executable, os.path.join(ROOT, "run_squad.py"), f"--vocab_file={vocab}",
              f"--bert_config_file={release}/config.json", f"--init_checkpoint={release}",
              f"--residual_attention={variant}", f"--output_dir={tmp_path}/squad_{variant}", "--do_train",
              f"--train_file={questions}", "--do_predict", f"--predict_file={questions}", "--max_seq_length=38",
@@ -601,21 +613,26 @@ def test_roberta_answers_squad_questions_as_post_ln_and_realformer_from_its_dire
         assert answered.returncode == 0, answered.stderr[-3000:]
     ours = json.loads((tmp_path / "squad_none" / "predictions.json").read_text())
     assert len(ours) == 5
-    result = convert("--from=ours", "--to=hf", f"--input={tmp_path}/squad_none", f"--vocab_file={release}/vocab.json",
+    result = convert("--from=ours", "--to=hf", f"--input={tmp_path}/squad_none", f"--vocab_file={vocab}",
                      f"--output={tmp_path}/back")
     assert result.returncode == 0, result.stderr[-3000:]
-    tokenizer = tokenizer_for(str(release / "vocab.json"))
+    tokenizer = tokenizer_for(str(vocab))
     examples, _ = squad.read_squad_examples(str(questions), False)
     features = squad.convert_examples_to_features(examples, tokenizer, 38, 16, 12, False)
-    assert all(f.tokens[0] == "<s>" and f.tokens.count("</s>") == 3 for f in features)
+    separators = 3 if family == "roberta" else 2
+    assert all(f.tokens[0] == tokenizer.cls_token and f.tokens.count(tokenizer.sep_token) == separators
+               for f in features)
     code = ("import json, sys, torch, transformers\n"
-            "m = transformers.RobertaForQuestionAnswering.from_pretrained(sys.argv[1]).eval()\n"
+            "m = getattr(transformers, sys.argv[2]).from_pretrained(sys.argv[1]).eval()\n"
             "r = {k: torch.tensor(v) for k, v in json.loads(sys.stdin.read()).items()}\n"
             "with torch.no_grad():\n"
-            "    out = m(input_ids=r['input_ids'], attention_mask=r['input_mask'])\n"
+            "    out = m(**r)\n"
             "print(json.dumps({'start': out.start_logits.tolist(), 'end': out.end_logits.tolist()}))\n")
-    request = {"input_ids": [f.input_ids for f in features], "input_mask": [f.input_mask for f in features]}
-    served = script_processes.run([sys.executable, "-c", code, str(tmp_path / "back")], input=json.dumps(request),
+    request = {"input_ids": [f.input_ids for f in features], "attention_mask": [f.input_mask for f in features],
+               # (ALBERT's two token types; RoBERTa's one and DistilBERT's none take no segment ids)
+               **({"token_type_ids": [f.segment_ids for f in features]} if family == "albert" else {})}
+    served = script_processes.run([sys.executable, "-c", code, str(tmp_path / "back"),
+                                   FAMILIES[family][0] + "ForQuestionAnswering"], input=json.dumps(request),
                                   capture_output=True, text=True, timeout=300)
     assert served.returncode == 0, served.stderr[-3000:]
     logits = json.loads(served.stdout.strip().splitlines()[-1])
