@@ -221,6 +221,55 @@ def _assert_same_probabilities(theirs, ours):
     np.testing.assert_allclose(np.log(theirs), np.log(ours), atol=1e-3)
 
 
+def _made(family, directory, real_data):
+    """Every class of `family` saved by transformers as it initialises them (a model that learns
+    quickly) under directory/CLASS, the family's vocabulary beside each: RoBERTa's byte-level BPE
+    (vocab.json, merges.txt) trained by `tokenizers` on real English lines, its special tokens
+    first (`<s>` 0, `<pad>` 1, `</s>` 2, as the model's config has them); ALBERT's SentencePiece
+    model of 5,000 pieces trained on them (its special pieces and ids); DistilBERT's WordPiece
+    vocab.txt (128 tokens). Returns the vocabulary's file name."""
+    if family == "roberta":
+        tokenizers = pytest.importorskip("tokenizers")
+        bpe = tokenizers.ByteLevelBPETokenizer(add_prefix_space=False)
+        bpe.train_from_iterator(real_data.english_sentences()[:6000], vocab_size=2000, min_frequency=2,
+                                special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"], show_progress=False)
+        bpe.save_model(str(directory))
+        files, vocab_size = ("vocab.json", "merges.txt"), len(json.loads((directory / "vocab.json").read_text()))
+    elif family == "albert":
+        spm = pytest.importorskip("sentencepiece")
+        with open(directory / "spiece.model", "wb") as model:
+            spm.SentencePieceTrainer.train(
+                sentence_iterator=iter(line.lower() for line in real_data.english_sentences()[:6000]),
+                model_writer=model, vocab_size=5000, model_type="unigram", pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
+                control_symbols=["[CLS]", "[SEP]", "[MASK]"], minloglevel=2)
+        files, vocab_size = ("spiece.model",), 5000
+    else:
+        (directory / "vocab.txt").write_bytes(open(VOCAB, "rb").read())
+        files, vocab_size = ("vocab.txt",), 128
+    ids, mask = _inputs(FAMILIES[family][1])
+    _oracle(family, directory, ids, mask, vocab_size=vocab_size, as_initialised=True)
+    for saved_class in directory.iterdir():
+        if saved_class.is_dir():
+            for name in files:
+                (saved_class / name).write_bytes((directory / name).read_bytes())
+    return files[0]
+
+
+@pytest.fixture(scope="module")
+def releases(tmp_path_factory, real_data):
+    """`releases(family, head="ForMaskedLM")` -> (the directory of the family's class of `head`,
+    its vocabulary file), made once per family for the module (`_made`); a test reads it only."""
+    made = {}
+
+    def of(family, head="ForMaskedLM"):
+        if family not in made:
+            directory = tmp_path_factory.mktemp(f"{family}-release")
+            made[family] = (directory, _made(family, directory, real_data))
+        directory, vocab = made[family]
+        return directory / f"{FAMILIES[family][0]}{head}", directory / f"{FAMILIES[family][0]}{head}" / vocab
+    return of
+
+
 def _fine_tune(tmp_path, release, vocab_file, rows, variant, max_seq_length=16, epochs=2, learning_rate="1e-3",
                *extra_flags):
     """run_classifier.py from the Hugging Face directory `release` on `rows` ({split: [(text,
@@ -245,14 +294,12 @@ def _fine_tune(tmp_path, release, vocab_file, rows, variant, max_seq_length=16, 
     return out, trained
 
 
-def test_distilbert_fine_tunes_as_post_ln_and_realformer_and_leaves_for_transformers(tmp_path):
+def test_distilbert_fine_tunes_as_post_ln_and_realformer_and_leaves_for_transformers(tmp_path, releases):
     """The journey from a DistilBERT directory (WordPiece, as DistilBERT's releases are):
     run_classifier.py fine-tunes from it as it is (--init_checkpoint=DIR, its config.json) as
     post-LN and as RealFormer; the post-LN run, converted back, is a DistilBertForSequenceClassification
     that, tokenizing the raw test texts itself, gives the run's test_results.tsv."""
-    ids, mask = _inputs(0)
-    _oracle("distilbert", tmp_path / "hf", ids, mask, vocab_size=128, as_initialised=True)
-    release = tmp_path / "hf" / "DistilBertForMaskedLM"
+    release, _ = releases("distilbert")
     rng = random.Random(0)
     words = "the cat sat on a mat dog played in snow old man reads it rained".split()
     labels = ["negative", "neutral", "positive"]
@@ -274,28 +321,8 @@ def test_distilbert_fine_tunes_as_post_ln_and_realformer_and_leaves_for_transfor
     _assert_same_probabilities(probabilities, np.loadtxt(tmp_path / "run_none" / "test_results.tsv", delimiter="\t"))
 
 
-def _roberta_release(tmp_path, real_data):
-    """A RobertaForMaskedLM directory of transformers with a byte-level BPE (vocab.json and
-    merges.txt) trained by the `tokenizers` library on real English lines, RoBERTa's special
-    tokens first (`<s>` 0, `<pad>` 1, `</s>` 2, as the model's config has them); its weights as
-    transformers initialises them (a model that learns quickly)."""
-    tokenizers = pytest.importorskip("tokenizers")
-    bpe = tokenizers.ByteLevelBPETokenizer(add_prefix_space=False)
-    bpe.train_from_iterator(real_data.english_sentences()[:6000], vocab_size=2000, min_frequency=2,
-                            special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"], show_progress=False)
-    words = tmp_path / "bpe"
-    words.mkdir()
-    bpe.save_model(str(words))
-    ids, mask = _inputs(1)
-    _oracle("roberta", tmp_path / "hf", ids, mask, vocab_size=len(json.loads((words / "vocab.json").read_text())),
-            as_initialised=True)
-    release = tmp_path / "hf" / "RobertaForMaskedLM"
-    for name in ("vocab.json", "merges.txt"):
-        (release / name).write_bytes((words / name).read_bytes())
-    return release
-
-
-def test_roberta_fine_tunes_sentence_pairs_as_post_ln_and_realformer_from_its_bpe_directory(tmp_path, real_data):
+def test_roberta_fine_tunes_sentence_pairs_as_post_ln_and_realformer_from_its_bpe_directory(tmp_path, real_data,
+                                                                                             releases):
     """The journey from a RoBERTa directory (vocab.json and merges.txt beside its weights):
     run_classifier.py fine-tunes on sentence pairs from it as it is, --vocab_file naming
     vocab.json, as post-LN and as RealFormer; each pair is RoBERTa's `<s> A </s></s> B </s>` with
@@ -303,8 +330,7 @@ def test_roberta_fine_tunes_sentence_pairs_as_post_ln_and_realformer_from_its_bp
     RobertaForSequenceClassification that, tokenizing the raw pairs itself, gives the run's test
     probabilities."""
     from tokenization.vocabularies import tokenizer_for
-    release = _roberta_release(tmp_path, real_data)
-    vocab = release / "vocab.json"
+    release, vocab = releases("roberta")
     tokenizer = tokenizer_for(str(vocab))
     splits = real_data.english_sentiment_splits()
     short = {split: [text for text, _ in part if len(tokenizer.tokenize(text)) <= 16] for split, part in splits.items()}
@@ -365,12 +391,12 @@ def _tag_words(tmp_path, real_data, release, vocab_file):
     return test, labels, ours
 
 
-def test_roberta_tags_words_each_with_the_space_before_it_as_transformers_does(tmp_path, real_data):
+def test_roberta_tags_words_each_with_the_space_before_it_as_transformers_does(tmp_path, real_data, releases):
     """run_ner.py from the RoBERTa directory as post-LN and RealFormer; the post-LN run, converted
     back, is a RobertaForTokenClassification that, tokenizing the words itself (one by one, the
     space before each: add_prefix_space), gives each word's first token the run's predicted tag."""
-    release = _roberta_release(tmp_path, real_data)
-    sentences, labels, ours = _tag_words(tmp_path, real_data, release, release / "vocab.json")
+    release, vocab = releases("roberta")
+    sentences, labels, ours = _tag_words(tmp_path, real_data, release, vocab)
     code = ("import json, sys, torch, transformers\n"
             "t = transformers.AutoTokenizer.from_pretrained(sys.argv[1], add_prefix_space=True)\n"
             "m = transformers.AutoModelForTokenClassification.from_pretrained(sys.argv[1]).eval()\n"
@@ -390,7 +416,7 @@ def test_roberta_tags_words_each_with_the_space_before_it_as_transformers_does(t
     assert [labels[i] for i in theirs["tags"]] == ours
 
 
-def test_albert_tags_words_from_its_sentencepiece_directory(tmp_path, real_data):
+def test_albert_tags_words_from_its_sentencepiece_directory(tmp_path, real_data, releases):
     """run_ner.py from the ALBERT directory (each word's pieces from spiece.model, `▁` first) as
     post-LN and RealFormer; the post-LN run, converted back, is an AlbertForTokenClassification
     that, on the run's own token ids (transformers' ALBERT tokenizer is not SentencePiece's),
@@ -398,8 +424,7 @@ def test_albert_tags_words_from_its_sentencepiece_directory(tmp_path, real_data)
     from bert_realformer.tasks.ner.features import sentence_windows
     from bert_realformer.tasks.ner.reading import Sentence
     from tokenization.vocabularies import tokenizer_for
-    release = _albert_release(tmp_path, real_data)
-    spiece = release / "spiece.model"
+    release, spiece = releases("albert")
     sentences, labels, ours = _tag_words(tmp_path, real_data, release, spiece)
     arrays, windows = sentence_windows([Sentence(tokens=words, tags=None, lines=[], path="") for words in sentences],
                                        tokenizer_for(str(spiece)), 38)
@@ -419,22 +444,8 @@ def test_albert_tags_words_from_its_sentencepiece_directory(tmp_path, real_data)
     assert [labels[i] for row in theirs for i in row] == ours
 
 
-def _albert_release(tmp_path, real_data, head="ForMaskedLM"):
-    """An Albert`head` (AlbertForMaskedLM) directory of transformers with a SentencePiece model of
-    5,000 pieces trained on real English lines (ALBERT's special pieces and ids)."""
-    spm = pytest.importorskip("sentencepiece")
-    ids, mask = _inputs(0)
-    _oracle("albert", tmp_path / "hf", ids, mask, vocab_size=5000, as_initialised=True)
-    release = tmp_path / "hf" / f"Albert{head}"
-    with open(release / "spiece.model", "wb") as model:
-        spm.SentencePieceTrainer.train(
-            sentence_iterator=iter(line.lower() for line in real_data.english_sentences()[:6000]), model_writer=model,
-            vocab_size=5000, model_type="unigram", pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
-            control_symbols=["[CLS]", "[SEP]", "[MASK]"], minloglevel=2)
-    return release
-
-
-def test_albert_fine_tunes_as_post_ln_and_realformer_from_its_sentencepiece_directory(tmp_path, real_data):
+def test_albert_fine_tunes_as_post_ln_and_realformer_from_its_sentencepiece_directory(tmp_path, real_data,
+                                                                                       releases):
     """The journey from an ALBERT directory (spiece.model beside its weights): run_classifier.py
     fine-tunes from it as it is, --vocab_file naming the SentencePiece model, as post-LN and as
     RealFormer (the residual attention carried across the shared layers); the post-LN run,
@@ -443,10 +454,9 @@ def test_albert_fine_tunes_as_post_ln_and_realformer_from_its_sentencepiece_dire
     SavedModel, tokenizing in the graph (SentencePiece's op), gives them on the raw texts in a
     Python where only TensorFlow and tensorflow_text are imported."""
     from tokenization.vocabularies import tokenizer_for
-    release = _albert_release(tmp_path, real_data)
+    release, spiece = releases("albert")
     splits = real_data.english_sentiment_splits()
     rows = {"train": splits["train"][:64], "test": splits["test"][:9]}
-    spiece = release / "spiece.model"
     for variant in ("none", "sum"):
         out, _ = _fine_tune(tmp_path, release, spiece, rows, variant, 16, 30, "2e-3",
                             *([f"--export_dir={tmp_path}/export"] if variant == "sum" else []))
@@ -545,14 +555,13 @@ def _continue_pretraining(tmp_path, real_data, release, vocab_file, data_flag):
     return histories, json.loads(served.stdout.strip().splitlines()[-1]), records
 
 
-def test_albert_continues_pretraining_on_sentence_order_pairs_from_its_directory(tmp_path, real_data):
+def test_albert_continues_pretraining_on_sentence_order_pairs_from_its_directory(tmp_path, real_data, releases):
     """create_pretraining_data.py with ALBERT's spiece.model and --sentence_order, then
     run_pretraining.py from the ALBERT directory as it is, as post-LN and as RealFormer: the
     post-LN run's evaluation before its first step is transformers' AlbertForPreTraining on the
     same records (masked-LM loss and sentence-order loss and accuracy), and both runs train."""
-    release = _albert_release(tmp_path, real_data, "ForPreTraining")
-    histories, theirs, records = _continue_pretraining(tmp_path, real_data, release, release / "spiece.model",
-                                                       "--sentence_order")
+    release, spiece = releases("albert", "ForPreTraining")
+    histories, theirs, records = _continue_pretraining(tmp_path, real_data, release, spiece, "--sentence_order")
     ours = histories["none"][0]
     assert 0 < sum(record["next_sentence_labels"][0] for record in records) < 16  # (both orders among them)
     assert ours["masked_lm_loss"] == pytest.approx(theirs["mlm"], abs=1e-4)
@@ -560,20 +569,19 @@ def test_albert_continues_pretraining_on_sentence_order_pairs_from_its_directory
     assert ours["next_sentence_accuracy"] == pytest.approx(theirs["sop_accuracy"])
 
 
-def test_roberta_continues_masked_lm_pretraining_from_its_directory(tmp_path, real_data):
+def test_roberta_continues_masked_lm_pretraining_from_its_directory(tmp_path, real_data, releases):
     """create_pretraining_data.py --no_nsp with RoBERTa's vocab.json, then run_pretraining.py
     --no_nsp from the RoBERTa directory as post-LN and RealFormer: the post-LN run's evaluation
     before its first step is transformers' RobertaForMaskedLM's masked-LM loss on the same
     records, and both runs train."""
-    release = _roberta_release(tmp_path, real_data)
-    histories, theirs, records = _continue_pretraining(tmp_path, real_data, release, release / "vocab.json",
-                                                       "--no_nsp")
+    release, vocab = releases("roberta")
+    histories, theirs, records = _continue_pretraining(tmp_path, real_data, release, vocab, "--no_nsp")
     assert all(record["input_ids"][0] == 0 for record in records)  # (<s> first)
     assert histories["none"][0]["masked_lm_loss"] == pytest.approx(theirs["mlm"], abs=1e-4)
 
 
 @pytest.mark.parametrize("family", ["roberta", "albert", "distilbert"])
-def test_each_family_answers_squad_questions_as_post_ln_and_realformer_from_its_directory(tmp_path, real_data,
+def test_each_family_answers_squad_questions_as_post_ln_and_realformer_from_its_directory(tmp_path, releases,
                                                                                            family):
     """run_squad.py from the family's directory (the document tokenized word by word with its
     vocabulary; RoBERTa's `<s> Q </s></s> D </s>`, the others' `[CLS] Q [SEP] D [SEP]`) on real
@@ -584,16 +592,7 @@ def test_each_family_answers_squad_questions_as_post_ln_and_realformer_from_its_
 
     from bert_realformer.tasks import squad
     from tokenization.vocabularies import tokenizer_for
-    if family == "roberta":
-        release = _roberta_release(tmp_path, real_data)
-        vocab = release / "vocab.json"
-    elif family == "albert":
-        release = _albert_release(tmp_path, real_data)
-        vocab = release / "spiece.model"
-    else:
-        ids, mask = _inputs(0)
-        _oracle("distilbert", tmp_path / "hf", ids, mask, vocab_size=128, as_initialised=True)
-        release, vocab = tmp_path / "hf" / "DistilBertForMaskedLM", VOCAB
+    release, vocab = releases(family)
     with open(allennlp_fixture("squad.json"), encoding="utf-8") as f:
         real = json.load(f)
     for article in real["data"]:
