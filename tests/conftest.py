@@ -80,6 +80,18 @@ def allennlp_fixture(name):
         pytest.skip(str(error))
 
 
+def squad_first_answers():
+    """allennlp's real SQuAD sample as JSON data, each question keeping its first answer only (a
+    dev file has several; training takes one)."""
+    with open(allennlp_fixture("squad.json"), encoding="utf-8") as f:
+        data = json.load(f)
+    for article in data["data"]:
+        for paragraph in article["paragraphs"]:
+            for qa in paragraph["qas"]:
+                qa["answers"] = qa["answers"][:1]
+    return data
+
+
 def oracle_results(features):
     """SQuAD `RawResult`s whose start/end logits single out each feature's gold span."""
     from bert_realformer.tasks import squad

@@ -270,11 +270,10 @@ def releases(tmp_path_factory, real_data):
     return of
 
 
-def _fine_tune(tmp_path, release, vocab_file, rows, variant, max_seq_length=16, epochs=2, learning_rate="1e-3",
-               *extra_flags):
+def _fine_tune(tmp_path, release, vocab_file, rows, variant, max_seq_length=16, *extra_flags):
     """run_classifier.py from the Hugging Face directory `release` on `rows` ({split: [(text,
-    label)] or [(text, second text, label)]}) as `variant` (`--residual_attention`): (its output
-    directory, the finished process)."""
+    label)] or [(text, second text, label)]}) as `variant` (`--residual_attention`), 30 epochs at
+    2e-3 (long enough to tell its examples apart): (its output directory, the finished process)."""
     data = tmp_path / "data"
     data.mkdir(exist_ok=True)
     pairs = len(next(iter(rows.values()))[0]) == 3
@@ -287,11 +286,28 @@ def _fine_tune(tmp_path, release, vocab_file, rows, variant, max_seq_length=16, 
          *(["--text_b_column=second"] if pairs else []),
          f"--vocab_file={vocab_file}", f"--bert_config_file={release}/config.json", f"--init_checkpoint={release}",
          f"--residual_attention={variant}", f"--max_seq_length={max_seq_length}", "--train_batch_size=8",
-         f"--num_train_epochs={epochs}", f"--learning_rate={learning_rate}", f"--output_dir={out}", "--do_train",
-         "--do_predict", *extra_flags],
+         "--num_train_epochs=30", "--learning_rate=2e-3", f"--output_dir={out}", "--do_train", "--do_predict",
+         *extra_flags],
         capture_output=True, text=True, timeout=900)
     assert trained.returncode == 0, trained.stderr[-3000:]
     return out, trained
+
+
+def _fine_tune_both_and_convert(tmp_path, release, vocab_file, rows, recorded, max_seq_length=16, export=False):
+    """`_fine_tune` as post-LN (`none`) and as RealFormer (`sum`; with `export`, its SavedModel in
+    tmp_path/export), each run's bert_config.json holding `recorded` ({key: value}) and its
+    variant; the post-LN run converted back to Hugging Face (tmp_path/back) with `vocab_file`.
+    Returns {variant: the finished process}."""
+    finished = {}
+    for variant in ("none", "sum"):
+        flags = [f"--export_dir={tmp_path}/export"] if export and variant == "sum" else []
+        out, finished[variant] = _fine_tune(tmp_path, release, vocab_file, rows, variant, max_seq_length, *flags)
+        config = json.loads((out / "bert_config.json").read_text())
+        assert {key: config[key] for key in recorded} == recorded and config["residual_attention"] == variant
+    result = convert("--from=ours", "--to=hf", f"--input={tmp_path}/run_none", f"--vocab_file={vocab_file}",
+                     f"--output={tmp_path}/back")
+    assert result.returncode == 0, result.stderr[-3000:]
+    return finished
 
 
 def test_distilbert_fine_tunes_as_post_ln_and_realformer_and_leaves_for_transformers(tmp_path, releases):
@@ -305,17 +321,12 @@ def test_distilbert_fine_tunes_as_post_ln_and_realformer_and_leaves_for_transfor
     labels = ["negative", "neutral", "positive"]
     rows = {split: [(" ".join(rng.choices(words, k=rng.randint(3, 12))), labels[i % 3]) for i in range(n)]
             for split, n in (("train", 64), ("test", 9))}
-    for variant in ("none", "sum"):
-        out, trained = _fine_tune(tmp_path, release, VOCAB, rows, variant, epochs=30, learning_rate="2e-3")
+    finished = _fine_tune_both_and_convert(tmp_path, release, VOCAB, rows,
+                                           {"type_vocab_size": 0, "pooler_activation": "relu"})
+    for variant, trained in finished.items():
         assert "freshly initialised (not in it): bert/pooler/dense/kernel, bert/pooler/dense/bias" in trained.stderr
-        recorded = json.loads((out / "bert_config.json").read_text())
-        assert (recorded["type_vocab_size"], recorded["pooler_activation"], recorded["residual_attention"]) == (
-            0, "relu", variant)
-        probabilities = np.loadtxt(out / "test_results.tsv", delimiter="\t")
+        probabilities = np.loadtxt(tmp_path / f"run_{variant}" / "test_results.tsv", delimiter="\t")
         np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, atol=1e-5)
-    result = convert("--from=ours", "--to=hf", f"--input={tmp_path}/run_none", f"--vocab_file={VOCAB}",
-                     f"--output={tmp_path}/back")
-    assert result.returncode == 0, result.stderr[-3000:]
     probabilities, _, model_class = transformers_probabilities(tmp_path / "back", [t for t, _ in rows["test"]], 16)
     assert model_class == "DistilBertForSequenceClassification"
     _assert_same_probabilities(probabilities, np.loadtxt(tmp_path / "run_none" / "test_results.tsv", delimiter="\t"))
@@ -338,15 +349,8 @@ def test_roberta_fine_tunes_sentence_pairs_as_post_ln_and_realformer_from_its_bp
     labels = {text: label for part in splits.values() for text, label in part}
     rows = {split: [(a, b, labels[a]) for a, b in zip(short[split][:n], short[split][n:2 * n], strict=True)]
             for split, n in (("train", 64), ("test", 9))}
-    for variant in ("none", "sum"):
-        out, _ = _fine_tune(tmp_path, release, vocab, rows, variant, max_seq_length=38, epochs=30,
-                            learning_rate="2e-3")
-        recorded = json.loads((out / "bert_config.json").read_text())
-        assert (recorded["position_offset"], recorded["type_vocab_size"], recorded["residual_attention"]) == (
-            2, 1, variant)
-    result = convert("--from=ours", "--to=hf", f"--input={tmp_path}/run_none", f"--vocab_file={vocab}",
-                     f"--output={tmp_path}/back")
-    assert result.returncode == 0, result.stderr[-3000:]
+    _fine_tune_both_and_convert(tmp_path, release, vocab, rows, {"position_offset": 2, "type_vocab_size": 1},
+                                max_seq_length=38)
     assert (tmp_path / "back" / "merges.txt").read_bytes() == (release / "merges.txt").read_bytes()
     pairs = [(a, b) for a, b, _ in rows["test"]]
     probabilities, _, model_class = transformers_probabilities(tmp_path / "back", pairs, 38)
@@ -457,15 +461,8 @@ def test_albert_fine_tunes_as_post_ln_and_realformer_from_its_sentencepiece_dire
     release, spiece = releases("albert")
     splits = real_data.english_sentiment_splits()
     rows = {"train": splits["train"][:64], "test": splits["test"][:9]}
-    for variant in ("none", "sum"):
-        out, _ = _fine_tune(tmp_path, release, spiece, rows, variant, 16, 30, "2e-3",
-                            *([f"--export_dir={tmp_path}/export"] if variant == "sum" else []))
-        recorded = json.loads((out / "bert_config.json").read_text())
-        assert (recorded["embedding_size"], recorded["num_hidden_groups"], recorded["residual_attention"]) == (
-            16, 2, variant)
-    result = convert("--from=ours", "--to=hf", f"--input={tmp_path}/run_none", f"--vocab_file={spiece}",
-                     f"--output={tmp_path}/back")
-    assert result.returncode == 0, result.stderr[-3000:]
+    _fine_tune_both_and_convert(tmp_path, release, spiece, rows, {"embedding_size": 16, "num_hidden_groups": 2},
+                                export=True)
     assert (tmp_path / "back" / "spiece.model").read_bytes() == spiece.read_bytes()
     tokenizer = tokenizer_for(str(spiece))
     ids = np.zeros((len(rows["test"]), 16), "int64")
@@ -588,17 +585,12 @@ def test_each_family_answers_squad_questions_as_post_ln_and_realformer_from_its_
     SQuAD questions, as post-LN and RealFormer; the post-LN run, converted back, is the family's
     ForQuestionAnswering class whose logits on the run's windows give the run's own
     predictions.json."""
-    from conftest import allennlp_fixture
+    from conftest import squad_first_answers
 
     from bert_realformer.tasks import squad
     from tokenization.vocabularies import tokenizer_for
     release, vocab = releases(family)
-    with open(allennlp_fixture("squad.json"), encoding="utf-8") as f:
-        real = json.load(f)
-    for article in real["data"]:
-        for paragraph in article["paragraphs"]:
-            for qa in paragraph["qas"]:
-                qa["answers"] = qa["answers"][:1]
+    real = squad_first_answers()
     questions = tmp_path / "squad.json"
     questions.write_text(json.dumps(real))
     for variant in ("none", "sum"):

@@ -6,7 +6,7 @@ import os
 import sys
 
 import pytest
-from conftest import allennlp_fixture, oracle_results
+from conftest import allennlp_fixture, oracle_results, squad_first_answers
 from helpers import script_processes
 from helpers.in_process import completed_in_process
 
@@ -98,14 +98,8 @@ def test_oracle_logits_score_100_on_real_squad(tmp_path, kind, real_data):
     path = allennlp_squad()
     tokenizer = tokenizer_for(_vocabulary(kind, tmp_path, real_data))
     # The gold positions come from the first answer of each question (a dev file has several).
-    with open(path, encoding="utf-8") as f:
-        data = json.load(f)
-    for article in data["data"]:
-        for paragraph in article["paragraphs"]:
-            for qa in paragraph["qas"]:
-                qa["answers"] = qa["answers"][:1]
     first_answers = tmp_path / "first_answers.json"
-    first_answers.write_text(json.dumps(data))
+    first_answers.write_text(json.dumps(squad_first_answers()))
     examples, skipped = squad.read_squad_examples(str(first_answers), True)
     assert len(examples) == 5 and skipped == 0
     assert len(squad.read_squad_examples(path, False)[0]) == 5
@@ -178,12 +172,7 @@ def test_mismatched_offsets_are_skipped_and_counted_and_bad_files_fail(tmp_path)
 def test_run_squad_trains_and_writes_the_three_files(tmp_path):
     """A tiny model trains a few steps on the real questions (first answers) plus our v2.0 case,
     then predicts the real file and scores it."""
-    with open(allennlp_squad(), encoding="utf-8") as f:
-        real = json.load(f)
-    for article in real["data"]:
-        for paragraph in article["paragraphs"]:
-            for qa in paragraph["qas"]:
-                qa["answers"] = qa["answers"][:1]
+    real = squad_first_answers()
     path = tmp_path / "train.json"
     path.write_text(json.dumps({"data": real["data"] + V2["data"]}))
     config = tmp_path / "bert_config.json"

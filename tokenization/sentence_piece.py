@@ -21,6 +21,7 @@ import functools
 import unicodedata
 
 from bert_realformer import storage
+from tokenization.unicode_classes import re2_ranges
 
 WORD_START = "\u2581"  # ▁
 
@@ -118,7 +119,7 @@ def _graph_classes() -> dict[str, str]:
             found["combining"].append(point)
         if character.isdigit():
             found["digit"].append(point)
-    return {name: "[" + "".join(f"\\x{{{point:X}}}" for point in points) + "]" for name, points in found.items()}
+    return {name: re2_ranges(points) for name, points in found.items()}
 
 
 class GraphSentencePiece:

@@ -51,11 +51,15 @@ def _ranges(cps):
     return ranges
 
 
-def re2_class(name):
-    """A RE2 character class, e.g. `[\\x{3000}\\x{4E00}-\\x{9FFF}]`."""
-    parts = [f"\\x{{{lo:X}}}" if lo == hi else f"\\x{{{lo:X}}}-\\x{{{hi:X}}}"
-             for lo, hi in _ranges(code_points()[name])]
+def re2_ranges(cps):
+    """A RE2 character class of sorted code points, as ranges: `[\\x{3000}\\x{4E00}-\\x{9FFF}]`."""
+    parts = [f"\\x{{{lo:X}}}" if lo == hi else f"\\x{{{lo:X}}}-\\x{{{hi:X}}}" for lo, hi in _ranges(cps)]
     return "[" + "".join(parts) + "]"
+
+
+def re2_class(name):
+    """The RE2 character class of `code_points()[name]` (`re2_ranges`)."""
+    return re2_ranges(code_points()[name])
 
 
 def python_class(*names, negate=False, extra=""):

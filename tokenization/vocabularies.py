@@ -56,17 +56,22 @@ def tokenizer_for(vocab_file: str, do_lower_case: bool = True, option: str = "vo
     return FullTokenizer(vocab_file, do_lower_case=do_lower_case)
 
 
+def has_graph_tokenizer(vocab_file: str) -> bool:
+    """Whether `vocab_file`'s tokenizer has a form in TensorFlow ops (`graph_tokenizer_for`):
+    WordPiece's and SentencePiece's do, byte-level BPE's does not."""
+    return vocabulary_kind(vocab_file) != "bpe"
+
+
 def graph_tokenizer_for(vocab_file: str, do_lower_case: bool = True, option: str = "vocab_file") -> GraphTokenizer:
     """The tokenizer of `vocab_file` in TensorFlow ops (`tokenize(texts [N]) -> int64 ragged [N,
     (tokens)]`, the same ids as `tokenizer_for`'s), for a SavedModel that takes raw text:
     WordPiece's (`tokenization.fast`) or SentencePiece's (tensorflow-text's op). Byte-level BPE
     has no TensorFlow op: an `InputError` naming `option`."""
-    kind = vocabulary_kind(vocab_file)
-    if kind == "bpe":
+    if not has_graph_tokenizer(vocab_file):
         raise InputError(f"{option}={vocab_file}: byte-level BPE has no TensorFlow op, so a SavedModel cannot "
                          "tokenize text with it; serve token ids instead (the Keras model's export(), docs/keras.md)",
                          options=(option,))
-    if kind == "sentencepiece":
+    if vocabulary_kind(vocab_file) == "sentencepiece":
         from tokenization.sentence_piece import GraphSentencePiece
         return GraphSentencePiece(vocab_file, do_lower_case=do_lower_case)
     from tokenization.fast import FastTokenizer

@@ -135,7 +135,7 @@ def make_driver(setup: DriverSetup, plan: Plan, build_model) -> tuple[Driver, To
     --init_checkpoint checked to exist and fit, and the model `build_model(config)`."""
     from bert_realformer.checkpoints import training_states
     from tokenization import FullTokenizer, validate_case_matches_checkpoint
-    from tokenization.vocabularies import tokenizer_for, vocabulary_kind
+    from tokenization.vocabularies import has_graph_tokenizer, tokenizer_for
     init_checkpoint = setup.run.init_checkpoint
     try:
         validate_case_matches_checkpoint(setup.do_lower_case, init_checkpoint)
@@ -158,7 +158,7 @@ def make_driver(setup: DriverSetup, plan: Plan, build_model) -> tuple[Driver, To
         check_vocabulary(setup.vocab_file, config.vocab_size)
     else:
         check_tokenizer_vocabulary(setup.vocab_file, tokenizer, config.vocab_size)
-        if plan.export_dir and vocabulary_kind(setup.vocab_file) == "bpe":
+        if plan.export_dir and not has_graph_tokenizer(setup.vocab_file):
             raise InputError(f"export_dir={plan.export_dir}: a SavedModel tokenizes its text in the graph, and "
                              f"vocab_file={setup.vocab_file} is byte-level BPE, which has no TensorFlow op; run "
                              "without export_dir and serve token ids", options=("export_dir", "vocab_file"))

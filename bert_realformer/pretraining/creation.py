@@ -21,7 +21,7 @@ import time
 from bert_realformer import storage
 from bert_realformer.errors import InputError
 from bert_realformer.text_files import check_text_file
-from tokenization.vocabularies import tokenizer_for, vocabulary_kind
+from tokenization.vocabularies import vocabulary_kind
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,8 +142,7 @@ def create_pretraining_files(input_files: list[str], output_spec: str, options: 
     under their names only when every one of them is complete."""
     from bert_realformer.pretraining.instances import VocabIds
     try:
-        vocab_ids = VocabIds.of(tokenizer_for(options.vocab_file, options.do_lower_case),
-                                vocabulary_kind(options.vocab_file))
+        vocab_ids = VocabIds.of(options.vocab_file, options.do_lower_case)
     except ValueError as error:
         raise InputError(f"vocab_file={options.vocab_file}: {error}", options=("vocab_file",)) from None
     progress = TokenizingProgress(options.show_progress)

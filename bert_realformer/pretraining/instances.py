@@ -64,10 +64,18 @@ class VocabIds:
         self.continuation_flags = bytes(suffix)  # by id: 1 for a piece that continues a word
 
     @classmethod
-    def of(cls, tokenizer, kind):
-        """The ids of a tokenizer of `tokenization.vocabularies` whose vocabulary is of `kind`."""
+    def of(cls, vocab_file, do_lower_case=True):
+        """The ids of the vocabulary `vocab_file` names (`tokenization.vocabularies`): a WordPiece
+        vocab.txt read as lines; a SentencePiece or BPE vocabulary through its tokenizer (its
+        special tokens and word-start mark)."""
+        from tokenization.reference import load_vocab
+        from tokenization.vocabularies import tokenizer_for, vocabulary_kind
+        kind = vocabulary_kind(vocab_file)
+        if kind == "wordpiece":
+            return cls(load_vocab(vocab_file))
+        tokenizer = tokenizer_for(vocab_file, do_lower_case)
         specials = (tokenizer.unk_token, tokenizer.cls_token, tokenizer.sep_token, tokenizer.mask_token)
-        return cls(tokenizer.vocab, specials, WORD_STARTS.get(kind))
+        return cls(tokenizer.vocab, specials, WORD_STARTS[kind])
 
     def continues_word(self, token_id):
         return token_id < 0 or self.continuation_flags[token_id]
