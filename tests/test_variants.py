@@ -8,6 +8,9 @@ import pytest
 import tensorflow as tf
 
 import modeling
+from bert_realformer import checkpoints
+from bert_realformer.checkpoints.config_files import write_config
+from bert_realformer.checkpoints.formats import ReadOptions, get
 from modeling.bert import BLOCK_SCOPES
 
 TINY = dict(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
@@ -292,3 +295,44 @@ def test_shared_layers_run_as_distinct_layers_holding_the_same_weights(variant):
     np.testing.assert_allclose(np.asarray(layers[-1]), expected_out["sequence_output"], atol=1e-5)
     for got, expected in zip(probs, expected_out["attention_probs"], strict=True):
         np.testing.assert_allclose(np.asarray(got), np.asarray(expected), atol=1e-6)
+
+
+def test_an_albert_checkpoint_of_equal_widths_has_no_projection_and_computes_the_unprojected_function(tmp_path):
+    """google-research/albert projects the embeddings only where they are narrower than the
+    layers: a TF1 checkpoint with `embedding_size` == `hidden_size` holds no
+    `embedding_hidden_mapping_in`. Read, it computes what distinct BERT layers holding the group's
+    weights compute on the embeddings themselves, the projection loaded as the identity and said
+    so; converted, the identity is written (a Hugging Face `AlbertModel` always has one). Where
+    the widths differ, a missing projection stays missing."""
+    config = modeling.BertConfig(**{**TINY, "num_hidden_layers": 3, "embedding_size": 16, "num_hidden_groups": 1})
+    written = modeling.BertModel(config)
+    _randomise(written)
+    shared, copies = _distinct_copies(written, config)
+    projection = "bert/encoder/embedding_hidden_mapping_in"
+    unprojected = {name: value for name, value in shared.items() if not name.startswith(projection)}
+    assert len(unprojected) == len(shared) - 2
+    checkpoints.write_tf1_checkpoint(unprojected, str(tmp_path / "bert_model.ckpt"))
+    write_config(config, str(tmp_path / "bert_config.json"))
+
+    loaded = modeling.BertModel(config)
+    report = checkpoints.load_tf1_checkpoint(loaded, str(tmp_path / "bert_model.ckpt"))
+    assert report.missing == [] and report.identity == [f"{projection}/bias", f"{projection}/kernel"]
+    assert f"{projection} as the identity" in report.summary()
+    distinct = modeling.BertModel(modeling.BertConfig(**{**TINY, "num_hidden_layers": 3}))
+    for name, variable in modeling.tf1_variable_map(distinct).items():
+        variable.assign(copies.get(name, shared.get(name)))
+    inputs = _batch()
+    np.testing.assert_allclose(loaded(inputs)["sequence_output"], distinct(inputs)["sequence_output"], atol=1e-5)
+
+    weights = get("tf1").read(str(tmp_path / "bert_model.ckpt"), ReadOptions(target="hf"))
+    np.testing.assert_array_equal(weights.values[f"{projection}/kernel"], np.eye(16))
+    np.testing.assert_array_equal(weights.values[f"{projection}/bias"], np.zeros(16))
+    assert any(note.startswith(f"{projection}: not in ") for note in weights.notes)
+
+    narrower = config.replace(embedding_size=8)
+    values = {name: value for name, value in
+              ((n, np.asarray(v)) for n, v in modeling.tf1_variable_map(modeling.BertModel(narrower)).items())
+              if not name.startswith(projection)}
+    checkpoints.write_tf1_checkpoint(values, str(tmp_path / "narrow" / "bert_model.ckpt"))
+    report = checkpoints.load_tf1_checkpoint(modeling.BertModel(narrower), str(tmp_path / "narrow" / "bert_model.ckpt"))
+    assert report.missing == [f"{projection}/kernel", f"{projection}/bias"] and report.identity == []

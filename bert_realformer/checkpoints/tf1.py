@@ -40,6 +40,10 @@ from modeling.models import tf1_variable_map
 # Optimizer slots and bookkeeping that a TF1 training checkpoint also holds.
 _IGNORED_SUFFIXES = ("/adam_m", "/adam_v", "/lamb_m", "/lamb_v")
 _IGNORED_NAMES = ("global_step", "_CHECKPOINTABLE_OBJECT_GRAPH")
+# google-research/albert projects the embeddings to the layers' width only where they are narrower:
+# its checkpoint of a model whose `embedding_size` equals `hidden_size` holds no projection, which
+# is the identity in the function it computes (a Hugging Face `AlbertModel` always has one).
+EMBEDDING_PROJECTION = "bert/encoder/embedding_hidden_mapping_in"
 
 
 class CheckpointError(InputError):
@@ -61,9 +65,18 @@ class LoadReport:
     loaded: list
     missing: list
     unexpected: list
+    identity: list = dataclasses.field(default_factory=list)  # (`identity_projection`: loaded as such)
+
+    def identity_note(self) -> str:
+        """What was loaded as the identity (`identity_projection`), for a line about the load; ''
+        if nothing was."""
+        if not self.identity:
+            return ""
+        return (f" ({EMBEDDING_PROJECTION} as the identity: embeddings as wide as the layers, which "
+                "google-research/albert does not project)")
 
     def summary(self) -> str:
-        text = f"{self.path}: loaded {len(self.loaded)} variables"
+        text = f"{self.path}: loaded {len(self.loaded)} variables{self.identity_note()}"
         if self.missing:
             text += f"; {len(self.missing)} not in the checkpoint (freshly initialised): " + \
                     ", ".join(self.missing)
@@ -159,7 +172,24 @@ def load_tf1_checkpoint(model: keras.Model, path: str) -> LoadReport:
       CheckpointError: no checkpoint there, or a shape differs (both shapes in the message).
     """
     prefix = resolve_checkpoint_path(path)
-    return assign_named_values(model, read_tf1_checkpoint(prefix), prefix)
+    values = read_tf1_checkpoint(prefix)
+    identity = identity_projection(values, model.config)
+    report = assign_named_values(model, {**values, **identity}, prefix)
+    report.identity = sorted(identity)
+    return report
+
+
+def identity_projection(values: Mapping[str, np.ndarray], config: BertConfig) -> dict[str, np.ndarray]:
+    """The embedding projection a google-research/albert checkpoint leaves out
+    (`EMBEDDING_PROJECTION`), as the identity: {kernel [H, H]: I, bias [H]: 0} when `config`'s
+    `embedding_size` equals its `hidden_size` and `values` holds the embeddings but no projection;
+    else {}."""
+    kernel = f"{EMBEDDING_PROJECTION}/kernel"
+    if config.embedding_size != config.hidden_size or kernel in values or \
+            "bert/embeddings/word_embeddings" not in values:
+        return {}
+    return {kernel: np.eye(config.hidden_size, dtype=np.float32),
+            f"{EMBEDDING_PROJECTION}/bias": np.zeros(config.hidden_size, np.float32)}
 
 
 def assign_named_values(model: keras.Model, values: Mapping[str, np.ndarray], source: str,
@@ -242,6 +272,8 @@ def read_run_weights(path: str, options: ReadOptions, read_values: Callable[[str
         raise InputError(f"bert_config_file is needed: no {CONFIG_FILE} beside {path}", options=("bert_config_file",))
     config = read_config(config_file)
     values = read_values(path)
+    identity = identity_projection(values, config)
+    values = {**values, **identity}
     missing = missing_encoder_weights(values, config)
     # (converted from a Hugging Face class that has no pooler)
     pooler = [name for name in missing if name in POOLER_WEIGHTS] if options.target in POOLER_OPTIONAL else []
@@ -253,6 +285,9 @@ def read_run_weights(path: str, options: ReadOptions, read_values: Callable[[str
                       multi_label_beside(path))
     if pooler:
         weights.notes.append(f"bert/pooler/dense: not in {path}")
+    if identity:
+        weights.notes.append(f"{EMBEDDING_PROJECTION}: not in {path}, the identity (its embeddings are as wide as "
+                             "its layers)")
     return weights
 
 

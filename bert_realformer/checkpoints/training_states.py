@@ -155,7 +155,7 @@ def describe(checkpoint, report=None):
         return "weights: freshly initialised (no checkpoint in --output_dir, no --init_checkpoint)"
     text = f"weights: {checkpoint.kind} {checkpoint.prefix} (step {checkpoint.step})"
     if report is not None:
-        text += f", {len(report.loaded)} loaded"
+        text += f", {len(report.loaded)} loaded{report.identity_note()}"
         if report.missing:
             text += f"; freshly initialised (not in it): {fold_layer_names(report.missing)}"
             heads = sorted({"/".join(name.split("/")[:2]) for name in report.missing if name.startswith("cls/")})
