@@ -13,6 +13,7 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import allennlp_fixture
 from helpers import script_processes
 from helpers.conversions import convert
 from helpers.serving import serve
@@ -478,18 +479,69 @@ def test_albert_fine_tunes_as_post_ln_and_realformer_from_its_sentencepiece_dire
                                np.loadtxt(tmp_path / "run_sum" / "test_results.tsv", delimiter="\t"), atol=1e-5)
 
 
-def _oracle_probabilities(directory, ids):
-    """transformers' AutoModelForSequenceClassification of `directory` on token ids [N, S] (0: padding)."""
+def _oracle_probabilities(directory, ids, token_types=None, auto_class="AutoModelForSequenceClassification"):
+    """transformers' `auto_class` of `directory` on token ids [N, S] (0: padding), or [N, C, S]
+    for multiple choice, with `token_types` of that shape (None: all 0): its softmax."""
     code = ("import json, sys, torch, transformers\n"
-            "m = transformers.AutoModelForSequenceClassification.from_pretrained(sys.argv[1]).eval()\n"
-            "ids = torch.tensor(json.loads(sys.stdin.read()))\n"
+            "m = getattr(transformers, sys.argv[2]).from_pretrained(sys.argv[1]).eval()\n"
+            "ids, types = (torch.tensor(x) for x in json.loads(sys.stdin.read()))\n"
             "with torch.no_grad():\n"
-            "    p = torch.softmax(m(input_ids=ids, attention_mask=(ids != 0).long()).logits, -1)\n"
-            "print(json.dumps({'p': p.numpy().tolist(), 'class': type(m).__name__}))\n")
-    served = script_processes.run([sys.executable, "-c", code, str(directory)], input=json.dumps(ids.tolist()),
+            "    logits = m(input_ids=ids, attention_mask=(ids != 0).long(), token_type_ids=types).logits\n"
+            "print(json.dumps({'p': torch.softmax(logits, -1).numpy().tolist(), 'class': type(m).__name__}))\n")
+    types = np.zeros_like(ids) if token_types is None else token_types
+    served = script_processes.run([sys.executable, "-c", code, str(directory), auto_class],
+                                  input=json.dumps([ids.tolist(), types.tolist()]),
                                   capture_output=True, text=True, timeout=300)
     assert served.returncode == 0, served.stderr[-3000:]
     return json.loads(served.stdout.strip().splitlines()[-1])
+
+
+def test_albert_answers_multiple_choice_questions_as_post_ln_and_realformer_from_its_directory(tmp_path, releases):
+    """run_multiple_choice.py from an ALBERT directory (its spiece.model as --vocab_file) on
+    QuaRel's questions, as post-LN and as RealFormer: each learns them; the post-LN run, converted
+    back, is an AlbertForMultipleChoice that gives transformers the run's test probabilities on
+    `[CLS] question [SEP] choice [SEP]` of the SentencePiece tokens (the choice of token type 1)."""
+    from test_multiple_choice import _quarel_as_generic
+
+    from tokenization.vocabularies import tokenizer_for
+    release, spiece = releases("albert")
+    data = tmp_path / "data"
+    data.mkdir()
+    rows = _quarel_as_generic(allennlp_fixture("quarel.jsonl"), data / "train.jsonl")
+    for split in ("dev", "test"):
+        (data / f"{split}.jsonl").write_text((data / "train.jsonl").read_text())
+    length = 40  # (the release's max_position_embeddings: the questions are cut)
+    for variant in ("none", "sum"):
+        trained = script_processes.run(
+            [sys.executable, os.path.join(ROOT, "run_multiple_choice.py"), "--task_name=generic", f"--data_dir={data}",
+             f"--vocab_file={spiece}", f"--bert_config_file={release}/config.json", f"--init_checkpoint={release}",
+             f"--residual_attention={variant}", f"--max_seq_length={length}", "--train_batch_size=3",
+             "--num_train_epochs=60", "--learning_rate=5e-3", f"--output_dir={tmp_path}/run_{variant}", "--do_train",
+             "--do_eval", "--do_predict"], capture_output=True, text=True, timeout=900)
+        assert trained.returncode == 0, trained.stderr[-3000:]
+        results = dict(line.split(" = ", 1) for line in (tmp_path / f"run_{variant}" / "eval_results.txt")
+                       .read_text().splitlines())
+        assert float(results["eval_accuracy"]) == 1.0, (variant, results)
+    result = convert("--from=ours", "--to=hf", f"--input={tmp_path}/run_none", f"--vocab_file={spiece}",
+                     f"--output={tmp_path}/back")
+    assert result.returncode == 0, result.stderr[-3000:]
+    tokenizer = tokenizer_for(str(spiece))
+    ids, types = (np.zeros((len(rows), 2, length), "int64") for _ in range(2))
+    for n, row in enumerate(rows):
+        for c, choice in enumerate(row["choices"]):
+            question, answer = tokenizer.tokenize(row["context"]), tokenizer.tokenize(choice)
+            while len(question) + len(answer) > length - 3:  # the longer one loses its last token
+                (question if len(question) > len(answer) else answer).pop()
+            first = [tokenizer.cls_token, *question, tokenizer.sep_token]
+            tokens = [*first, *answer, tokenizer.sep_token]
+            ids[n, c, :len(tokens)] = tokenizer.convert_tokens_to_ids(tokens)
+            types[n, c, len(first):len(tokens)] = 1
+    theirs = _oracle_probabilities(tmp_path / "back", ids, types, auto_class="AlbertForMultipleChoice")
+    assert theirs["class"] == "AlbertForMultipleChoice"
+    ours = {variant: np.loadtxt(tmp_path / f"run_{variant}" / "test_results.tsv", delimiter="\t")
+            for variant in ("none", "sum")}
+    _assert_same_probabilities(np.array(theirs["p"]), ours["none"])
+    assert np.abs(np.log(ours["sum"]) - np.log(ours["none"])).max() > 1e-2  # (another function, another run)
 
 
 def _continue_pretraining(tmp_path, real_data, release, vocab_file, data_flag):
