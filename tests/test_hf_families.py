@@ -577,12 +577,14 @@ def _continue_pretraining(tmp_path, real_data, release, vocab_file, data_flag):
     records = [{key: value.numpy().tolist() for key, value in example.items()} for example in
                tf.data.TFRecordDataset(str(tmp_path / "pairs.tfrecord")).take(16).map(
                    lambda record: tf.io.parse_single_example(record, spec))]
-    code = ("import json, sys, torch, transformers\n"
+    code = ("import inspect, json, sys, torch, transformers\n"
             "head = 'ForMaskedLM' if sys.argv[2].endswith('ForMaskedLM') else 'ForPreTraining'\n"
             "m = getattr(transformers, sys.argv[2]).from_pretrained(sys.argv[1]).eval()\n"
             "r = {k: torch.tensor(v) for k, v in json.loads(sys.stdin.read()).items()}\n"
+            "takes_types = 'token_type_ids' in inspect.signature(m.forward).parameters  # (DistilBERT's not)\n"
+            "types = {'token_type_ids': r['segment_ids']} if takes_types else {}\n"
             "with torch.no_grad():\n"
-            "    out = m(input_ids=r['input_ids'], attention_mask=r['input_mask'], token_type_ids=r['segment_ids'])\n"
+            "    out = m(input_ids=r['input_ids'], attention_mask=r['input_mask'], **types)\n"
             "logits = out.logits if head == 'ForMaskedLM' else out.prediction_logits\n"
             "logp = torch.log_softmax(logits, -1)\n"
             "at = torch.gather(logp, 1, r['masked_lm_positions'][:, :, None].expand(-1, -1, logp.shape[-1]))\n"
@@ -618,14 +620,19 @@ def test_albert_continues_pretraining_on_sentence_order_pairs_from_its_directory
     assert ours["next_sentence_accuracy"] == pytest.approx(theirs["sop_accuracy"])
 
 
-def test_roberta_continues_masked_lm_pretraining_from_its_directory(tmp_path, real_data, releases):
-    """create_pretraining_data.py --no_nsp with RoBERTa's vocab.json, then run_pretraining.py
-    --no_nsp from the RoBERTa directory as post-LN and RealFormer: the post-LN run's evaluation
-    before its first step is transformers' RobertaForMaskedLM's masked-LM loss on the same
-    records, and both runs train."""
-    release, vocab = releases("roberta")
+@pytest.mark.parametrize("family, first_token", [("roberta", "<s>"), ("distilbert", "[CLS]")])
+def test_roberta_and_distilbert_continue_masked_lm_pretraining_from_their_directories(tmp_path, real_data, releases,
+                                                                                       family, first_token):
+    """create_pretraining_data.py --no_nsp with the family's vocabulary (RoBERTa's vocab.json,
+    DistilBERT's vocab.txt), then run_pretraining.py --no_nsp from its directory as post-LN and
+    RealFormer: the post-LN run's evaluation before its first step is transformers'
+    ...ForMaskedLM's masked-LM loss on the same records (DistilBERT given no token types), and
+    both runs train."""
+    release, vocab = releases(family)
     histories, theirs, records = _continue_pretraining(tmp_path, real_data, release, vocab, "--no_nsp")
-    assert all(record["input_ids"][0] == 0 for record in records)  # (<s> first)
+    first_id = (json.loads(vocab.read_text())[first_token] if vocab.suffix == ".json"
+                else vocab.read_text().splitlines().index(first_token))
+    assert all(record["input_ids"][0] == first_id for record in records)
     assert histories["none"][0]["masked_lm_loss"] == pytest.approx(theirs["mlm"], abs=1e-4)
 
 
