@@ -297,7 +297,8 @@ def test_shared_layers_run_as_distinct_layers_holding_the_same_weights(variant):
         np.testing.assert_allclose(np.asarray(got), np.asarray(expected), atol=1e-6)
 
 
-def test_an_albert_checkpoint_of_equal_widths_has_no_projection_and_computes_the_unprojected_function(tmp_path):
+def test_an_albert_checkpoint_of_equal_widths_has_no_projection_and_computes_the_unprojected_function(tmp_path,
+                                                                                                      caplog):
     """google-research/albert projects the embeddings only where they are narrower than the
     layers: a TF1 checkpoint with `embedding_size` == `hidden_size` holds no
     `embedding_hidden_mapping_in`. Read, it computes what distinct BERT layers holding the group's
@@ -328,6 +329,10 @@ def test_an_albert_checkpoint_of_equal_widths_has_no_projection_and_computes_the
     np.testing.assert_array_equal(weights.values[f"{projection}/kernel"], np.eye(16))
     np.testing.assert_array_equal(weights.values[f"{projection}/bias"], np.zeros(16))
     assert any(note.startswith(f"{projection}: not in ") for note in weights.notes)
+    with caplog.at_level("INFO", logger="bert_realformer.checkpoints.pretrained"):
+        encoder = checkpoints.from_pretrained(str(tmp_path))
+    assert f"{projection}: not in " in caplog.text
+    np.testing.assert_allclose(encoder(inputs)["sequence_output"], distinct(inputs)["sequence_output"], atol=1e-5)
 
     narrower = config.replace(embedding_size=8)
     values = {name: value for name, value in

@@ -94,6 +94,8 @@ def from_pretrained(path: str, task: str | None = None, *, config_file: str | No
         raise InputError(f"task={task!r}: expected one of {', '.join(repr(name) for name in TASKS)}",
                          options=("task",))
     weights = read_pretrained(path, config_file)
+    for note in weights.notes:  # (what the reading supplied or left out)
+        logger.info(note)
     overrides = {key: value for key, value in (("layer_norm_type", layer_norm_type),
                                                 ("residual_attention", residual_attention)) if value is not None}
     config = weights.config.replace(**overrides) if overrides else weights.config
