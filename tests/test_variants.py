@@ -335,9 +335,8 @@ def test_an_albert_checkpoint_of_equal_widths_has_no_projection_and_computes_the
     np.testing.assert_allclose(encoder(inputs)["sequence_output"], distinct(inputs)["sequence_output"], atol=1e-5)
 
     narrower = config.replace(embedding_size=8)
-    values = {name: value for name, value in
-              ((n, np.asarray(v)) for n, v in modeling.tf1_variable_map(modeling.BertModel(narrower)).items())
-              if not name.startswith(projection)}
+    values = {name: np.asarray(variable) for name, variable in
+              modeling.tf1_variable_map(modeling.BertModel(narrower)).items() if not name.startswith(projection)}
     checkpoints.write_tf1_checkpoint(values, str(tmp_path / "narrow" / "bert_model.ckpt"))
     report = checkpoints.load_tf1_checkpoint(modeling.BertModel(narrower), str(tmp_path / "narrow" / "bert_model.ckpt"))
     assert report.missing == [f"{projection}/kernel", f"{projection}/bias"] and report.identity == []

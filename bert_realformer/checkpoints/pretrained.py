@@ -111,7 +111,7 @@ def from_pretrained(path: str, task: str | None = None, *, config_file: str | No
 def loaded_line(report: LoadReport) -> str:
     """What a load did, in one line: the weights loaded, those freshly initialised (not in the
     checkpoint) and those unused, each list folded (`training_states.fold_layer_names`)."""
-    text = f"{report.path}: {len(report.loaded)} weights loaded{report.identity_note()}"
+    text = f"{report.path}: {len(report.loaded)} weights loaded"
     if report.missing:
         text += f"; freshly initialised (not in it): {training_states.fold_layer_names(report.missing)}"
     if report.unexpected:

@@ -44,6 +44,7 @@ _IGNORED_NAMES = ("global_step", "_CHECKPOINTABLE_OBJECT_GRAPH")
 # its checkpoint of a model whose `embedding_size` equals `hidden_size` holds no projection, which
 # is the identity in the function it computes (a Hugging Face `AlbertModel` always has one).
 EMBEDDING_PROJECTION = "bert/encoder/embedding_hidden_mapping_in"
+_IDENTITY_REASON = "embeddings as wide as the layers, which google-research/albert does not project"
 
 
 class CheckpointError(InputError):
@@ -72,8 +73,7 @@ class LoadReport:
         if nothing was."""
         if not self.identity:
             return ""
-        return (f" ({EMBEDDING_PROJECTION} as the identity: embeddings as wide as the layers, which "
-                "google-research/albert does not project)")
+        return f" ({EMBEDDING_PROJECTION} as the identity: {_IDENTITY_REASON})"
 
     def summary(self) -> str:
         text = f"{self.path}: loaded {len(self.loaded)} variables{self.identity_note()}"
@@ -286,8 +286,7 @@ def read_run_weights(path: str, options: ReadOptions, read_values: Callable[[str
     if pooler:
         weights.notes.append(f"bert/pooler/dense: not in {path}")
     if identity:
-        weights.notes.append(f"{EMBEDDING_PROJECTION}: not in {path}, the identity (its embeddings are as wide as "
-                             "its layers)")
+        weights.notes.append(f"{EMBEDDING_PROJECTION}: not in {path}, the identity ({_IDENTITY_REASON})")
     return weights
 
 
