@@ -37,6 +37,9 @@ from modeling.models import (
     freeze_encoder,
     get_assignment_map_from_checkpoint,
     pretraining_losses,
+    residual_attention_factor,
+    residual_attention_factor_scope,
+    set_residual_attention_factor,
     tf1_variable_map,
 )
 from modeling.randomness import Dropout, random_stream, second_pass
@@ -56,6 +59,7 @@ __all__ = [
     "assert_rank", "get_assignment_map_from_checkpoint", "get_shape_list", "reshape_from_matrix",
     "reshape_to_matrix", "sentence_embedding",
     "BertClassifier", "BertMultipleChoice", "BertPretrainer", "BertSpanLabeler", "BertTokenClassifier",
-    "encoder_inputs", "pretraining_losses",
+    "encoder_inputs", "pretraining_losses", "residual_attention_factor",
+    "residual_attention_factor_scope", "set_residual_attention_factor",
     "Dropout", "random_stream", "second_pass",
 ]

@@ -7,6 +7,11 @@ RealFormer (He et al. 2020), as the official `realformer.py`: layer l computes
 The running sum `cur_l` is what the next layer receives: unmasked and undivided. The softmax
 logits are `cur_l` (mode "sum") or `cur_l / (l + 1)` (mode "mean"), then the mask adder
 `(1 - mask) * -10000`. The sum is kept in float32 so that fp16/bf16 training cannot overflow it.
+
+A warm start from a Post-LN checkpoint (`residual_attention_factor` f in [0, 1]): the logits are
+`scores_l + f * cur_{l-1}` (mode "mean": divided by `1 + f * l`, the sum of the terms' weights),
+while `cur_l` passed on stays the plain running sum. f = 0 is exactly Post-LN attention, f = 1
+exactly the paper's.
 """
 
 import math
@@ -79,20 +84,26 @@ class AttentionLayer(keras.layers.Layer):
         return ops.transpose(x, (0, 2, 1, 3))
 
     def call(self, from_tensor, to_tensor, attention_mask=None, prev_attens=None, training=None,
-             return_probs=False, layer_index=None):
+             return_probs=False, layer_index=None, residual_attention_factor=None):
         """`layer_index`: the position of this call in the stack, where one layer's weights run at
-        several (ALBERT's shared layers; the running mean divides by it); default the layer's own."""
+        several (ALBERT's shared layers; the running mean divides by it); default the layer's own.
+        `residual_attention_factor`: None (1), or a float32 scalar f in [0, 1] weighing the
+        carried sum in this layer's logits (see the module docstring)."""
         query = self._split_heads(self.query(from_tensor))    # [B, N, F, D]
         key = self._split_heads(self.key(to_tensor))          # [B, N, T, D]
         value = self._split_heads(self.value(to_tensor))      # [B, N, T, D]
 
         scores = ops.matmul(query, ops.transpose(key, (0, 1, 3, 2)))
         scores = ops.cast(scores, "float32") * (1.0 / math.sqrt(float(self.size_per_head)))
-        if prev_attens is not None:
-            scores = scores + ops.cast(prev_attens, "float32")  # the carried running sum
+        factor = None if residual_attention_factor is None else ops.cast(residual_attention_factor, "float32")
         logits = scores
+        if prev_attens is not None:
+            carried = ops.cast(prev_attens, "float32")
+            logits = scores + (carried if factor is None else factor * carried)
+            scores = scores + carried  # the running sum passed on
         if Variant(residual_attention=self.residual_attention).running_mean:
-            logits = logits / float((self.layer_index if layer_index is None else layer_index) + 1)
+            index = float(self.layer_index if layer_index is None else layer_index)
+            logits = logits / (index + 1.0 if factor is None else 1.0 + factor * index)
         adder = attention_mask_adder(attention_mask)
         if adder is not None:
             logits = logits + adder
@@ -108,7 +119,7 @@ class AttentionLayer(keras.layers.Layer):
         return context, scores
 
     def compute_output_spec(self, from_tensor, to_tensor, attention_mask=None, prev_attens=None,
-                            training=None, return_probs=False, layer_index=None):
+                            training=None, return_probs=False, layer_index=None, residual_attention_factor=None):
         batch, from_len = from_tensor.shape[0], from_tensor.shape[1]
         to_len = to_tensor.shape[1]
         width = self.num_attention_heads * self.size_per_head

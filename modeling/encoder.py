@@ -9,6 +9,11 @@ ALBERT's encoder is the same stack with two differences its config states: the e
 (narrower, `embedding_size`) are projected to `hidden_size` first, and the layers may share
 weights (`num_hidden_groups`): then one block runs at several depths, the running score sum
 carried from each run to the next as between distinct blocks.
+
+A RealFormer encoder holds `residual_attention_factor` (a float32 scalar, 1 unless set): the weight
+of the carried scores in each layer's logits (`modeling.attention`). A warm start from a Post-LN
+checkpoint raises it from 0 to 1 (`modeling.set_residual_attention_factor`); it is not one of the
+model's TF1 weights, so no checkpoint holds it and every checkpoint reads as the plain variant.
 """
 
 import keras
@@ -60,13 +65,15 @@ class TransformerBlock(keras.layers.Layer):
         return self.output_dropout(self.output_dense(h), training=training)
 
     def call(self, x, attention_mask=None, prev_attens=None, training=None, return_probs=False,
-             layer_index=None):
-        """`layer_index`: the depth this call runs at (a shared block runs at several)."""
+             layer_index=None, residual_attention_factor=None):
+        """`layer_index`: the depth this call runs at (a shared block runs at several);
+        `residual_attention_factor`: the carried scores' weight (`AttentionLayer.call`)."""
         x = keras.ops.cast(x, self.compute_dtype)
         attn_in = self.attention_layer_norm(x) if self.pre_ln else x
         context, scores, *probs = self.attention(attn_in, attn_in, attention_mask=attention_mask,
                                                  prev_attens=prev_attens, training=training,
-                                                 return_probs=return_probs, layer_index=layer_index)
+                                                 return_probs=return_probs, layer_index=layer_index,
+                                                 residual_attention_factor=residual_attention_factor)
         attn = self.attention_output_dropout(self.attention_output(context), training=training)
         if self.pre_ln:
             x = x + attn
@@ -106,6 +113,13 @@ class TransformerEncoder(keras.layers.Layer):
         # Progressive Layer Dropping: one gate (seed generator) per layer.
         self._pld_gates = [StreamSeedGenerator(name=f"pld_gate_{i}")
                            for i in range(config.num_hidden_layers)]
+        self.residual_attention_factor = (
+            self.add_weight(shape=(), initializer="ones", dtype="float32", trainable=False, autocast=False,
+                            name="residual_attention_factor")
+            if config.variant.is_realformer else None)
+        # A traced training step's own factor (a tensor of its step), used instead while it is set
+        # (`modeling.residual_attention_factor_scope`): a replica's step cannot assign a variable.
+        self.factor_override = None
 
     def build(self, x_shape):
         if self.embedding_projection is not None:
@@ -126,6 +140,7 @@ class TransformerEncoder(keras.layers.Layer):
         run with probability p_l, its change to the hidden states scaled by 1/p_l; otherwise it is
         skipped (not computed) and hidden states and RealFormer scores pass through unchanged."""
         residual = self.config.variant.is_realformer
+        factor = self.residual_attention_factor if self.factor_override is None else self.factor_override
         prev_attens = None
         layer_outputs, all_probs = [], []
         if self.embedding_projection is not None:
@@ -133,12 +148,12 @@ class TransformerEncoder(keras.layers.Layer):
         for index in range(self.config.num_hidden_layers):
             if training and layer_keep_probs is not None and not return_probs:
                 x, scores = self._maybe_skip(index, x, attention_mask, prev_attens,
-                                             layer_keep_probs[index])
+                                             layer_keep_probs[index], factor)
                 probs = []
             else:
                 x, scores, *probs = self.block_for(index)(
                     x, attention_mask=attention_mask, prev_attens=prev_attens, training=training,
-                    return_probs=return_probs, layer_index=index)
+                    return_probs=return_probs, layer_index=index, residual_attention_factor=factor)
             if residual:
                 prev_attens = scores
             layer_outputs.append(x)
@@ -147,7 +162,7 @@ class TransformerEncoder(keras.layers.Layer):
             layer_outputs[-1] = self.final_layer_norm(layer_outputs[-1])
         return layer_outputs, (all_probs if return_probs else None)
 
-    def _maybe_skip(self, index, x, attention_mask, prev_attens, keep_prob):
+    def _maybe_skip(self, index, x, attention_mask, prev_attens, keep_prob, factor):
         """Runs block `index` with probability `keep_prob` (its change scaled by 1/keep_prob),
         else passes `x` (and the RealFormer running sum) through. Returns (x, scores or None)."""
         block = self.block_for(index)
@@ -160,7 +175,7 @@ class TransformerEncoder(keras.layers.Layer):
 
         def run():
             y, scores = block(x, attention_mask=attention_mask, prev_attens=prev_attens, training=True,
-                              layer_index=index)
+                              layer_index=index, residual_attention_factor=factor)
             y = x + (y - x) * keras.ops.cast(1.0 / keep_prob, y.dtype)
             return (y, scores) if carried else y
 

@@ -5,6 +5,8 @@ Each model keeps the encoder as `.bert`, so `model.bert` is a plain `BertModel`.
 """
 
 import collections
+import collections.abc
+import contextlib
 
 import keras
 import numpy as np
@@ -264,6 +266,42 @@ def freeze_encoder(model: keras.Model) -> int:
     for name, variable in tf1_variable_map(model).items():
         variable.trainable = not name.startswith("bert/")
     return sum(int(np.prod(v.shape)) for v in model.trainable_variables)
+
+
+def _realformer_encoder(model: keras.Model):
+    """The `TransformerEncoder` of a `BertModel` or a model with heads, which must carry scores."""
+    encoder = (model if isinstance(model, BertModel) else model.bert).encoder
+    if encoder.residual_attention_factor is None:
+        raise ValueError(f"{model.config.variant.name} carries no attention scores: only a RealFormer "
+                         "model has a residual attention factor")
+    return encoder
+
+
+def set_residual_attention_factor(model: keras.Model, factor: float) -> None:
+    """Weighs the scores each layer of a RealFormer `model` is handed by `factor` in [0, 1]: 0
+    computes exactly the Post-LN (or Pre-LN) model of the same weights, 1 (as built) the paper's
+    RealFormer; a warm start from a Post-LN checkpoint raises it over its first steps."""
+    if not 0.0 <= factor <= 1.0:
+        raise ValueError(f"residual attention factor {factor}: expected a number from 0 to 1")
+    _realformer_encoder(model).residual_attention_factor.assign(factor)
+
+
+@contextlib.contextmanager
+def residual_attention_factor_scope(model: keras.Model, factor) -> collections.abc.Iterator[None]:
+    """Inside, the forward passes of a RealFormer `model` weigh the carried scores by `factor`
+    (a float32 scalar tensor: a traced training step's, computed from its step) instead of the
+    factor set on the model, which a replica's step cannot assign."""
+    encoder = _realformer_encoder(model)
+    encoder.factor_override = factor
+    try:
+        yield
+    finally:
+        encoder.factor_override = None
+
+
+def residual_attention_factor(model: keras.Model) -> float:
+    """The factor `set_residual_attention_factor` sets (1.0 as a RealFormer model is built)."""
+    return float(keras.ops.convert_to_numpy(_realformer_encoder(model).residual_attention_factor))
 
 
 def get_assignment_map_from_checkpoint(model_or_variables, init_checkpoint: str):

@@ -118,3 +118,59 @@ if __name__ == "__main__":
     check_realformer_fixture("bert_config_running_mean.json", "io_mean.npz")
     import keras
     print(f"fixtures reproduced on the {keras.backend.backend()} backend")
+
+
+@pytest.mark.parametrize("config_name,mode", [("bert_config.json", "sum"), ("bert_config_running_mean.json", "mean")])
+def test_residual_attention_factor_spans_the_original_bert_and_realformer(config_name, mode):
+    """The warm start's two ends on the official RealFormer checkpoint: with the factor at 0 the
+    RealFormer model (sum or running mean) gives the ORIGINAL BERT's outputs of the same weights
+    (io_plain_bert_same_ckpt.npz), set back to 1 the official RealFormer's; in between, neither."""
+    config = read_config(os.path.join(REALFORMER, config_name))
+    model = modeling.BertModel(config)
+    checkpoints.load_tf1_checkpoint(model, REALFORMER)
+    assert modeling.residual_attention_factor(model) == 1.0
+    plain = np.load(os.path.join(REALFORMER, "io_plain_bert_same_ckpt.npz"))
+    official = np.load(os.path.join(REALFORMER, f"io_{mode}.npz"))
+    modeling.set_residual_attention_factor(model, 0.0)
+    _check_encoder(model(_inputs(plain), training=False), plain)
+    modeling.set_residual_attention_factor(model, 0.5)
+    halfway = np.asarray(model(_inputs(plain), training=False)["sequence_output"])
+    for ends in (plain, official):
+        assert np.abs(halfway - ends["sequence_output"]).max() > 1e-3
+    modeling.set_residual_attention_factor(model, 1.0)
+    _check_encoder(model(_inputs(official), training=False), official)
+    with pytest.raises(ValueError, match="expected a number from 0 to 1"):
+        modeling.set_residual_attention_factor(model, 1.5)
+    with pytest.raises(ValueError, match="only a RealFormer model"):
+        modeling.set_residual_attention_factor(modeling.BertModel(config.replace(residual_attention="none")), 0.0)
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean"])
+def test_a_warm_started_realformer_is_the_post_ln_checkpoint_at_step_0(mode):
+    """The original BERT's checkpoint read as RealFormer with the factor at 0 (a warm start's
+    step 0): its pretraining heads and a classifier give the post-LN model's outputs to 1e-6."""
+    config = read_config(os.path.join(POSTLN, "bert_config.json"))
+    io = np.load(os.path.join(POSTLN, "io.npz"))
+    features = {**_inputs(io), "masked_lm_positions": io["masked_lm_positions"]}
+    models = {}
+    for name, variant in (("post-LN", config), ("RealFormer", config.replace(residual_attention=mode))):
+        pretrainer, classifier = modeling.BertPretrainer(variant), modeling.BertClassifier(variant, 3)
+        checkpoints.load_tf1_checkpoint(pretrainer, os.path.join(POSTLN, "bert_model.ckpt"))
+        classifier.build()
+        models[name] = pretrainer, classifier
+    head = modeling.tf1_variable_map(models["post-LN"][1])  # (one classifier head for both)
+    outputs = {}
+    for name, (pretrainer, classifier) in models.items():
+        encoder = modeling.tf1_variable_map(pretrainer)
+        for weight_name, weight in modeling.tf1_variable_map(classifier).items():
+            weight.assign(encoder[weight_name] if weight_name.startswith("bert/") else head[weight_name])
+        if name == "RealFormer":
+            modeling.set_residual_attention_factor(pretrainer, 0.0)
+            modeling.set_residual_attention_factor(classifier, 0.0)
+        out = pretrainer(features, training=False)
+        outputs[name] = [out["masked_lm_log_probs"], out["next_sentence_log_probs"],
+                         classifier(_inputs(io), training=False)]
+    for post_ln, warm in zip(outputs["post-LN"], outputs["RealFormer"], strict=True):
+        np.testing.assert_allclose(warm, post_ln, atol=1e-6, rtol=0)
+    np.testing.assert_allclose(np.reshape(outputs["RealFormer"][0], io["masked_lm_log_probs"].shape),
+                               io["masked_lm_log_probs"], atol=ATOL, rtol=1e-5)  # (the original's, too)
