@@ -79,14 +79,16 @@ def test_continue_from_tf1_checkpoint_with_new_heads_listed(tmp_path):
 
 
 def test_killed_and_resumed_run_equals_the_uninterrupted_run(tmp_path):
-    """Dropout and PLD on, two micro-batches a step: a run SIGKILLed after a checkpoint, with
-    the next save half written, and restarted with the same flags resumes from the last complete
-    save (no finished step redone) and ends with the weights and eval results of the run that was
-    never interrupted: same data from the same position (two batches a step), same dropout and
-    PLD draws."""
+    """Dropout and PLD on, two micro-batches a step, the RealFormer warm start over the whole run:
+    a run SIGKILLed after a checkpoint (inside the warm-up), with the next save half written, and
+    restarted with the same flags resumes from the last complete save (no finished step redone)
+    and ends with the weights and eval results of the run that was never interrupted: same data
+    from the same position (two batches a step), same dropout and PLD draws, the same residual
+    attention factor at every step."""
     flags = ["--do_train", "--do_eval", "--num_train_steps=40", "--save_checkpoints_steps=5",
              "--iterations_per_loop=5", "--keep_checkpoint_max=100", "--max_eval_steps=3", "--pld",
-             "--pld_gamma=0.05", "--train_batch_size=4", "--gradient_accumulation_steps=2"]
+             "--pld_gamma=0.05", "--train_batch_size=4", "--gradient_accumulation_steps=2",
+             "--residual_attention_warmup_steps=40"]
     whole_dir, killed_dir = uninterrupted_run(tmp_path, flags, "killed")
 
     cmd = command(killed_dir, *flags)
@@ -103,6 +105,7 @@ def test_killed_and_resumed_run_equals_the_uninterrupted_run(tmp_path):
     resumed = run(cmd)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"resuming from {state}/ckpt-{last} at step {last}" in resumed.stderr
+    assert f"carried scores weigh {last / 40:g} at step {last}, rising to 1 at step 40" in resumed.stderr
     assert f"step {last}/" not in resumed.stderr  # finished steps are not redone
     assert "step 40/40" in resumed.stderr
     assert_same_run(whole_dir, killed_dir, 40)
@@ -208,6 +211,11 @@ def test_resuming_with_another_layer_norm_type_or_from_a_damaged_state_is_refuse
     (["--init_checkpoint=" + os.path.join(DATA, "bert_postln_tiny", "bert_model.ckpt")],
      "bert/embeddings/word_embeddings has shape [128, 32] in the checkpoint but [30522, 32] in the model"),
     (["--train_batch_size=0"], "--train_batch_size=0: must be at least 1"),
+    (["--residual_attention_warmup_steps=-1"], "--residual_attention_warmup_steps=-1: must be at least 0"),
+    (["--residual_attention_warmup_steps=2.5"], "--residual_attention_warmup_steps=2.5: "),
+    (["--residual_attention_warmup_steps=6"], "--residual_attention_warmup_steps=6: at most --num_train_steps=5"),
+    (["--residual_attention_warmup_steps=3", "--residual_attention=none"],
+     "--residual_attention_warmup_steps=3: the model is post-LN, which carries no attention scores"),
 ])
 def test_bad_input_is_one_line_before_training(tmp_path, flags, message):
     cmd = [c for c in command(tmp_path, "--do_train", "--num_train_steps=5")
@@ -217,6 +225,52 @@ def test_bad_input_is_one_line_before_training(tmp_path, flags, message):
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("error: ") and message in last
     assert not os.path.exists(tmp_path / "out" / "training_state")
+
+
+@pytest.mark.parametrize("mode", ["mean"])
+def test_warm_start_begins_as_the_post_ln_checkpoint_and_writes_a_plain_realformer(tmp_path, mode):
+    """A post-LN checkpoint continued as RealFormer-mean with --residual_attention_warmup_steps:
+    its step-0 held-out evaluation is the post-LN run's from the same checkpoint (without the warm
+    start it is not, and the run says so in one line); after the warm-up, model.ckpt-N read as a
+    plain RealFormer-mean (another process) evaluates as the run's own model did."""
+    post_ln = {**TINY, "residual_attention": "none"}
+    source = modeling.BertPretrainer(modeling.BertConfig.from_dict(post_ln))
+    rng = np.random.default_rng(0)
+    for name, weight in modeling.tf1_variable_map(source).items():  # (attention and outputs far from uniform)
+        if name.endswith(("query/kernel", "key/kernel", "word_embeddings")):
+            weight.assign(rng.normal(0, 0.5, weight.shape).astype("float32"))
+    init = checkpoints.save_tf1_checkpoint(source, str(tmp_path / "released" / "bert_model.ckpt"))
+    (tmp_path / "released" / "bert_config.json").write_text(json.dumps(post_ln))
+    common = ["--do_train", f"--init_checkpoint={init}", f"--eval_input_file={RECORDS}", "--eval_every_steps=2",
+              "--max_eval_steps=2"]
+    runs = {}
+    for name, config, flags in (("post-LN", post_ln, ["--num_train_steps=2"]),
+                                ("warm", {**TINY, "residual_attention": mode},
+                                 ["--num_train_steps=4", "--residual_attention_warmup_steps=3", "--do_eval"]),
+                                ("cold", {**TINY, "residual_attention": mode}, ["--num_train_steps=2"])):
+        (tmp_path / name).mkdir()
+        result = run_here(command(tmp_path / name, *common, *flags, config=config))
+        assert result.returncode == 0, result.stderr[-3000:]
+        runs[name] = result.stderr, [json.loads(line) for line in
+                                     (tmp_path / name / "out" / "eval_history.jsonl").read_text().splitlines()]
+    step_0 = {name: history[0] for name, (_, history) in runs.items()}
+    assert step_0["post-LN"]["step"] == step_0["warm"]["step"] == 0
+    for key in ("masked_lm_loss", "masked_lm_accuracy", "next_sentence_loss"):
+        assert abs(step_0["warm"][key] - step_0["post-LN"][key]) < 1e-6, key
+    assert abs(step_0["cold"]["masked_lm_loss"] - step_0["post-LN"]["masked_lm_loss"]) > 1e-3
+    warning = "is another function than the checkpoint at step 0"
+    assert warning in runs["cold"][0] and warning not in runs["warm"][0]
+    assert "carried scores weigh 0 at step 0, rising to 1 at step 3" in runs["warm"][0]
+
+    warm_dir = tmp_path / "warm" / "out"
+    assert json.loads((warm_dir / "training_options.json").read_text())["residual_attention_warmup_steps"] == 3
+    (tmp_path / "plain").mkdir()
+    plain = run(command(tmp_path / "plain", "--do_eval", f"--init_checkpoint={warm_dir / 'model.ckpt-4'}",
+                        "--max_eval_steps=2", f"--input_file={RECORDS}", config={**TINY, "residual_attention": mode}))
+    assert plain.returncode == 0, plain.stderr[-3000:]
+    trained, read_back = eval_results(warm_dir), eval_results(tmp_path / "plain" / "out")
+    for key in ("masked_lm_loss", "masked_lm_accuracy", "next_sentence_loss"):
+        assert abs(float(trained[key]) - float(read_back[key])) < 1e-6, key
 
 
 def test_records_made_with_another_vocabulary_are_refused_at_the_start():
@@ -238,9 +292,11 @@ def test_multi_worker_on_loopback_matches_one_device(tmp_path):
     device train on the same global batches: the same losses (to the 4 printed decimals) and the same
     weights within 1e-5; so do two workers accumulating two micro-batches of half the batch (each
     worker's micro-batches are a quarter of it, taken in turn). Dropout is off so that the runs
-    compute the same function."""
+    compute the same function; the RealFormer warm start is on (its factor set in each replica's
+    step)."""
     config = {**TINY, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
-    flags = ["--do_train", "--num_train_steps=4", "--iterations_per_loop=1", "--save_checkpoints_steps=2"]
+    flags = ["--do_train", "--num_train_steps=4", "--iterations_per_loop=1", "--save_checkpoints_steps=2",
+             "--residual_attention_warmup_steps=3"]
     single_dir = tmp_path / "single"
     single_dir.mkdir()
     single = run(command(single_dir, *flags, config=config))

@@ -62,6 +62,11 @@ flags.DEFINE_float("masked_lm_prob", 0.15, "Unmasked records (create_pretraining
 flags.DEFINE_bool("train_heads_only", False, "Train the pretraining heads (cls/) alone, the encoder frozen (bert/, the "
                   "word embeddings the MLM output shares included): for a checkpoint released without its MLM head "
                   "(a Sentence-Transformers model), whose MLM accuracy means nothing until a head is fitted to it.")
+flags.DEFINE_integer("residual_attention_warmup_steps", 0, "Continuing a Post-LN checkpoint as RealFormer: weigh the "
+                     "scores each layer is handed by a factor rising linearly from 0 at step 0 (the checkpoint "
+                     "itself) to 1 at step N (the plain RealFormer, which model.ckpt-N holds); at most "
+                     "--num_train_steps. 0: RealFormer from step 0 (docs/continued-pretraining.md, \"The warm "
+                     "start\").")
 define_shared_flags(pld=True)
 flags.adopt_module_key_flags(training_flags)  # the shared flags in --help, not only --helpfull
 require_flags("bert_config_file", "input_file", "output_dir")
@@ -72,7 +77,32 @@ def _check_flags():
         raise InputError("at least one of --do_train or --do_eval must be true")
     if FLAGS.eval_every_steps and not FLAGS.eval_input_file:
         raise InputError("--eval_every_steps needs --eval_input_file (held-out TFRecords)")
+    if FLAGS.residual_attention_warmup_steps and not FLAGS.do_train:
+        raise InputError("--residual_attention_warmup_steps is a training option: give --do_train")
+    if FLAGS.residual_attention_warmup_steps > FLAGS.num_train_steps:
+        raise InputError(f"--residual_attention_warmup_steps={FLAGS.residual_attention_warmup_steps}: at most "
+                         f"--num_train_steps={FLAGS.num_train_steps}, else the run ends inside the warm-up, with a "
+                         "model no checkpoint holds")
     storage.check_writable_dir(FLAGS.output_dir, "output_dir")
+
+
+def _check_warm_start(config):
+    """The warm start asks for a RealFormer model; a RealFormer run from another variant's
+    checkpoint without it is told, in one line, what its step 0 is."""
+    from bert_realformer.training.recorded_config import config_beside
+    warmup = FLAGS.residual_attention_warmup_steps
+    if warmup and not config.variant.is_realformer:
+        raise InputError(f"--residual_attention_warmup_steps={warmup}: the model is {config.variant.name}, "
+                         "which carries no attention scores; give --residual_attention=sum or mean",
+                         options=("residual_attention_warmup_steps", "residual_attention"))
+    if warmup or not FLAGS.do_train or not FLAGS.init_checkpoint or not config.variant.is_realformer:
+        return
+    recorded = config_beside(FLAGS.init_checkpoint)
+    if recorded is None or not recorded.variant.is_realformer:
+        print(f"warning: --init_checkpoint read as {config.variant.name} is another function than the "
+              "checkpoint at step 0 (layer l softmaxes the scores of l + 1 layers); "
+              "--residual_attention_warmup_steps=N starts from the checkpoint itself "
+              "(docs/continued-pretraining.md, \"The warm start\")", file=sys.stderr)
 
 
 def main(argv):
@@ -87,6 +117,7 @@ def main(argv):
     from bert_realformer.training.evaluation import PeriodicEval, once_per_step, write_eval_results
     from bert_realformer.training.setup import check_batches_fit, for_worker, load_config
     config = load_config(FLAGS.bert_config_file, FLAGS.max_seq_length, FLAGS.layer_norm_type, FLAGS.residual_attention)
+    _check_warm_start(config)
     files = expand_input_files(FLAGS.input_file)
     eval_files = expand_input_files(FLAGS.eval_input_file, "eval_input_file") if FLAGS.eval_input_file else files
     strategy = strategy_spec().make()  # multi-worker collectives: before TensorFlow runs any op
@@ -134,6 +165,9 @@ def main(argv):
                 pld_options=(FLAGS.pld_theta, FLAGS.pld_gamma) if FLAGS.pld else None,
                 next_sentence=not FLAGS.no_nsp, layout=layout, masking=masking)
             hooks = [PeriodicEval(FLAGS.eval_every_steps, held_out_eval)] if FLAGS.eval_every_steps else []
+            if FLAGS.residual_attention_warmup_steps:
+                from bert_realformer.training.residual_attention_warmup import ResidualAttentionWarmup
+                hooks.insert(0, ResidualAttentionWarmup(FLAGS.residual_attention_warmup_steps))
             step = driver.train(task, hooks)
         if FLAGS.do_eval and options.is_chief:
             if not FLAGS.do_train:
