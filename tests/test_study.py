@@ -138,9 +138,14 @@ def test_recovery_is_the_gap_at_step_zero_and_the_first_step_back_at_post_ln_sta
             for (variant, seed), curve in curves.items() for step, value in curve.items()]
     post, real = recovery(rows, ("post-LN", "RealFormer"))
     assert post == {"variant": "post-LN", "start": pytest.approx(0.40), "gap": pytest.approx(0.0),
-                    "recovered_at": {1: 0, 2: 0}, "final": pytest.approx(0.425)}
+                    "recovered_at": {1: 0, 2: 0}, "caught_up_at": {1: 0, 2: 0}, "final": pytest.approx(0.425)}
     assert real["start"] == pytest.approx(0.11) and real["gap"] == pytest.approx(-0.29)
     assert real["recovered_at"] == {1: 100, 2: None} and real["final"] == pytest.approx(0.395)
+    # at post-LN's accuracy of the same step: never below it, at once once ahead
+    assert real["caught_up_at"] == {1: None, 2: None}
+    ahead = [_row("RealFormer", 1, "masked_lm_accuracy", value, step) for step, value in ((0, 0.3), (50, 0.41))]
+    assert recovery([r for r in rows if r["variant"] == "post-LN"] + ahead,
+                    ("RealFormer",))[0]["caught_up_at"] == {1: 50}
     # a study from scratch has no step-0 checkpoint to recover
     assert recovery([r for r in rows if r["step"] > 0], ("post-LN", "RealFormer")) == []
 
@@ -158,6 +163,21 @@ def test_bad_task_specs_are_one_line_errors(spec, message):
 def test_unknown_variant_is_refused():
     with pytest.raises(InputError, match="unknown variant 'realformer'"):
         plan.check_variants(["post-LN", "realformer"])
+    with pytest.raises(InputError, match="unknown variant 'post-LN\\+warmup'"):
+        plan.check_variants(["post-LN+warmup"], 100)
+    with pytest.raises(InputError, match="a \\+warmup variant needs --residual_attention_warmup_steps"):
+        plan.check_variants(["RealFormer+warmup"])
+
+
+def test_a_warmup_variant_is_its_realformer_continued_with_the_warm_start(tmp_path):
+    study = dataclasses.replace(_plan(tmp_path, variants=("post-LN", "RealFormer-mean", "RealFormer-mean+warmup")),
+                                init_checkpoint="head/model.ckpt-400", residual_attention_warmup_steps=50)
+    assert study.config("RealFormer-mean+warmup") == study.config("RealFormer-mean")
+    commands = {run.variant: run.command for run in study.runs() if run.kind == plan.PRETRAINING and run.seed == 1}
+    assert "--residual_attention_warmup_steps=50" in commands["RealFormer-mean+warmup"]
+    assert not any(flag.startswith("--residual_attention_warmup_steps") for variant in ("post-LN", "RealFormer-mean")
+                   for flag in commands[variant])
+    assert study.run_dir("RealFormer-mean+warmup", 1, "x").endswith("realformer_mean_warmup/seed-1/x")
 
 
 def _fake_run(tmp_path, name, script_text):

@@ -38,7 +38,8 @@ FLAGS = flags.FLAGS
 
 flags.DEFINE_string("output_dir", None, "The study's directory: runs, results.json, report.md.")
 flags.DEFINE_list("variants", ["post-LN", "pre-LN", "RealFormer"],
-                  "Variants to compare: post-LN, pre-LN, RealFormer, RealFormer-mean.")
+                  "Variants to compare: post-LN, pre-LN, RealFormer, RealFormer-mean; RealFormer+warmup and "
+                  "RealFormer-mean+warmup continue --init_checkpoint with --residual_attention_warmup_steps.")
 flags.DEFINE_list("seeds", ["1", "2", "3"], "Seeds (integers); each runs every variant.")
 flags.DEFINE_string("bert_config_file", None, "The base config; each variant sets layer_norm_type and "
                     "residual_attention on it.")
@@ -49,6 +50,9 @@ flags.DEFINE_string("init_checkpoint", None, "Continue every variant from this c
 flags.DEFINE_bool("released_baseline", False, "With --init_checkpoint: also fine-tune every task from that checkpoint "
                   "itself, without continued pretraining (the variant `released` in the tables, each variant compared "
                   "with it as with post-LN), and analyse its attention.")
+flags.DEFINE_integer("residual_attention_warmup_steps", 0, "The +warmup variants (RealFormer+warmup, "
+                     "RealFormer-mean+warmup): their pretraining runs' --residual_attention_warmup_steps (the "
+                     "warm start from --init_checkpoint).")
 flags.DEFINE_integer("max_seq_length", 128, "As run_pretraining.py; must match the records.")
 flags.DEFINE_integer("max_predictions_per_seq", 20, "As run_pretraining.py; must match the records.")
 flags.DEFINE_integer("train_batch_size", 32, "Pretraining batch size.")
@@ -82,7 +86,7 @@ def _check_flags():
     for name in ("output_dir", "bert_config_file", "vocab_file", "input_file", "eval_input_file"):
         if not getattr(FLAGS, name):
             raise InputError(f"--{name} is required")
-    check_variants(FLAGS.variants)
+    check_variants(FLAGS.variants, FLAGS.residual_attention_warmup_steps)
     try:
         seeds = [int(s) for s in FLAGS.seeds]
     except ValueError:
@@ -132,7 +136,8 @@ def build_plan(seeds, sizing=None):
                      base_config=_base_config(), pretraining_flags=pretraining,
                      num_train_steps=steps, tasks=tasks, vocab_file=FLAGS.vocab_file,
                      attention_input=FLAGS.eval_input_file, attention_examples=FLAGS.attention_examples,
-                     init_checkpoint=FLAGS.init_checkpoint, released_baseline=FLAGS.released_baseline)
+                     init_checkpoint=FLAGS.init_checkpoint, released_baseline=FLAGS.released_baseline,
+                     residual_attention_warmup_steps=FLAGS.residual_attention_warmup_steps)
     if sizing is not None:
         from bert_realformer.comparison.sizing import restart_deadlines
         plan.restart_deadlines = restart_deadlines(sizing, plan.runs(), FLAGS.num_train_steps, len(tasks))

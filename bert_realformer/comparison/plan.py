@@ -32,26 +32,47 @@ PRETRAINING = "pretraining"
 ATTENTION = "attention"
 
 
+# A RealFormer variant continued from a checkpoint with the warm start (`RealFormer+warmup`): the
+# same model, its pretraining run given --residual_attention_warmup_steps.
+WARMUP_SUFFIX = "+warmup"
+
+
 def slug(name: str) -> str:
-    """A directory name for a variant: `RealFormer-mean` -> `realformer_mean`."""
-    return name.lower().replace("-", "_")
+    """A directory name for a variant: `RealFormer-mean+warmup` -> `realformer_mean_warmup`."""
+    return name.lower().replace("-", "_").replace("+", "_")
+
+
+def model_variant(name: str) -> str:
+    """The model a study variant trains: `RealFormer+warmup` -> `RealFormer`."""
+    return name.removesuffix(WARMUP_SUFFIX)
+
+
+def warmed_up(name: str) -> bool:
+    return name.endswith(WARMUP_SUFFIX)
 
 
 def variant_keys(name: str) -> dict[str, str]:
     """The config keys that make the variant named `name` (`modeling.variants.NAMED`; imported
     here, not at the top: the study's scripts run without TensorFlow)."""
     from modeling.variants import NAMED
-    return NAMED[name].config_keys()
+    return NAMED[model_variant(name)].config_keys()
 
 
-def check_variants(names):
+def check_variants(names, warmup_steps: int = 0):
+    """`names` are `modeling.variants.NAMED`'s, a RealFormer one possibly with `+warmup` (which
+    needs `warmup_steps`), none twice."""
     from modeling.variants import NAMED
-    unknown = [n for n in names if n not in NAMED]
+    realformers = [name for name, variant in NAMED.items() if variant.is_realformer]
+    known = [*NAMED, *(name + WARMUP_SUFFIX for name in realformers)]
+    unknown = [n for n in names if n not in known]
     if unknown:
-        raise InputError(f"variants: unknown variant {unknown[0]!r}; expected some of {', '.join(NAMED)}",
+        raise InputError(f"variants: unknown variant {unknown[0]!r}; expected some of {', '.join(known)}",
                          options=("variants",))
     if len(set(names)) != len(names):
         raise InputError("variants: a variant is named twice", options=("variants",))
+    if any(warmed_up(n) for n in names) and not warmup_steps:
+        raise InputError("variants: a +warmup variant needs --residual_attention_warmup_steps",
+                         options=("variants", "residual_attention_warmup_steps"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,6 +136,7 @@ class StudyPlan:
     restart_deadlines: dict[str, float] = dataclasses.field(default_factory=dict)
 
     released_baseline: bool = False
+    residual_attention_warmup_steps: int = 0  # the +warmup variants' pretraining runs'
 
     def __post_init__(self):
         if self.released_baseline and not self.init_checkpoint:
@@ -161,6 +183,8 @@ class StudyPlan:
                  "--do_eval", f"--seed={seed}", *self.pretraining_flags]
         if self.init_checkpoint:
             flags.append(f"--init_checkpoint={self.init_checkpoint}")
+        if warmed_up(variant):
+            flags.append(f"--residual_attention_warmup_steps={self.residual_attention_warmup_steps}")
         return Run(f"pretrain {variant} seed {seed}", variant, seed, PRETRAINING, directory,
                    ("run_pretraining.py", *flags), os.path.join(directory, "eval_results.txt"))
 

@@ -88,8 +88,10 @@ def recovery(rows, variants, metric="masked_lm_accuracy") -> list[dict]:
     """Per continued variant, how it starts from the released checkpoint and how it recovers:
     {"variant", "start": mean `metric` at step 0 over seeds, "gap": start - post-LN's start,
     "recovered_at": per seed, the first evaluated step whose `metric` reaches post-LN's step-0
-    mean (None: not within the run), "final": the mean at the last step}. Empty without post-LN
-    or step-0 points (a study from scratch starts from nothing to recover)."""
+    mean (None: not within the run), "caught_up_at": per seed, the first evaluated step whose
+    `metric` reaches post-LN's of the same seed at the same step (None: not within the run),
+    "final": the mean at the last step}. Empty without post-LN or step-0 points (a study from
+    scratch starts from nothing to recover)."""
     curves = {}
     for row in rows:
         if (row["task"], row["metric"]) == (PRETRAINING, metric):
@@ -106,9 +108,12 @@ def recovery(rows, variants, metric="masked_lm_accuracy") -> list[dict]:
         start = float(np.mean([curve[0] for curve in by_seed.values()]))
         recovered = {seed: next((step for step in sorted(curve) if curve[step] >= target), None)
                      for seed, curve in sorted(by_seed.items())}
+        caught_up = {seed: next((step for step in sorted(curve) if step in reference.get(seed, {})
+                                 and curve[step] >= reference[seed][step]), None)
+                     for seed, curve in sorted(by_seed.items())}
         final = float(np.mean([curve[max(curve)] for curve in by_seed.values()]))
         found.append({"variant": variant, "start": start, "gap": start - target, "recovered_at": recovered,
-                      "final": final})
+                      "caught_up_at": caught_up, "final": final})
     return found
 
 
@@ -116,11 +121,13 @@ def _recovery_table(found, metric_heading="MLM accuracy"):
     if not found:
         return []
     lines = [f"| variant | step-0 {metric_heading} | gap to post-LN at step 0 | steps to reach post-LN's step 0 "
-             f"(per seed) | last-step {metric_heading} |", "| --- | --- | --- | --- | --- |"]
+             f"(per seed) | first step at post-LN's of the same step (per seed) | last-step {metric_heading} |",
+             "| --- | --- | --- | --- | --- | --- |"]
     for entry in found:
-        steps = ", ".join("not reached" if step is None else str(step) for step in entry["recovered_at"].values())
-        lines.append(f"| {entry['variant']} | {entry['start']:.4f} | {entry['gap']:+.4f} | {steps} | "
-                     f"{entry['final']:.4f} |")
+        def steps(per_seed):
+            return ", ".join("not reached" if step is None else str(step) for step in per_seed.values())
+        lines.append(f"| {entry['variant']} | {entry['start']:.4f} | {entry['gap']:+.4f} | "
+                     f"{steps(entry['recovered_at'])} | {steps(entry['caught_up_at'])} | {entry['final']:.4f} |")
     return lines
 
 
@@ -256,7 +263,9 @@ def write_report(plan: StudyPlan, rows, summary_rows, baselines, path, descripti
         if found:
             lines += [f"### From the released checkpoint (`{plan.init_checkpoint}`)", "",
                       "Step 0 is the checkpoint itself read as each variant (post-LN: as released; the other variants "
-                      "compute another function of the same weights until continued pretraining adapts them).", "",
+                      "compute another function of the same weights until continued pretraining adapts them, but for "
+                      "a `+warmup` variant, which starts as the checkpoint and becomes its variant over "
+                      f"{plan.residual_attention_warmup_steps} steps).", "",
                       *_recovery_table(found), ""]
     unigram = unigram_stage_line(summary_rows, plan.variants, baselines.get(PRETRAINING, {}).get("masked_lm_accuracy"),
                                  plan.num_train_steps)
