@@ -28,7 +28,8 @@ SIZED_DOWN = {
     "create_pretraining_data": "--max_seq_length=32 --max_predictions_per_seq=5",
     "run_pretraining": "--max_seq_length=32 --max_predictions_per_seq=5 --train_batch_size=4 "
                        "--gradient_accumulation_steps=2 --num_train_steps=4 --num_warmup_steps=1 --eval_every_steps=2 "
-                       "--max_eval_steps=2 --eval_batch_size=4 --save_checkpoints_steps=2",
+                       "--max_eval_steps=2 --eval_batch_size=4 --save_checkpoints_steps=2 "
+                       "--residual_attention_warmup_steps=3",
     "run_classifier": "--max_seq_length=32 --train_batch_size=16 --num_train_epochs=1 --eval_every_steps=4 "
                       "--eval_batch_size=32 --predict_batch_size=32 --learning_rate=1e-3",
     "extend_vocabulary": "",
@@ -136,6 +137,9 @@ def test_the_five_commands_continue_a_checkpoint_as_realformer_and_ship_it(world
     assert "masked_lm_accuracy" in history[0] and not any("next_sentence" in key for key in history[0])
     assert json.loads((work / "continued" / "bert_config.json").read_text())["residual_attention"] == "sum"
     assert "variant: post-LN checkpoint -> RealFormer" in done.stderr  # said as the run starts
+    assert "carried scores weigh 0 at step 0, rising to 1 at step 3" in done.stderr  # the warm start
+    assert json.loads((work / "continued" / "training_options.json").read_text())[
+        "residual_attention_warmup_steps"] == 3
     # 4. Fine-tuned from the continued model and exported.
     world = {**world, "root": work}
     _check_classifier_run(work / "finetuned", world)
