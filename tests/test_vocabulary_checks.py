@@ -77,3 +77,52 @@ def test_the_scripts_refuse_a_vocabulary_without_unk_before_any_work(tmp_path):
     assert result.returncode == 2, result.stderr[-2000:]
     assert result.stderr.strip().splitlines()[-1] == f"error: --vocab_file={vocab}: the vocabulary has no [UNK] token"
     assert not output.exists()
+
+
+def test_a_vocabulary_other_than_the_checkpoints_own_is_refused(tmp_path):
+    """The vocab.txt beside --init_checkpoint decides: the same lines or the lines it begins with
+    (an extended checkpoint's old vocabulary) pass; another vocabulary is named with its first
+    differing line."""
+    from bert_realformer.training.setup import check_vocabulary_belongs
+    release = tmp_path / "release"
+    release.mkdir()
+    own = SPECIAL + ["a", "b", "##c"]
+    _vocab(release, own)
+    checkpoint = str(release / "bert_model.ckpt")
+    for tokens in (own, own[:-1]):
+        check_vocabulary_belongs(_vocab(tmp_path, tokens, "mine.txt"), checkpoint, tokens)
+    check_vocabulary_belongs(_vocab(tmp_path, own, "mine.txt"), str(tmp_path / "elsewhere" / "ckpt"), own)
+    foreign = SPECIAL + ["a", "x", "##c"]
+    mine = _vocab(tmp_path, foreign, "mine.txt")
+    with pytest.raises(InputError, match=r"line 7 is 'x' there and 'b' in its own .*release/vocab.txt"):
+        check_vocabulary_belongs(mine, checkpoint, foreign)
+    with pytest.raises(InputError, match="line 9 is 'd' there and no line in its own"):
+        check_vocabulary_belongs(mine, checkpoint, own + ["d"])
+
+
+def test_run_classifier_refuses_another_models_vocabulary_unless_allowed(tmp_path):
+    """The real all-MiniLM-L6-v2 directory (30,522 English tokens) with the 21,128-line Chinese
+    vocabulary: one line naming both before any data or state is written; --allow_foreign_vocab
+    trains with it."""
+    from helpers.minilm import minilm_dir
+    from test_documented_recipes import VOCAB
+    source = minilm_dir()
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.tsv").write_text("1\t你好\n0\t世界\n", encoding="utf-8")
+    flags = ["--task_name=thucnews", f"--data_dir={data}", f"--vocab_file={VOCAB}", f"--init_checkpoint={source}",
+             f"--bert_config_file={tmp_path / 'bert_config.json'}", "--do_train", "--num_train_epochs=1",
+             "--max_seq_length=16"]
+    config = json.load(open(f"{source}/config.json"))
+    (tmp_path / "bert_config.json").write_text(json.dumps({key: config[key] for key in (
+        "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+        "max_position_embeddings", "type_vocab_size")}))
+    refused = _script("run_classifier.py", *flags, f"--output_dir={tmp_path / 'out'}")
+    assert refused.returncode == 2, refused.stderr[-2000:]
+    last = refused.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"error: --vocab_file={VOCAB} is not the vocabulary of --init_checkpoint={source}: "
+                           f"line 2 is '[unused1]' there and '[unused0]' in its own {source}/vocab.txt"), last
+    assert not (tmp_path / "out" / "train.tf_record").exists() and not (tmp_path / "out" / "training_state").exists()
+    allowed = _script("run_classifier.py", *flags, "--allow_foreign_vocab", "--train_batch_size=2",
+                      f"--output_dir={tmp_path / 'allowed'}")
+    assert "is not the vocabulary" not in allowed.stderr and allowed.returncode == 0, allowed.stderr[-2000:]

@@ -20,6 +20,7 @@ from bert_realformer.commandline import finetuning_flags, training_flags
 from bert_realformer.commandline.finetuning_flags import check_monitoring_flags
 from bert_realformer.commandline.runner import script_entry
 from bert_realformer.commandline.training_flags import (
+    define_foreign_vocab_flag,
     define_layerwise_flags,
     define_monitoring_flags,
     define_order_and_padding_flags,
@@ -34,6 +35,7 @@ flags.DEFINE_string("output_dir", None, "The output directory where the model ch
 flags.DEFINE_string("train_file", None, "SQuAD json for training. E.g., train-v1.1.json")
 flags.DEFINE_string("predict_file", None, "SQuAD json for predictions. E.g., dev-v1.1.json or test-v1.1.json")
 flags.DEFINE_string("init_checkpoint", None, "Initial checkpoint (usually from a pre-trained BERT model).")
+define_foreign_vocab_flag()
 flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text.")
 flags.DEFINE_integer("max_seq_length", 384, "The maximum total input sequence length after WordPiece tokenization.")
 flags.DEFINE_integer("doc_stride", 128, "When splitting up a long document into chunks, how much stride to take "

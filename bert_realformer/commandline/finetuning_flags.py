@@ -76,7 +76,8 @@ def finetuning_options(export_dir: str | None = None):
     setup = DriverSetup(bert_config_file=FLAGS.bert_config_file, vocab_file=FLAGS.vocab_file,
                         max_seq_length=FLAGS.max_seq_length, run=run_options(FLAGS.output_dir, FLAGS.init_checkpoint),
                         do_lower_case=FLAGS.do_lower_case, layer_norm_type=FLAGS.layer_norm_type,
-                        residual_attention=FLAGS.residual_attention, strategy=strategy_spec(), batches=batches)
+                        residual_attention=FLAGS.residual_attention, strategy=strategy_spec(), batches=batches,
+                        allow_foreign_vocab=FLAGS.allow_foreign_vocab)
     return FinetuningOptions(plan=plan_from_flags(export_dir), task=task_options(), setup=setup)
 
 

@@ -65,6 +65,7 @@ def define_finetuning_flags(task_help, task_default=None, data_help=None, train_
     flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
     flags.DEFINE_string("output_dir", None, "The output directory where the model checkpoints will be written.")
     flags.DEFINE_string("init_checkpoint", None, "Initial checkpoint (usually from a pre-trained BERT model).")
+    define_foreign_vocab_flag()
     flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text. Should be True for uncased "
                       "models and False for cased models.")
     flags.DEFINE_integer("max_seq_length", 128, max_seq_length_help or "The maximum total input sequence "
@@ -84,6 +85,12 @@ def define_finetuning_flags(task_help, task_default=None, data_help=None, train_
     define_monitoring_flags()
     define_layerwise_flags()
     require_flags("data_dir", "bert_config_file", "vocab_file", "output_dir", *(() if task_default else ("task_name",)))
+
+
+def define_foreign_vocab_flag():
+    """Every fine-tuning script's way past `training.setup.check_vocabulary_belongs`."""
+    flags.DEFINE_bool("allow_foreign_vocab", False, "Train with a --vocab_file other than the vocab.txt beside "
+                      "--init_checkpoint (refused otherwise: each id would mean another token than the model learnt).")
 
 
 def define_monitoring_flags():

@@ -34,6 +34,7 @@ from bert_realformer.training.setup import (
     check_batches_fit,
     check_tokenizer_vocabulary,
     check_vocabulary,
+    check_vocabulary_belongs,
     for_worker,
     load_config,
 )
@@ -113,6 +114,7 @@ class DriverSetup:
     residual_attention: str | None = None
     strategy: StrategySpec = StrategySpec()
     batches: tuple[tuple[str, int], ...] = ()
+    allow_foreign_vocab: bool = False  # a vocab_file other than the one beside init_checkpoint
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,7 +157,9 @@ def make_driver(setup: DriverSetup, plan: Plan, build_model) -> tuple[Driver, To
     check_batches_fit(config, setup.max_seq_length, strategy.num_replicas_in_sync, dict(setup.batches))
     tokenizer = tokenizer_for(setup.vocab_file, do_lower_case=setup.do_lower_case)
     if isinstance(tokenizer, FullTokenizer):
-        check_vocabulary(setup.vocab_file, config.vocab_size)
+        tokens = check_vocabulary(setup.vocab_file, config.vocab_size)
+        if init_checkpoint and not setup.allow_foreign_vocab:
+            check_vocabulary_belongs(setup.vocab_file, init_checkpoint, tokens)
     else:
         check_tokenizer_vocabulary(setup.vocab_file, tokenizer, config.vocab_size)
         if plan.export_dir and not has_graph_tokenizer(setup.vocab_file):
