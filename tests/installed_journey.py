@@ -46,9 +46,10 @@ def main(data, extras):
                  if importlib.util.find_spec(name) is not None]
         check("no inner package is a top-level name", not inner, str(inner))
 
-        _, output = command("bert-run-pretraining", "--help")
-        check("bert-run-pretraining --help lists its flags",  # (absl's --help exits with 1)
-          "--bert_config_file" in output and "--save_checkpoints_steps" in output and "Traceback" not in output,
+        status, output = command("bert-run-pretraining", "--help")
+        check("bert-run-pretraining --help lists its flags and exits 0",
+          status == 0 and "--bert_config_file" in output and "--save_checkpoints_steps" in output
+          and "Traceback" not in output,
           output[-2000:])
         status, output = command("bert-create-pretraining-data", f"--input_file={data}/pretraining_data/input.txt",
                                  "--output_file=records/train.tfrecord",

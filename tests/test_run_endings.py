@@ -211,7 +211,9 @@ def test_a_best_dir_made_read_only_mid_training_ends_in_one_line_with_its_steps_
 
 # ---------------------------------------------------------------------- flags
 def test_the_shared_flags_are_in_help_and_every_bad_flag_is_an_error_line():
-    help_text = run([sys.executable, os.path.join(ROOT, "run_classifier.py"), "--help"]).stdout
+    asked = run([sys.executable, os.path.join(ROOT, "run_classifier.py"), "--help"])
+    assert asked.returncode == 0, asked.stderr[-2000:]  # (absl's own --help exits with 1)
+    help_text = asked.stdout
     for flag in ("task_name", "data_dir", "[no]do_train", "init_checkpoint", "learning_rate",
                  "iterations_per_loop", "distribution_strategy", "seed"):
         assert f"  --{flag}:" in help_text, flag

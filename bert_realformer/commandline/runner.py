@@ -198,11 +198,19 @@ def flag_error_line(error: Exception) -> str:
     return f"error: --{missing.group(1)} is required"
 
 
+# absl's help flags: each prints the usage and exits with status 1, as if the command had failed.
+HELP_FLAGS = ("-?", "-h", "-help", "--help", "--helpshort", "--helpfull", "--helpxml")
+
+
 def _parse_flags(argv):
     """absl's flag parsing, with a bad flag ending as every user mistake does: one `error:`
-    line and status 2."""
+    line and status 2; the usage asked for (`HELP_FLAGS`) ends with status 0."""
     try:
         return flags.FLAGS(argv)
     except flags.Error as error:
         console.say(flag_error_line(error))
         sys.exit(2)
+    except SystemExit as stop:
+        if stop.code == 1 and any(arg.split("=", 1)[0] in HELP_FLAGS for arg in argv[1:]):
+            sys.exit(0)
+        raise
