@@ -1,6 +1,6 @@
 """The models as Keras models: every layer and model rebuilt from its config, `.keras` files and
 `export()` read back in a fresh process for every model and variant, and one loader for every
-weight format (`checkpoints.from_pretrained`)."""
+weight format (`bert_realformer.from_pretrained`)."""
 
 import json
 import logging
@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 import modeling
-from bert_realformer.checkpoints import CheckpointError, conversion, from_pretrained
+from bert_realformer import from_pretrained  # (the one loader, at the package's top)
+from bert_realformer.checkpoints import CheckpointError, conversion
 from bert_realformer.checkpoints.training_states import load_weights, resolve
 from bert_realformer.errors import InputError
 

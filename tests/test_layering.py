@@ -29,6 +29,10 @@ LAYERS = (
     ("bert_realformer.cli",),                           # the scripts, one module each
 )
 UNITS = tuple(unit for layer in LAYERS for unit in layer)
+# The package's face: `bert_realformer.from_pretrained` resolves on first use (a module
+# `__getattr__`) to the checkpoints layer's loader, the name users call at the top as they call
+# KerasHub's and transformers'; importing `bert_realformer` still imports nothing above it.
+FACE = {"bert_realformer": {"bert_realformer.checkpoints.pretrained"}}
 SCRIPTS = sorted(f[:-3] for f in os.listdir(ROOT) if f.endswith(".py"))
 
 
@@ -137,8 +141,9 @@ def test_each_package_imports_only_the_layers_below_it():
     wrong = {}
     for module in _library_modules(with_main=True):
         path = _module_path(module)
-        if path is not None and _upward_imports(module, _imports(path)):
-            wrong[module] = _upward_imports(module, _imports(path))
+        upward = set(_upward_imports(module, _imports(path))) - FACE.get(module, set()) if path else set()
+        if upward:
+            wrong[module] = sorted(upward)
     assert not wrong, wrong
 
 
