@@ -55,7 +55,9 @@ def test_train_eval_and_tf1_export(tmp_path):
 
 
 def test_continue_from_tf1_checkpoint_with_new_heads_listed(tmp_path):
-    """The tiny original-BERT checkpoint without its cls/ heads: the heads are listed as new."""
+    """The tiny original-BERT checkpoint without its cls/ heads: the heads are listed as new and
+    the MLM head is fitted first on the frozen encoder (OUTPUT_DIR/head_fit), which the run then
+    continues from; run again, the finished run trains nothing."""
     src = modeling.BertPretrainer(read_config(
         os.path.join(DATA, "bert_postln_tiny", "bert_config.json")))
     checkpoints.load_tf1_checkpoint(src.bert, os.path.join(DATA, "bert_postln_tiny"))
@@ -67,15 +69,27 @@ def test_continue_from_tf1_checkpoint_with_new_heads_listed(tmp_path):
                 "--max_predictions_per_seq=10", "--dupe_factor=1"])
     assert made.returncode == 0, made.stderr
     config = json.load(open(os.path.join(DATA, "bert_postln_tiny", "bert_config.json")))
-    result = run_here(command(tmp_path, "--do_train", "--num_train_steps=3", f"--init_checkpoint={prefix}",
-                         config=config, input_file=records))
+    cmd = command(tmp_path, "--do_train", "--num_train_steps=3", f"--init_checkpoint={prefix}", "--head_fit_steps=2",
+                  config=config, input_file=records)
+    result = run_here(cmd)
     assert result.returncode == 0, result.stderr[-3000:]
+    head_fit = tmp_path / "out" / "head_fit"
+    assert (f"--init_checkpoint has no MLM head (cls/predictions): fitting one on the frozen encoder for 2 steps "
+            f"first, into {head_fit}") in result.stderr
     assert "freshly initialised" in result.stderr and "cls/predictions/output_bias" in result.stderr
-    trained = checkpoints.read_tf1_checkpoint(str(tmp_path / "out" / "model.ckpt-3"))
     initial = checkpoints.read_tf1_checkpoint(prefix)
+    # The head fitted to the frozen encoder (its weights as released), then the whole model continued from it.
+    fitted = checkpoints.read_tf1_checkpoint(str(head_fit / "model.ckpt-2"))
+    assert "cls/predictions/output_bias" in fitted and np.abs(fitted["cls/predictions/output_bias"]).max() > 0
+    for name, value in initial.items():
+        np.testing.assert_array_equal(fitted[name], value, err_msg=name)
+    assert f"weights: TF1 checkpoint {head_fit}/model.ckpt-2 (step 2), 62 loaded\n" in result.stderr
+    trained = checkpoints.read_tf1_checkpoint(str(tmp_path / "out" / "model.ckpt-3"))
     # Started from the checkpoint: after 3 small steps the embeddings are still close to it.
     delta = np.abs(trained["bert/embeddings/word_embeddings"] - initial["bert/embeddings/word_embeddings"])
     assert 0 < delta.max() < 0.05
+    again = run_here(cmd)  # (finished: neither the head fit nor the run trains again)
+    assert again.returncode == 0 and "fitting one" not in again.stderr, again.stderr[-3000:]
 
 
 def test_killed_and_resumed_run_equals_the_uninterrupted_run(tmp_path):

@@ -221,16 +221,22 @@ def _expected_shapes(config) -> dict[str, tuple[int, ...]]:
             query: (hidden, hidden), intermediate: (hidden, config.intermediate_size)}
 
 
+def stored_weight_shapes(checkpoint: Checkpoint) -> dict[str, tuple[int, ...]]:
+    """{TF1 name: shape} of the model weights a TF1 checkpoint or a training state holds (no
+    optimizer slot, no step), read from its index alone."""
+    stored = checkpoint_shapes(checkpoint.prefix)
+    if checkpoint.kind == TRAINING_STATE_KIND:
+        stored = {_weight_name(key): shape for key, shape in stored.items()}
+    return {name: shape for name, shape in stored.items() if name}
+
+
 def check_fits(checkpoint: Checkpoint, config, option: str = "init_checkpoint") -> None:
     """Before any work: a `CheckpointError` when a weight of `checkpoint` has another shape than
     `config` gives it (another model's checkpoint, or another config's): read from its index
     alone, no weight loaded. (A directory of another format is checked as its weights load.)"""
     if checkpoint.weight_format is not None:
         return
-    stored = checkpoint_shapes(checkpoint.prefix)
-    if checkpoint.kind == TRAINING_STATE_KIND:
-        stored = {_weight_name(key): shape for key, shape in stored.items()}
-    shapes = {name: shape for name, shape in stored.items() if name}
+    shapes = stored_weight_shapes(checkpoint)
     for name, expected in _expected_shapes(config).items():
         if name in shapes and shapes[name] != expected:
             raise CheckpointError(f"{option}={checkpoint.prefix}: {name} has shape {list(shapes[name])} but "

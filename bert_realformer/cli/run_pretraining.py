@@ -62,6 +62,10 @@ flags.DEFINE_float("masked_lm_prob", 0.15, "Unmasked records (create_pretraining
 flags.DEFINE_bool("train_heads_only", False, "Train the pretraining heads (cls/) alone, the encoder frozen (bert/, the "
                   "word embeddings the MLM output shares included): for a checkpoint released without its MLM head "
                   "(a Sentence-Transformers model), whose MLM accuracy means nothing until a head is fitted to it.")
+flags.DEFINE_integer("head_fit_steps", 400, "--init_checkpoint without its MLM head (cls/predictions; a "
+                     "Sentence-Transformers model): first fit one on the frozen encoder for this many steps (at "
+                     "learning rate 1e-3) into OUTPUT_DIR/head_fit/, then continue from there, so that the step-0 "
+                     "point means something. 0: train the head from scratch with the encoder.")
 flags.DEFINE_integer("residual_attention_warmup_steps", 0, "Continuing a Post-LN checkpoint as RealFormer: weigh the "
                      "scores each layer is handed by a factor rising linearly from 0 at step 0 (the checkpoint "
                      "itself) to 1 at step N (the plain RealFormer, which model.ckpt-N holds); at most "
@@ -105,11 +109,48 @@ def _check_warm_start(config):
               "(docs/continued-pretraining.md, \"The warm start\")", file=sys.stderr)
 
 
+def _fit_missing_head(strategy, config, files, layout, masking):
+    """--init_checkpoint's encoder with an MLM head fitted to it (`pretraining.head_fit`): the
+    checkpoint the run continues from."""
+    import modeling
+    from bert_realformer.pretraining import head_fit
+    from bert_realformer.pretraining.task import pretraining_task
+    from bert_realformer.training.driver import Driver
+    from bert_realformer.training.recorded_config import config_beside
+    from bert_realformer.training.setup import for_worker
+    from modeling.variants import Variant
+    steps, directory = FLAGS.head_fit_steps, head_fit.head_fit_dir(FLAGS.output_dir)
+    done = head_fit.fitted(FLAGS.output_dir, steps)
+    if done:
+        print(f"--init_checkpoint's missing MLM head was fitted in {directory}: continuing from {done}",
+              file=sys.stderr)
+        return done
+    print(f"--init_checkpoint has no MLM head (cls/predictions): fitting one on the frozen encoder for {steps} "
+          f"steps first, into {directory} (--head_fit_steps; 0: train it with the encoder from step 0)",
+          file=sys.stderr)
+    recorded = config_beside(FLAGS.init_checkpoint)  # (the head fits the function the checkpoint computes)
+    released = config.replace(**(recorded.variant if recorded else Variant()).config_keys())
+
+    def build_model():
+        model = modeling.BertPretrainer(released, next_sentence=not FLAGS.no_nsp)
+        modeling.freeze_encoder(model)
+        return model
+
+    options = for_worker(run_options(directory, FLAGS.init_checkpoint), strategy, training=True)
+    with Driver(strategy, build_model, options) as driver:
+        driver.train(pretraining_task(
+            files, FLAGS.train_batch_size, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,
+            head_fit.HEAD_FIT_LEARNING_RATE, steps, max(1, steps // 10), seed=FLAGS.seed,
+            next_sentence=not FLAGS.no_nsp, layout=layout, masking=masking))
+    return os.path.join(directory, f"model.ckpt-{steps}")
+
+
 def main(argv):
     del argv
     _check_flags()
     import modeling
     from bert_realformer.checkpoints import training_states
+    from bert_realformer.pretraining import head_fit
     from bert_realformer.pretraining.dynamic_masking import DynamicMasking
     from bert_realformer.pretraining.input_pipeline import check_records, expand_input_files
     from bert_realformer.pretraining.task import evaluate, pretraining_task
@@ -138,7 +179,11 @@ def main(argv):
     if FLAGS.train_batch_size % strategy.num_replicas_in_sync:
         raise InputError(f"--train_batch_size={FLAGS.train_batch_size} is not divisible by the "
                          f"{strategy.num_replicas_in_sync} replicas")
-    options = for_worker(run_options(FLAGS.output_dir, FLAGS.init_checkpoint), strategy, training=FLAGS.do_train)
+    init_checkpoint = FLAGS.init_checkpoint
+    if (FLAGS.do_train and init_checkpoint and FLAGS.head_fit_steps and not FLAGS.train_heads_only
+            and not head_fit.resuming(FLAGS.output_dir) and head_fit.lacks_mlm_head(init_checkpoint)):
+        init_checkpoint = _fit_missing_head(strategy, config, files, layout, masking)
+    options = for_worker(run_options(FLAGS.output_dir, init_checkpoint), strategy, training=FLAGS.do_train)
 
     def build_model():
         model = modeling.BertPretrainer(config, next_sentence=not FLAGS.no_nsp)

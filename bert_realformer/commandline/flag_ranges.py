@@ -76,6 +76,7 @@ RANGES: Mapping[str, Range | None] = types.MappingProxyType({
     "ema_decay": Range(0, 1, high_open=True), "rdrop_alpha": NON_NEGATIVE,
     "adversarial_epsilon": Range(0, low_open=True), "adversarial_steps": POSITIVE,
     "lora_rank": NON_NEGATIVE, "lora_alpha": NON_NEGATIVE, "residual_attention_warmup_steps": NON_NEGATIVE,
+    "head_fit_steps": NON_NEGATIVE,
     # loops, checkpoints, evaluation
     "save_checkpoints_steps": POSITIVE, "iterations_per_loop": POSITIVE, "eval_every_steps": NON_NEGATIVE,
     "early_stopping_patience": NON_NEGATIVE, "max_restarts": NON_NEGATIVE, "shuffle_buffer_size": NON_NEGATIVE,
