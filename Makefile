@@ -129,10 +129,12 @@ study: study-data-study_output
 		--num_warmup_steps=200 --learning_rate=1e-3 --eval_every_steps=250 --save_checkpoints_steps=500
 
 # The study from a released checkpoint: all-MiniLM-L6-v2 (a Post-LN BERT released without its MLM
-# head) gets an MLM head fitted to its frozen encoder, then is continued on the English corpus as
-# post-LN, RealFormer and RealFormer-mean (step 0 evaluated: the checkpoint read as each variant)
-# and fine-tuned on the two English tasks, as is the checkpoint itself without continued pretraining
-# (`released`); three seeds. STUDY.md has its result and its wall time.
+# head) gets an MLM head fitted to its frozen encoder, then is continued 1,000 steps on the English
+# corpus as post-LN, RealFormer and RealFormer-mean, each RealFormer form also with the warm start
+# (its carried scores weighed from 0 to 1 over the first 500 steps), step 0 evaluated (the checkpoint
+# read as each variant), and fine-tuned on the two English tasks, as is the checkpoint itself
+# without continued pretraining (`released`); three seeds. Hours of CPU: run again, it re-uses the
+# finished runs and resumes the unfinished one. STUDY.md has its result and its wall time.
 RELEASED_DIR := released_study
 MINILM = $$($(PY) -c 'from bert_realformer import realdata; print(realdata.minilm_checkpoint())')
 RELEASED_RECORDS = --input_file=$(RELEASED_DIR)/data/train.tfrecord --eval_input_file=$(RELEASED_DIR)/data/eval.tfrecord \
