@@ -117,8 +117,9 @@ def _lines(text):
 
 
 def test_the_quick_start_fine_tunes_predicts_and_exports(world):
-    run_block(readme_block("Quick start: fine-tune a released checkpoint"), world, world["root"] / "quick")
+    done = run_block(readme_block("Quick start: fine-tune a released checkpoint"), world, world["root"] / "quick")
     _check_classifier_run(world["root"] / "quick" / "out", world)
+    assert "wrote out/test_results.tsv\n" in done.stderr  # (where --do_predict's probabilities went)
 
 
 def test_the_five_commands_continue_a_checkpoint_as_realformer_and_ship_it(world):

@@ -45,7 +45,7 @@ def _make_driver(output_dir, training):
     return make
 
 
-def test_a_task_in_its_own_files_is_found_by_name_and_run_by_the_one_flow(tmp_path):
+def test_a_task_in_its_own_files_is_found_by_name_and_run_by_the_one_flow(tmp_path, capsys):
     from helpers.toy_task.task import PREDICTIONS, ToyTask  # its import registers it
     assert registry.get("toy") is ToyTask
     rng = np.random.default_rng(0)
@@ -66,6 +66,7 @@ def test_a_task_in_its_own_files_is_found_by_name_and_run_by_the_one_flow(tmp_pa
         return driver, tokenizer
 
     step = flow.run(registry.get("toy")(options, data_dir=str(data)), plan, counting)
+    assert f"wrote {tmp_path / 'out' / PREDICTIONS}\n" in capsys.readouterr().err  # (where the predictions went)
 
     # Evaluated every 6 steps (24 steps: 4 epochs of 96 in batches of 16), the best kept by the
     # task's main metric, and the final evaluation is the best checkpoint's.

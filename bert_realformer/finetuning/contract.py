@@ -106,9 +106,10 @@ class FinetuningTask(abc.ABC):
         (a task that chooses among readings of its predictions chooses by it)."""
 
     @abc.abstractmethod
-    def write_predictions(self, examples: Any, predictions: Any, split: str) -> None:
+    def write_predictions(self, examples: Any, predictions: Any, split: str) -> list[str]:
         """Writes the predictions of `split` into the output directory (the original's files:
-        test_results.tsv, predictions.json, ...), each atomically."""
+        test_results.tsv, predictions.json, ...), each atomically; returns their paths (none
+        where the task writes no file for `split`)."""
 
     # ------------------------------------------------------------------ optional
     @property

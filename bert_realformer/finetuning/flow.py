@@ -216,7 +216,9 @@ def _run(task, plan, data, driver, tokenizer):
     if plan.do_train:
         _record(task, driver)
     if data.test is not None:
-        task.write_predictions(data.test, task.predict(driver, tokenizer, data.test, "test"), "test")
+        written = task.write_predictions(data.test, task.predict(driver, tokenizer, data.test, "test"), "test")
+        for path in written:
+            console.say(f"wrote {path}")
     if plan.export_dir:
         console.say(f"exported {task.export(driver, tokenizer, plan.export_dir)}")
     return step

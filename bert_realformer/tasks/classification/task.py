@@ -387,8 +387,9 @@ class ClassificationTask(FinetuningTask):
                                      "window_pooling": pooling, "truncation": c.truncation}}
 
     def write_predictions(self, examples, windows, split):
-        if split == "test":
-            write_test_results(windows.combined(self.served_pooling), self.options.output_dir)
+        if split != "test":
+            return []
+        return write_test_results(windows.combined(self.served_pooling), self.options.output_dir)
 
     def export(self, driver, tokenizer, export_dir):
         from bert_realformer.inference.export import ServedText, export_classifier

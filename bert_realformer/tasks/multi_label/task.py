@@ -147,8 +147,9 @@ class MultiLabelTask(FinetuningTask):
                                      "thresholds": self.thresholds or self.untuned_thresholds()}}
 
     def write_predictions(self, examples, predictions, split):
-        if split == "test":
-            write_test_results(sigmoid(predictions[0]), self.options.output_dir)
+        if split != "test":
+            return []
+        return write_test_results(sigmoid(predictions[0]), self.options.output_dir)
 
     def export(self, driver, tokenizer, export_dir):
         from bert_realformer.inference.export import ServedText, export_classifier

@@ -96,5 +96,6 @@ class MultipleChoiceTask(FinetuningTask):
         return Evaluation(evaluation_results(examples, probabilities, step), probabilities, probabilities.argmax(-1))
 
     def write_predictions(self, examples, probabilities, split):
-        if split == "test":
-            write_test_results(test_rows(examples, probabilities), self.options.output_dir)
+        if split != "test":
+            return []
+        return write_test_results(test_rows(examples, probabilities), self.options.output_dir)

@@ -149,5 +149,6 @@ class NerTask(FinetuningTask):
         return Evaluation(evaluation_results(conll_file.sentences, predicted, step), predicted, tag_ids)
 
     def write_predictions(self, conll_file, predicted, split):
-        reading.write_predictions(conll_file, predicted, os.path.join(self.options.output_dir,
-                                                                      PREDICTION_FILES[split]))
+        path = os.path.join(self.options.output_dir, PREDICTION_FILES[split])
+        reading.write_predictions(conll_file, predicted, path)
+        return [path]

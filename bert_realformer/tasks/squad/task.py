@@ -165,16 +165,19 @@ def span_logits(max_seq_length: int):
     return logits
 
 
-def write_predictions(output_dir, predictions, nbest, null_odds=None):
+def write_predictions(output_dir, predictions, nbest, null_odds=None) -> list[str]:
     """predictions.json, nbest_predictions.json and (v2.0) null_odds.json, each written under a
-    temporary name and renamed."""
+    temporary name and renamed; returns their paths."""
     outputs = {"predictions.json": predictions, "nbest_predictions.json": nbest}
     if null_odds is not None:
         outputs["null_odds.json"] = null_odds
+    paths = []
     for name, value in outputs.items():
         path = os.path.join(output_dir, name)
         with storage.atomic_output(path) as f:
             json.dump(value, f, indent=2, ensure_ascii=False)
+        paths.append(path)
+    return paths
 
 
 @dataclasses.dataclass(frozen=True)
@@ -254,5 +257,5 @@ class SquadTask(FinetuningTask):
         return evaluate_v1(dataset, predicted.predictions)
 
     def write_predictions(self, examples, predicted, split):
-        write_predictions(self.options.output_dir, predicted.predictions, predicted.nbest,
+        return write_predictions(self.options.output_dir, predicted.predictions, predicted.nbest,
                           predicted.null_odds if self.squad.version_2_with_negative else None)

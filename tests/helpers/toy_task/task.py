@@ -89,6 +89,8 @@ class ToyTask(FinetuningTask):
         return Evaluation(result, probabilities, probabilities.argmax(-1))
 
     def write_predictions(self, examples, probabilities, split):
-        if split == "test":
-            storage.write_atomic(os.path.join(self.options.output_dir, PREDICTIONS),
-                                 "".join(f"{LABELS[i]}\n" for i in probabilities.argmax(-1)))
+        if split != "test":
+            return []
+        path = os.path.join(self.options.output_dir, PREDICTIONS)
+        storage.write_atomic(path, "".join(f"{LABELS[i]}\n" for i in probabilities.argmax(-1)))
+        return [path]
