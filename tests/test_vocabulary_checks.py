@@ -100,6 +100,7 @@ def test_a_vocabulary_other_than_the_checkpoints_own_is_refused(tmp_path):
         check_vocabulary_belongs(mine, checkpoint, own + ["d"])
 
 
+@pytest.mark.slow  # (a MiniLM run end to end)
 def test_run_classifier_refuses_another_models_vocabulary_unless_allowed(tmp_path):
     """The real all-MiniLM-L6-v2 directory (30,522 English tokens) with the 21,128-line Chinese
     vocabulary: one line naming both before any data or state is written; --allow_foreign_vocab
