@@ -19,7 +19,7 @@ PYTHON_3_13 ?= env PYENV_VERSION=3.13.0 python3.13
 TEST_WORKERS ?= 3
 PYTEST_ARGS := -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
-.PHONY: test test-fast test-versions test-wheel fresh-fast-tier lint docs demo study released-study venv clean bench-peers bench-cpu
+.PHONY: test test-fast test-versions test-3.12 test-3.13 test-wheel fresh-fast-tier lint docs demo study released-study venv clean bench-peers bench-cpu
 
 venv: $(STAMP)
 
@@ -54,8 +54,12 @@ test-fast: lint
 # A fresh environment per version: the package installed with its test extra (the C module
 # built for that Python beside the others), then the fast tier; the environment is removed once
 # it passed (each holds about 3 GB), so the versions never take disk side by side.
-test-versions:
+test-versions: test-3.12 test-3.13
+
+test-3.12:
 	$(MAKE) fresh-fast-tier VERSION=3.12 INTERPRETER="$(PYTHON_3_12)"
+
+test-3.13:
 	$(MAKE) fresh-fast-tier VERSION=3.13 INTERPRETER="$(PYTHON_3_13)"
 
 # The project as a user installs it: a wheel built and installed (not editable) in a fresh
