@@ -90,3 +90,83 @@ def test_long_document_options_that_contradict_each_other_are_one_line(tmp_path,
     assert status == 2, stderr
     assert stderr.strip().splitlines()[-1] == "error: " + message
     assert not out.exists() or not any(out.iterdir())  # nothing written
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT_TASK_FLAGS = {  # each fine-tuning script and run_pretraining, with what it needs beside the model
+    "run_classifier.py": ["--task_name=generic", "--data_dir={data}", "--do_train"],
+    "run_ner.py": ["--task_name=generic", "--data_dir={data}", "--do_train"],
+    "run_multiple_choice.py": ["--task_name=generic", "--data_dir={data}", "--do_train"],
+    "run_squad.py": ["--do_train", "--train_file={data}/train.json"],
+    "run_pretraining.py": ["--input_file={data}/train.tfrecord", "--do_train"],
+}
+
+
+def _release(directory, layout):
+    """A released model's files, without weights (nothing before TensorFlow reads them): a TF1
+    release (bert_config.json, vocab.txt, bert_model.ckpt.index) or a Hugging Face directory
+    (config.json, model.safetensors, vocab.txt)."""
+    import json
+    directory.mkdir()
+    sizes = {"vocab_size": 30, "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
+             "intermediate_size": 32, "max_position_embeddings": 512}
+    if layout == "tf1":
+        (directory / "bert_config.json").write_text(json.dumps(sizes))
+        (directory / "bert_model.ckpt.index").write_bytes(b"")
+        prefix = directory / "bert_model.ckpt"
+    else:
+        (directory / "config.json").write_text(json.dumps({"model_type": "bert", **sizes}))
+        (directory / "model.safetensors").write_bytes(b"")
+        prefix = directory
+    (directory / "vocab.txt").write_text("".join(f"{t}\n" for t in ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
+                                                                    "a", "b"]))
+    return prefix
+
+
+def _without_tensorflow(script, flags, tmp_path):
+    """(status, stderr) of `script` run where importing TensorFlow raises."""
+    import subprocess
+    import sys
+    fake = tmp_path / "no_tensorflow" / "tensorflow"
+    fake.mkdir(parents=True, exist_ok=True)
+    (fake / "__init__.py").write_text('raise RuntimeError("TensorFlow was imported")\n')
+    done = subprocess.run([sys.executable, os.path.join(ROOT, script), *flags], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join([str(fake.parent), ROOT])}, timeout=120)
+    return done.returncode, done.stderr
+
+
+@pytest.mark.parametrize("script", sorted(SCRIPT_TASK_FLAGS))
+@pytest.mark.parametrize("layout", ["tf1", "hf"])
+def test_mistakes_the_flags_and_files_show_end_before_tensorflow_starts(tmp_path, script, layout):
+    """--bert_config_file and --vocab_file default to the checkpoint's own; a missing checkpoint,
+    a length past the config's positions, a vocabulary not the checkpoint's, and no config at all
+    each end in one line, exit 2, with nothing written and TensorFlow never imported."""
+    prefix = _release(tmp_path / "release", layout)
+    config = tmp_path / "release" / ("bert_config.json" if layout == "tf1" else "config.json")
+    foreign = tmp_path / "foreign.txt"
+    foreign.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nb\na\n")
+    data, out = tmp_path / "data", tmp_path / "out"
+    data.mkdir()
+    for name in ("train.json", "train.tfrecord"):
+        (data / name).write_text("")
+    common = [f"--output_dir={out}", *(flag.format(data=data) for flag in SCRIPT_TASK_FLAGS[script])]
+    mistakes = [
+        ([f"--init_checkpoint={tmp_path}/none"], f"--init_checkpoint={tmp_path}/none: no such file or directory"),
+        ([f"--init_checkpoint={prefix}", "--max_seq_length=600"],
+         f"--max_seq_length=600 exceeds max_position_embeddings 512 of {config}"),
+        ([], "--bert_config_file is required (or --init_checkpoint, whose own is used)"),
+    ]
+    if script != "run_pretraining.py":  # (it reads token ids: no vocabulary)
+        mistakes.append(([f"--init_checkpoint={prefix}", f"--vocab_file={foreign}"],
+                         f"--vocab_file={foreign} is not the vocabulary of --init_checkpoint={prefix}: line 6 is "
+                         f"'b' there and 'a' in its own {tmp_path}/release/vocab.txt, so the ids would mean other "
+                         "tokens than the model learnt; use its vocabulary (or --allow_foreign_vocab for a "
+                         "deliberate change)"))
+    for flags, message in mistakes:
+        status, stderr = _without_tensorflow(script, [*common, *flags], tmp_path)
+        assert (status, stderr.strip().splitlines()[-1]) == (2, f"error: {message}"), stderr[-2000:]
+        assert not out.exists()
+    # The same command without the mistake goes on to TensorFlow (so the stand-in above did stop it).
+    status, stderr = _without_tensorflow(script, [*common, f"--init_checkpoint={prefix}", "--max_seq_length=128"],
+                                         tmp_path)
+    assert status != 0 and "TensorFlow was imported" in stderr, stderr[-2000:]

@@ -12,31 +12,21 @@ conversion between them (`conversion`). The names come from the model classes
     model = checkpoints.from_pretrained("hf_dir", task="classifier", num_labels=3)  # any format (`pretrained`)
 """
 
-from bert_realformer.checkpoints.tf1 import (
-    CheckpointError,
-    DamagedCheckpoint,
-    LoadReport,
-    assign_named_values,
-    checkpoint_keys,
-    load_tf1_checkpoint,
-    read_checkpoint_tensors,
-    read_tf1_checkpoint,
-    reading_checkpoint,
-    resolve_checkpoint_path,
-    save_tf1_checkpoint,
-    write_tf1_checkpoint,
-)
+import importlib
 
-__all__ = ["from_pretrained", "CheckpointError", "DamagedCheckpoint", "LoadReport", "assign_named_values",
-           "checkpoint_keys", "load_tf1_checkpoint", "read_checkpoint_tensors",
-           "read_tf1_checkpoint", "reading_checkpoint", "resolve_checkpoint_path", "save_tf1_checkpoint",
-           "write_tf1_checkpoint"]
+# name -> the module that defines it. Imported on first use (a module `__getattr__`), so that the
+# package's TensorFlow-free modules (`formats`, `config_files`, `own_files`) import without it:
+# a script checks its flags and the checkpoint's files before TensorFlow starts.
+_MODULE_OF = {
+    "from_pretrained": "pretrained",
+    **dict.fromkeys(("CheckpointError", "DamagedCheckpoint", "LoadReport", "assign_named_values", "checkpoint_keys",
+                     "load_tf1_checkpoint", "read_checkpoint_tensors", "read_tf1_checkpoint", "reading_checkpoint",
+                     "resolve_checkpoint_path", "save_tf1_checkpoint", "write_tf1_checkpoint"), "tf1"),
+}
+__all__ = sorted(_MODULE_OF)
 
 
 def __getattr__(name):
-    # `from_pretrained` on first use: its module imports TensorFlow, which the rest of this
-    # package imports only inside the functions that need it.
-    if name == "from_pretrained":
-        from bert_realformer.checkpoints.pretrained import from_pretrained
-        return from_pretrained
+    if name in _MODULE_OF:
+        return getattr(importlib.import_module(f"{__name__}.{_MODULE_OF[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

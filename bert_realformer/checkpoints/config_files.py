@@ -85,12 +85,59 @@ def config_from_hf(hf_config: dict, source: str = "config.json") -> BertConfig:
             "type_vocab_size", "initializer_range", "layer_norm_eps", "pooler_activation", "embedding_size",
             "num_hidden_groups", "inner_group_num")
     values = {k: hf_config[k] for k in keys if k in hf_config}
-    if model_type == "roberta":
-        pad_token_id = hf_config.get("pad_token_id", 1)
-        if isinstance(pad_token_id, bool) or not isinstance(pad_token_id, int) or pad_token_id < 0:
-            raise ConfigError(f"{source}: pad_token_id must be a non-negative integer, got {pad_token_id!r}")
-        values["position_offset"] = pad_token_id + 1
+    try:
+        offset = hf_position_offset(hf_config)
+    except ValueError as error:
+        raise ConfigError(f"{source}: {error}") from None
+    if offset:
+        values["position_offset"] = offset
     return BertConfig.from_dict({**values, "hidden_act": _HF_ACT_TO_OURS[act]}, source=source)
+
+
+def hf_position_offset(hf_config: dict) -> int:
+    """The first position a Hugging Face model's sequences use: RoBERTa's start past its padding
+    index (`pad_token_id` + 1), the others' at 0. A `ValueError` for a padding index that is no
+    non-negative integer."""
+    if hf_config.get("model_type") != "roberta":
+        return 0
+    pad_token_id = hf_config.get("pad_token_id", 1)
+    if isinstance(pad_token_id, bool) or not isinstance(pad_token_id, int) or pad_token_id < 0:
+        raise ValueError(f"pad_token_id must be a non-negative integer, got {pad_token_id!r}")
+    return pad_token_id + 1
+
+
+def declared_positions(path: str) -> tuple[int, int] | None:
+    """(max_position_embeddings, position_offset) that the config file at `path` declares (a
+    `bert_config.json`, a Hugging Face config.json or a KerasHub preset's), read as JSON without
+    building the config, so without TensorFlow; None where the file does not say them plainly
+    (`read_config` then says what is wrong with it)."""
+    try:
+        parsed = json.loads(read_text(str(path)))
+    except (InputError, ValueError):
+        return None
+    if not isinstance(parsed, dict):
+        return None
+    try:
+        if parsed.get("class_name") == "BertBackbone" and isinstance(parsed.get("config"), dict):
+            positions, offset = parsed["config"].get("max_sequence_length", 512), 0
+        elif "model_type" in parsed:
+            positions, offset = parsed.get("max_position_embeddings", 512), hf_position_offset(parsed)
+        else:
+            positions, offset = parsed.get("max_position_embeddings", 512), parsed.get("position_offset", 0)
+    except ValueError:
+        return None
+    plain = all(isinstance(value, int) and not isinstance(value, bool) for value in (positions, offset))
+    return (positions, offset) if plain else None
+
+
+def check_sequence_length(max_seq_length: int, max_position_embeddings: int, position_offset: int,
+                          config_file: str) -> None:
+    """An `InputError` naming `max_seq_length` when it exceeds the positions the config at
+    `config_file` covers (its `max_position_embeddings` past its `position_offset`)."""
+    if max_seq_length > max_position_embeddings - position_offset:
+        offset = f" less its position_offset {position_offset}" if position_offset else ""
+        raise InputError(f"max_seq_length={max_seq_length} exceeds max_position_embeddings "
+                         f"{max_position_embeddings}{offset} of {config_file}", options=("max_seq_length",))
 
 
 def config_from_kerashub(backbone_config: dict, source: str) -> BertConfig:

@@ -26,6 +26,7 @@ from bert_realformer.checkpoints.distilbert import DISTILBERT
 from bert_realformer.checkpoints.formats import WeightFormat, Weights, name_list, refuse_unless_forced, register
 from bert_realformer.checkpoints.hf_family import POOLER_WEIGHTS, WORD_EMBEDDINGS, Family, bert_config_fields
 from bert_realformer.checkpoints.hf_tokenizer import tokenizer_files, vocabulary_beside
+from bert_realformer.checkpoints.own_files import HF_VOCABULARY_FILES
 from bert_realformer.checkpoints.roberta import ROBERTA
 from bert_realformer.checkpoints.tf1 import POOLER_OPTIONAL, WEIGHT_FILES, missing_encoder_weights
 from bert_realformer.errors import InputError
@@ -69,7 +70,6 @@ BERT = Family(
 )
 FAMILIES = (BERT, ROBERTA, DISTILBERT, ALBERT)
 NO_HF_PLACE = ("cls/ner/transitions",)  # a CRF's transition matrix: Hugging Face has no CRF
-VOCABULARY_FILES = ("vocab.txt", "spiece.model", "vocab.json")  # WordPiece's, ALBERT's, RoBERTa's (`vocabularies`)
 
 
 def family_of(config):
@@ -223,7 +223,7 @@ def read_hf_dir(path):
     architecture = (hf_config.get("architectures") or [family.pretraining_class or family.masked_lm_class])[0]
     values, unused = hf_to_tf1(load(storage.read_bytes(weights_path)), config.num_layer_groups, architecture,
                                family)
-    vocab = next((os.path.join(path, name) for name in VOCABULARY_FILES if storage.isfile(os.path.join(path, name))),
+    vocab = next((os.path.join(path, name) for name in HF_VOCABULARY_FILES if storage.isfile(os.path.join(path, name))),
                  None)
     return config, values, vocab, unused, labels_from_hf(hf_config), architecture, family
 

@@ -27,6 +27,7 @@ import numpy as np
 from bert_realformer import storage
 from bert_realformer.checkpoints.config_files import config_from_kerashub, read_config, write_config
 from bert_realformer.checkpoints.formats import WeightFormat, Weights, name_list, register
+from bert_realformer.checkpoints.own_files import KERASHUB_VOCABULARY_FILE
 from bert_realformer.errors import InputError
 from modeling.config import BertConfig, ConfigError
 from tokenization.reference import vocab_lines
@@ -192,7 +193,7 @@ def read_preset(path: str) -> tuple[BertConfig, dict, str | None]:
         if all(getattr(recorded, key) == getattr(config, key) for key in
                ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")):
             config = recorded
-    vocab = os.path.join(path, "assets", "tokenizer", "vocabulary.txt")
+    vocab = os.path.join(path, KERASHUB_VOCABULARY_FILE)
     return config, values, (vocab if storage.isfile(vocab) else None)
 
 

@@ -24,14 +24,20 @@ from absl import flags
 
 from bert_realformer import storage, tfrecords
 from bert_realformer.commandline import training_flags
+from bert_realformer.commandline.model_files import complete_model_files
 from bert_realformer.commandline.runner import require_flags, script_entry
-from bert_realformer.commandline.training_flags import define_shared_flags, run_options, strategy_spec
+from bert_realformer.commandline.training_flags import (
+    define_model_file_flags,
+    define_shared_flags,
+    run_options,
+    strategy_spec,
+)
 from bert_realformer.errors import InputError
 
 FLAGS = flags.FLAGS
 
 # The original's flags.
-flags.DEFINE_string("bert_config_file", None, "The config json file corresponding to the pre-trained BERT model.")
+define_model_file_flags(vocabulary=False)
 flags.DEFINE_string("input_file", None, "Input TF example files (can be a glob or comma separated).")
 flags.DEFINE_string("output_dir", None, "The output directory where the model checkpoints will be written.")
 flags.DEFINE_string("init_checkpoint", None, "Initial checkpoint (usually from a pre-trained BERT model).")
@@ -73,7 +79,7 @@ flags.DEFINE_integer("residual_attention_warmup_steps", 0, "Continuing a Post-LN
                      "start\").")
 define_shared_flags(pld=True)
 flags.adopt_module_key_flags(training_flags)  # the shared flags in --help, not only --helpfull
-require_flags("bert_config_file", "input_file", "output_dir")
+require_flags("input_file", "output_dir")
 
 
 def _check_flags():
@@ -87,6 +93,7 @@ def _check_flags():
         raise InputError(f"--residual_attention_warmup_steps={FLAGS.residual_attention_warmup_steps}: at most "
                          f"--num_train_steps={FLAGS.num_train_steps}, else the run ends inside the warm-up, with a "
                          "model no checkpoint holds")
+    complete_model_files()
     storage.check_writable_dir(FLAGS.output_dir, "output_dir")
 
 

@@ -18,10 +18,12 @@ from absl import flags
 from bert_realformer import storage
 from bert_realformer.commandline import finetuning_flags, training_flags
 from bert_realformer.commandline.finetuning_flags import check_monitoring_flags
+from bert_realformer.commandline.model_files import complete_model_files
 from bert_realformer.commandline.runner import script_entry
 from bert_realformer.commandline.training_flags import (
     define_foreign_vocab_flag,
     define_layerwise_flags,
+    define_model_file_flags,
     define_monitoring_flags,
     define_order_and_padding_flags,
     define_shared_flags,
@@ -29,8 +31,7 @@ from bert_realformer.commandline.training_flags import (
 from bert_realformer.errors import InputError
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("bert_config_file", None, "The config json file corresponding to the pre-trained BERT model.")
-flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
+define_model_file_flags()
 flags.DEFINE_string("output_dir", None, "The output directory where the model checkpoints will be written.")
 flags.DEFINE_string("train_file", None, "SQuAD json for training. E.g., train-v1.1.json")
 flags.DEFINE_string("predict_file", None, "SQuAD json for predictions. E.g., dev-v1.1.json or test-v1.1.json")
@@ -68,16 +69,16 @@ flags.adopt_module_key_flags(training_flags)  # the shared flags in --help, not 
 
 
 def _check_flags():
-    for name in ("bert_config_file", "vocab_file", "output_dir"):
-        if not getattr(FLAGS, name):
-            raise InputError(f"--{name} is required")
+    if not FLAGS.output_dir:
+        raise InputError("--output_dir is required")
+    complete_model_files()
     if not FLAGS.do_train and not FLAGS.do_predict:
         raise InputError("at least one of --do_train or --do_predict must be true")
     if FLAGS.do_train and not FLAGS.train_file:
         raise InputError("--do_train needs --train_file")
     if FLAGS.do_predict and not FLAGS.predict_file:
         raise InputError("--do_predict needs --predict_file")
-    for name in ("vocab_file", "train_file", "predict_file"):
+    for name in ("train_file", "predict_file"):
         value = getattr(FLAGS, name)
         if value and not storage.isfile(value):
             raise InputError(f"--{name}={value}: no such file")

@@ -60,9 +60,8 @@ def define_finetuning_flags(task_help, task_default=None, data_help=None, train_
     shared training flags."""
     flags.DEFINE_string("data_dir", None, data_help or "The input data dir. Should contain the .tsv files "
                         "(or other data files) for the task.")
-    flags.DEFINE_string("bert_config_file", None, "The config json file corresponding to the pre-trained BERT model.")
+    define_model_file_flags()
     flags.DEFINE_string("task_name", task_default, task_help)
-    flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
     flags.DEFINE_string("output_dir", None, "The output directory where the model checkpoints will be written.")
     flags.DEFINE_string("init_checkpoint", None, "Initial checkpoint (usually from a pre-trained BERT model).")
     define_foreign_vocab_flag()
@@ -84,7 +83,18 @@ def define_finetuning_flags(task_help, task_default=None, data_help=None, train_
     define_shared_flags(adam_bias_correction=True)
     define_monitoring_flags()
     define_layerwise_flags()
-    require_flags("data_dir", "bert_config_file", "vocab_file", "output_dir", *(() if task_default else ("task_name",)))
+    require_flags("data_dir", "output_dir", *(() if task_default else ("task_name",)))
+
+
+def define_model_file_flags(vocabulary: bool = True):
+    """The original's --bert_config_file and --vocab_file, here defaulting to the checkpoint's own
+    (`model_files.complete_model_files`)."""
+    flags.DEFINE_string("bert_config_file", None, "The config json file corresponding to the pre-trained BERT model "
+                        "(default: the one beside --init_checkpoint: bert_config.json, or a Hugging Face or "
+                        "KerasHub config.json).")
+    if vocabulary:
+        flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on (default: "
+                            "the one beside --init_checkpoint: vocab.txt, spiece.model or vocab.json).")
 
 
 def define_foreign_vocab_flag():
@@ -165,13 +175,12 @@ def check_finetuning_flags(min_seq_length, sequence, other_modes=()):
     `sequence` names what must fit in `min_seq_length` (for the message); `other_modes` are
     flags besides --do_train/--do_eval/--do_predict that give a run something to do."""
     from bert_realformer import storage
+    from bert_realformer.commandline.model_files import complete_model_files
     FLAGS = flags.FLAGS
     modes = ("do_train", "do_eval", "do_predict", *other_modes)
     if not any(getattr(FLAGS, name) for name in modes):
         raise InputError(f"at least one of {', '.join('--' + m for m in modes)} is needed")
-    for name in ("vocab_file", "bert_config_file"):
-        if not storage.isfile(getattr(FLAGS, name)):
-            raise InputError(f"--{name}={getattr(FLAGS, name)}: no such file")
+    complete_model_files()
     if not storage.isdir(FLAGS.data_dir):
         raise InputError(f"--data_dir={FLAGS.data_dir}: no such directory")
     storage.check_writable_dir(FLAGS.output_dir, "output_dir")

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from bert_realformer import console
+from bert_realformer.checkpoints.own_files import check_vocabulary_belongs
 from bert_realformer.errors import InputError
 from bert_realformer.finetuning.adversarial import AdversarialTraining, Adversary
 from bert_realformer.finetuning.averaging import MovingAverages
@@ -34,7 +35,6 @@ from bert_realformer.training.setup import (
     check_batches_fit,
     check_tokenizer_vocabulary,
     check_vocabulary,
-    check_vocabulary_belongs,
     for_worker,
     load_config,
 )

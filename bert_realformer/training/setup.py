@@ -47,15 +47,12 @@ def load_config(config_file: str, max_seq_length: int, layer_norm_type: str | No
                 residual_attention: str | None = None):
     """The config of `config_file` with the variant overrides given (None: the file's); checks
     `max_seq_length` against its position embeddings."""
-    from bert_realformer.checkpoints.config_files import read_config  # (imports TensorFlow)
+    from bert_realformer.checkpoints.config_files import check_sequence_length, read_config
     config = read_config(config_file)
     overrides = {key: value for key, value in (("layer_norm_type", layer_norm_type),
                                                 ("residual_attention", residual_attention)) if value is not None}
     config = config.replace(**overrides) if overrides else config
-    if max_seq_length > config.max_sequence_length:
-        offset = f" less its position_offset {config.position_offset}" if config.position_offset else ""
-        raise InputError(f"max_seq_length={max_seq_length} exceeds max_position_embeddings "
-                         f"{config.max_position_embeddings}{offset} of {config_file}", options=("max_seq_length",))
+    check_sequence_length(max_seq_length, config.max_position_embeddings, config.position_offset, config_file)
     return config
 
 
@@ -145,29 +142,6 @@ def check_vocabulary(vocab_file: str, vocab_size: int | None,
                        "can never be produced from text (an extended model's vocabulary is the one made with it)",
                        vocab_file, len(tokens), vocab_size, vocab_size - len(tokens))
     return tokens
-
-
-def check_vocabulary_belongs(vocab_file: str, init_checkpoint: str, tokens: list[str]) -> None:
-    """An `InputError` when the WordPiece vocabulary beside `init_checkpoint` (a release's, a
-    Hugging Face directory's, an extended checkpoint's) is not `tokens` (`vocab_file`'s lines) or
-    what they begin with: every id would mean another token than the model learnt. The old
-    vocabulary of an extended checkpoint begins its own, so it stays accepted (with
-    `check_vocabulary`'s warning)."""
-    from bert_realformer.checkpoints.formats import found_beside
-    own_file = found_beside(init_checkpoint, "vocab.txt")
-    if own_file is None or own_file == vocab_file:
-        return
-    own = vocab_lines(own_file)
-    if tokens == own[:len(tokens)]:
-        return
-    line = next((number for number, (ours, theirs) in enumerate(zip(tokens, own), 1) if ours != theirs),
-                min(len(tokens), len(own)) + 1)
-    ours = repr(tokens[line - 1]) if line <= len(tokens) else "no line"
-    theirs = repr(own[line - 1]) if line <= len(own) else "no line"
-    raise InputError(f"vocab_file={vocab_file} is not the vocabulary of init_checkpoint={init_checkpoint}: "
-                     f"line {line} is {ours} there and {theirs} in its own {own_file}, so the ids would mean "
-                     "other tokens than the model learnt; use its vocabulary (or allow_foreign_vocab for a "
-                     "deliberate change)", options=("vocab_file", "init_checkpoint", "allow_foreign_vocab"))
 
 
 # --- this worker's options ----------------------------------------------------------------------

@@ -1,0 +1,50 @@
+"""The model's files from a script's flags, checked before TensorFlow starts: `--bert_config_file`
+and `--vocab_file` left out are the checkpoint's own (found beside `--init_checkpoint`, whatever
+form it has: a TF1 release, a Hugging Face directory, a KerasHub preset, a run), each exists,
+`--max_seq_length` fits the config's positions, and the vocabulary is the checkpoint's own. A
+mistake ends the script in one line with nothing written and TensorFlow never imported.
+
+    complete_model_files()  # in a script's flag checks, before anything imports TensorFlow
+    FLAGS.bert_config_file  # now the file the run reads
+"""
+
+from absl import flags
+
+from bert_realformer import storage
+from bert_realformer.checkpoints import config_files, own_files
+from bert_realformer.errors import InputError
+from tokenization.vocabularies import vocabulary_kind
+
+
+def complete_model_files() -> None:
+    """Sets `--bert_config_file` and (where the script has it) `--vocab_file`, when not given, to
+    the files beside `--init_checkpoint`, and checks them as the module docstring says."""
+    FLAGS = flags.FLAGS
+    init_checkpoint = FLAGS.init_checkpoint
+    if init_checkpoint and not (storage.exists(init_checkpoint) or storage.exists(init_checkpoint + ".index")):
+        raise InputError(f"--init_checkpoint={init_checkpoint}: no such file or directory")
+    FLAGS.bert_config_file = _given_or_own("bert_config_file", own_files.own_config_file)
+    declared = config_files.declared_positions(FLAGS.bert_config_file)
+    if declared is not None:
+        config_files.check_sequence_length(FLAGS.max_seq_length, *declared, FLAGS.bert_config_file)
+    if "vocab_file" not in FLAGS:
+        return
+    FLAGS.vocab_file = _given_or_own("vocab_file", own_files.own_vocab_file)
+    if init_checkpoint and vocabulary_kind(FLAGS.vocab_file) == "wordpiece" and not FLAGS.allow_foreign_vocab:
+        own_files.check_vocabulary_belongs(FLAGS.vocab_file, init_checkpoint)
+
+
+def _given_or_own(name: str, own_file) -> str:
+    """--NAME's file, checked to exist, else `own_file(--init_checkpoint)`'s."""
+    FLAGS = flags.FLAGS
+    given, init_checkpoint = FLAGS[name].value, FLAGS.init_checkpoint
+    if given:
+        if not storage.isfile(given):
+            raise InputError(f"--{name}={given}: no such file")
+        return given
+    if not init_checkpoint:
+        raise InputError(f"--{name} is required (or --init_checkpoint, whose own is used)")
+    found = own_file(init_checkpoint)
+    if found is None:
+        raise InputError(f"--{name} is required: --init_checkpoint={init_checkpoint} has none beside it")
+    return found
