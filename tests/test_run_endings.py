@@ -115,7 +115,7 @@ def test_an_unwritable_output_dir_is_one_line_before_anything_is_built(tmp_path,
         (data / "train.tsv").write_text("text\tlabel\nhello\t1\n")
         cmd = [sys.executable, os.path.join(ROOT, script), "--task_name=generic", f"--data_dir={data}",
                f"--vocab_file={DATA}/bert_postln_tiny/vocab.txt",
-               f"--bert_config_file={DATA}/bert_postln_tiny/bert_config.json", "--do_train",
+               f"--bert_config_file={DATA}/bert_postln_tiny/bert_config.json", "--do_train", "--max_seq_length=16",
                f"--output_dir={read_only}/out"]
     result = run(_read_only(read_only, cmd))
     assert result.returncode == 2, result.stderr[-3000:]
@@ -418,3 +418,25 @@ def test_sigterm_outside_training_is_one_line_143_with_no_temporary_left(tmp_pat
         assert not (tmp_path / "export").exists()
     else:
         assert not (tmp_path / "out" / "train.tfrecord").exists()
+
+
+def test_tensorflows_start_up_lines_are_left_out_unless_asked_for(tmp_path):
+    """A script's console holds its own lines only: the block TensorFlow's native libraries
+    print as it is imported is caught and left out; `--verbosity` shows it again."""
+    from bert_realformer.startup_lines import STARTUP_LINE
+    for split in ("train", "test"):
+        (tmp_path / f"{split}.tsv").write_text("text\tlabel\nhello\t1\nworld\t0\n")
+    cmd = [sys.executable, os.path.join(ROOT, "run_classifier.py"), "--task_name=generic", f"--data_dir={tmp_path}",
+           f"--init_checkpoint={DATA}/bert_postln_tiny", "--do_predict", f"--output_dir={tmp_path}/out",
+           "--max_seq_length=16"]
+    def fresh_process(cmd):  # (not `run`'s processes forked after TensorFlow's import)
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+
+    result = fresh_process(cmd)
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        f"error: {DATA}/bert_postln_tiny/bert_model.ckpt lacks weights the model needs: output_weights, "
+        "output_bias (a pretrained checkpoint without this task's head? train with --do_train first)"
+    ], result.stderr[-3000:]
+    asked = fresh_process([*cmd, "--verbosity=0"])
+    assert any(STARTUP_LINE.fullmatch(line) for line in asked.stderr.splitlines()), asked.stderr[-3000:]
+    assert last_line(asked) == last_line(result)

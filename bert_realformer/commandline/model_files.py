@@ -8,6 +8,8 @@ mistake ends the script in one line with nothing written and TensorFlow never im
     FLAGS.bert_config_file  # now the file the run reads
 """
 
+import os
+
 from absl import flags
 
 from bert_realformer import storage
@@ -21,8 +23,8 @@ def complete_model_files() -> None:
     the files beside `--init_checkpoint`, and checks them as the module docstring says."""
     FLAGS = flags.FLAGS
     init_checkpoint = FLAGS.init_checkpoint
-    if init_checkpoint and not (storage.exists(init_checkpoint) or storage.exists(init_checkpoint + ".index")):
-        raise InputError(f"--init_checkpoint={init_checkpoint}: no such file or directory")
+    if init_checkpoint:
+        _check_exists(init_checkpoint)
     FLAGS.bert_config_file = _given_or_own("bert_config_file", own_files.own_config_file)
     declared = config_files.declared_positions(FLAGS.bert_config_file)
     if declared is not None:
@@ -32,6 +34,19 @@ def complete_model_files() -> None:
     FLAGS.vocab_file = _given_or_own("vocab_file", own_files.own_vocab_file)
     if init_checkpoint and vocabulary_kind(FLAGS.vocab_file) == "wordpiece" and not FLAGS.allow_foreign_vocab:
         own_files.check_vocabulary_belongs(FLAGS.vocab_file, init_checkpoint)
+
+
+def _check_exists(init_checkpoint: str) -> None:
+    """An error unless `init_checkpoint` is there (a directory, or a prefix with its index), or
+    naming the directory it is in when that cannot be read."""
+    if storage.exists(init_checkpoint) or storage.exists(init_checkpoint + ".index"):
+        if storage.isdir(init_checkpoint):
+            storage.check_readable_dir(init_checkpoint)
+        return
+    parent = os.path.dirname(init_checkpoint.rstrip("/"))
+    if parent and storage.isdir(parent):
+        storage.check_readable_dir(parent)
+    raise InputError(f"--init_checkpoint={init_checkpoint}: no such file or directory")
 
 
 def _given_or_own(name: str, own_file) -> str:

@@ -12,7 +12,8 @@ A flag that does not parse is such a mistake too. An exception class with
 `modeling.ConfigError`; `bert_realformer.errors.Stopped` and `.Diverged`) is such an
 ending: `run` prints `error: <message>` and exits 2 (or the error's `exit_code`). Whatever way the
 script ends, the output directories its run claimed are released (`bert_realformer.run_claim`).
-`run` also quiets TensorFlow's start-up log (unless the user set `TF_CPP_MIN_LOG_LEVEL`) and turns
+`run` also quiets TensorFlow's log (`TF_CPP_MIN_LOG_LEVEL` 2 unless the user set it) and the block
+its native libraries print as it is imported (`startup_lines`; unless asked for), and turns
 on oneDNN's kernels where TensorFlow would leave them off (`cpu_kernels`) before `main` imports
 TensorFlow, and quiets absl's INFO lines (unless `--verbosity` is given).
 """
@@ -27,7 +28,7 @@ import sys
 
 from absl import app, flags, logging
 
-from bert_realformer import console, cpu_kernels
+from bert_realformer import console, cpu_kernels, startup_lines
 from bert_realformer.errors import SigtermHandler, Terminated, sigterm_received, stop_if_terminated, what_survives
 
 
@@ -161,6 +162,7 @@ def script_entry(main, usage: str | None):
 
 def run(main):
     """`absl.app.run(main)`, printing `error: <message>` and exiting 2 on a user mistake."""
+    tensorflow_log_asked = os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2") in ("0", "1")  # its INFO or WARNING lines
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     cpu_kernels.turn_on_onednn(os.environ)
 
@@ -168,6 +170,8 @@ def run(main):
         plain = not flags.FLAGS["verbosity"].present  # TensorFlow's INFO chatter off by default
         if plain:
             logging.set_verbosity(logging.WARNING)
+            if not tensorflow_log_asked:
+                startup_lines.hide_while_importing_tensorflow()
         signal.signal(signal.SIGTERM, SigtermHandler())  # (a new one per run: nothing received yet)
         sys.unraisablehook = _quiet_about_terminated
         with console.plain_warnings() if plain else contextlib.nullcontext():
