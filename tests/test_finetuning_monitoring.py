@@ -183,6 +183,25 @@ def test_stuck_watch_windows_by_hand():
     assert no_classes.verdict() is None and no_classes.next_boundary(0) == 100
 
 
+def test_stuck_watch_says_nothing_before_the_warm_up_has_ended():
+    """Warm-up 50 of 100 steps: a constant prediction at every evaluation and the loss at ln 2
+    over all of the warm-up make no verdict; the same prediction after it makes one once it has
+    lasted 40% of the steps after warm-up, counted from the first evaluation after it."""
+    chance = np.log(2)
+    watch = StuckWatch(2, num_warmup_steps=50, num_train_steps=100)
+    for step in range(5, 51, 5):
+        watch.observe_predictions(step, np.zeros(8))
+        watch.observe_loss(step - 5, step, 5 * chance)
+        assert watch.verdict() is None, step
+    assert watch.next_boundary(50) == 50 + watch.window
+    for step in (55, 60, 65, 70):
+        watch.observe_predictions(step, np.zeros(8))
+        assert watch.verdict() is None, step
+    watch.observe_predictions(75, np.zeros(8))  # 40% of the 50 steps after warm-up, counted from step 55
+    verdict = watch.verdict()
+    assert verdict.step == 75 and "since step 55" in verdict.reason and not verdict.from_loss
+
+
 def test_stuck_watch_a_run_that_leaves_chance_late_is_not_stuck():
     """The plateau a run that learns can have: at ln 2 for a third of the steps after warm-up."""
     watch = StuckWatch(2, num_warmup_steps=18, num_train_steps=187)
