@@ -214,9 +214,19 @@ def test_the_shared_flags_are_in_help_and_every_bad_flag_is_an_error_line():
     asked = run([sys.executable, os.path.join(ROOT, "run_classifier.py"), "--help"])
     assert asked.returncode == 0, asked.stderr[-2000:]  # (absl's own --help exits with 1)
     help_text = asked.stdout
-    for flag in ("task_name", "data_dir", "[no]do_train", "init_checkpoint", "learning_rate",
-                 "iterations_per_loop", "distribution_strategy", "seed"):
-        assert f"  --{flag}:" in help_text, flag
+    assert help_text.startswith("Fine-tuning for sentence") and "python run_classifier.py --task_name=" in help_text
+    # The script's own flags (the original's among them), then the fine-tuning ones, then the training ones.
+    sections = {title: help_text.index(f"\n{title}:\n") for title in (
+        "run_classifier.py's own flags", "fine-tuning flags (the same in every fine-tuning script)",
+        "training flags (the same in every training script)")}
+    assert list(sections.values()) == sorted(sections.values())
+    starts = sorted(sections.values())
+    for flag, section in (("task_name", 0), ("data_dir", 0), ("[no]do_train", 0), ("init_checkpoint", 0),
+                          ("learning_rate", 0), ("doc_stride", 0), ("eval_every_steps", 1), ("on_stuck", 1),
+                          ("iterations_per_loop", 2), ("distribution_strategy", 2), ("seed", 2)):
+        assert help_text.count(f"\n  --{flag}:") == 1, flag
+        at = help_text.index(f"\n  --{flag}:")
+        assert starts[section] < at and (section == 2 or at < starts[section + 1]), flag
     assert "estimator" not in help_text
     for script in SCRIPTS:
         result = run([sys.executable, os.path.join(ROOT, script), "--no_such_flag=1"])

@@ -156,12 +156,13 @@ def script_entry(main, usage: str | None):
         flag_ranges.register()
         for flag in flags.FLAGS.get_key_flags_for_module(main.__module__):  # (--help lists the main module's)
             flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
-        run(main)
+        run(main, script_module=main.__module__)
     return entry
 
 
-def run(main):
-    """`absl.app.run(main)`, printing `error: <message>` and exiting 2 on a user mistake."""
+def run(main, script_module: str | None = None):
+    """`absl.app.run(main)`, printing `error: <message>` and exiting 2 on a user mistake; with
+    `script_module` (the script's), `--help` prints its flags in groups (`help_text`)."""
     tensorflow_log_asked = os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2") in ("0", "1")  # its INFO or WARNING lines
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     cpu_kernels.turn_on_onednn(os.environ)
@@ -182,7 +183,7 @@ def run(main):
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         if status:
             sys.exit(status)
-    app.run(guarded, flags_parser=_parse_flags)
+    app.run(guarded, flags_parser=lambda argv: _parse_flags(argv, script_module))
 
 
 def require_flags(*names: str) -> None:
@@ -204,11 +205,17 @@ def flag_error_line(error: Exception) -> str:
 
 # absl's help flags: each prints the usage and exits with status 1, as if the command had failed.
 HELP_FLAGS = ("-?", "-h", "-help", "--help", "--helpshort", "--helpfull", "--helpxml")
+GROUPED_HELP_FLAGS = HELP_FLAGS[:5]  # (--helpfull and --helpxml: absl's own)
 
 
-def _parse_flags(argv):
+def _parse_flags(argv, script_module=None):
     """absl's flag parsing, with a bad flag ending as every user mistake does: one `error:`
-    line and status 2; the usage asked for (`HELP_FLAGS`) ends with status 0."""
+    line and status 2; the usage asked for (`HELP_FLAGS`) ends with status 0, a script's
+    `--help` listing its flags in groups (`help_text`)."""
+    if script_module and any(arg.split("=", 1)[0] in GROUPED_HELP_FLAGS for arg in argv[1:]):
+        from bert_realformer.commandline.help_text import help_text
+        print(help_text(script_module, sys.modules["__main__"].__doc__))
+        sys.exit(0)
     try:
         return flags.FLAGS(argv)
     except flags.Error as error:

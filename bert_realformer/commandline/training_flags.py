@@ -3,12 +3,14 @@ our distribution, precision, optimizer, variant and PLD flags."""
 
 from absl import flags
 
+from bert_realformer.commandline.help_text import FINETUNING, TRAINING, flag_group
 from bert_realformer.commandline.runner import require_flags
 from bert_realformer.errors import InputError
 
 XLA_PREDICTION_DEFAULT = False
 
 
+@flag_group(TRAINING)
 def define_shared_flags(pld=False, adam_bias_correction=False):
     """`adam_bias_correction`: that flag's default (True for the fine-tuning scripts)."""
     # The original's TPU flags.
@@ -103,6 +105,7 @@ def define_foreign_vocab_flag():
                       "--init_checkpoint (refused otherwise: each id would mean another token than the model learnt).")
 
 
+@flag_group(FINETUNING)
 def define_monitoring_flags():
     flags.DEFINE_integer("eval_every_steps", 0, "With --do_train: evaluate on the dev set (what --do_eval reads) "
                          "every N steps and at the end, into OUTPUT_DIR/eval_history.jsonl and TensorBoard, keeping "
@@ -127,6 +130,7 @@ def define_monitoring_flags():
                        "--time_budget_minutes gives it to each restarting task run.")
 
 
+@flag_group(FINETUNING)
 def define_layerwise_flags():
     flags.DEFINE_float("layerwise_lr_decay", 1.0, "Layer-wise learning rates: the head and pooler at "
                        "--learning_rate, the top encoder layer at F times it, each layer below F times the one above, "
@@ -157,6 +161,7 @@ def define_layerwise_flags():
                       "get factors, among query, key, value, attention_output, intermediate, output.")
 
 
+@flag_group(FINETUNING)
 def define_order_and_padding_flags():
     """The training order and the padding of evaluation batches (every fine-tuning script)."""
     flags.DEFINE_integer("shuffle_buffer_size", 0, "Training order. 0: every epoch a new permutation of the whole "
