@@ -28,7 +28,11 @@ def _extract(tmp_path, checkpoint, name):
                 f"--init_checkpoint={checkpoint}", "--layers=-1", "--max_seq_length=16")
 
 
-def test_extract_features_reads_our_training_state_and_refuses_missing_weights(tmp_path):
+def test_extract_features_reads_every_checkpoint_form_and_refuses_missing_weights(tmp_path):
+    """The same features from the TF1 release, our training state, and the release converted to a
+    Hugging Face directory named alone (its config and vocabulary taken from beside it)."""
+    from bert_realformer.checkpoints import formats
+    from bert_realformer.checkpoints.formats import ReadOptions, WriteOptions
     (tmp_path / "in.txt").write_text(TEXT, encoding="utf-8")
     released = _extract(tmp_path, f"{POSTLN}/bert_model.ckpt", "released.jsonl")
     assert released.returncode == 0, released.stderr[-2000:]
@@ -38,6 +42,13 @@ def test_extract_features_reads_our_training_state_and_refuses_missing_weights(t
     assert ours.returncode == 0, ours.stderr[-2000:]
     assert f"weights: training state {run_dir}/training_state/ckpt-0" in ours.stderr
     assert (tmp_path / "ours.jsonl").read_text() == (tmp_path / "released.jsonl").read_text()
+    hf_dir = tmp_path / "hf"
+    formats.get("hf").write(str(hf_dir), formats.get("tf1").read(POSTLN, ReadOptions(target="hf")),
+                            WriteOptions(max_seq_length=16))
+    hf = _run("extract_features.py", f"--input_file={tmp_path}/in.txt", f"--output_file={tmp_path}/hf.jsonl",
+              f"--init_checkpoint={hf_dir}", "--layers=-1", "--max_seq_length=16")
+    assert hf.returncode == 0, hf.stderr[-2000:]
+    assert (tmp_path / "hf.jsonl").read_text() == (tmp_path / "released.jsonl").read_text()
 
     values = checkpoints.read_tf1_checkpoint(POSTLN)
     del values["bert/encoder/layer_1/output/dense/kernel"]
@@ -50,11 +61,10 @@ def test_extract_features_reads_our_training_state_and_refuses_missing_weights(t
 
 
 def test_analyze_attention_on_text_lines(tmp_path):
+    """From a release's directory named alone (its config and vocabulary beside it)."""
     (tmp_path / "in.txt").write_text(TEXT, encoding="utf-8")
-    result = _run("analyze_attention.py", f"--bert_config_file={POSTLN}/bert_config.json",
-                  f"--init_checkpoint={POSTLN}/bert_model.ckpt", f"--text_file={tmp_path}/in.txt",
-                  f"--vocab_file={POSTLN}/vocab.txt", "--max_seq_length=16", "--batch_size=2",
-                  f"--output_dir={tmp_path}/out")
+    result = _run("analyze_attention.py", f"--init_checkpoint={POSTLN}", f"--text_file={tmp_path}/in.txt",
+                  "--max_seq_length=16", "--batch_size=2", f"--output_dir={tmp_path}/out")
     assert result.returncode == 0, result.stderr[-2000:]
     stats = json.loads((tmp_path / "out" / "attention_stats.json").read_text())
     config = json.load(open(f"{POSTLN}/bert_config.json"))

@@ -5,7 +5,8 @@ RealFormer paper's analysis) for a checkpoint, over pretraining TFRecords or tex
       --input_file=data.tfrecord --max_seq_length=128 --max_predictions_per_seq=20 --output_dir=analysis
     python analyze_attention.py ... --text_file=sentences.txt --vocab_file=out/vocab.txt
 
-Writes OUTPUT_DIR/attention_stats.json and attention_entropy.png, attention_jsd.png.
+--init_checkpoint may be any form the scripts read; --bert_config_file and --vocab_file default
+to those beside it. Writes OUTPUT_DIR/attention_stats.json and attention_entropy.png, attention_jsd.png.
 """
 
 import json
@@ -15,15 +16,17 @@ import sys
 from absl import flags
 
 from bert_realformer import storage
+from bert_realformer.commandline.model_files import complete_model_files
 from bert_realformer.commandline.runner import script_entry
+from bert_realformer.commandline.training_flags import define_model_file_flags
 from bert_realformer.errors import InputError
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("bert_config_file", None, "Config of the checkpoint.")
-flags.DEFINE_string("init_checkpoint", None, "TF1 checkpoint (or our training state) to analyse.")
+define_model_file_flags()
+flags.DEFINE_string("init_checkpoint", None, "The checkpoint to analyse: a TF1 checkpoint, a run (its latest "
+                    "weights), a Hugging Face directory or a KerasHub preset.")
 flags.DEFINE_string("input_file", None, "Pretraining TFRecords (globs, comma-separated).")
 flags.DEFINE_string("text_file", None, "Or: text, one example per line ('a' or 'a ||| b').")
-flags.DEFINE_string("vocab_file", None, "Vocabulary, for --text_file.")
 flags.DEFINE_bool("do_lower_case", True, "For --text_file.")
 flags.DEFINE_integer("max_seq_length", 128, "Sequence length (must match the records).")
 flags.DEFINE_integer("max_predictions_per_seq", 20, "Must match the records.")
@@ -48,8 +51,6 @@ def batches():
         return
     from bert_realformer.tasks.text_features import read_text_examples, text_features
     from tokenization import FullTokenizer
-    if not FLAGS.vocab_file:
-        raise InputError("--text_file needs --vocab_file")
     _, arrays = text_features(read_text_examples(FLAGS.text_file, "text_file")[:FLAGS.max_examples],
                               FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case), FLAGS.max_seq_length)
     for start in range(0, len(arrays["input_ids"]), FLAGS.batch_size):
@@ -58,11 +59,12 @@ def batches():
 
 def main(argv):
     del argv
-    for name in ("bert_config_file", "init_checkpoint", "output_dir"):
+    for name in ("init_checkpoint", "output_dir"):
         if not getattr(FLAGS, name):
             raise InputError(f"--{name} is required")
     if bool(FLAGS.input_file) == bool(FLAGS.text_file):
         raise InputError("give one of --input_file (TFRecords) or --text_file")
+    complete_model_files(vocabulary=bool(FLAGS.text_file))
     from bert_realformer import optional
     optional.require("matplotlib", "analyze_attention.py's plots")  # (before the model runs)
     import tensorflow as tf

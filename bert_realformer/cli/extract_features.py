@@ -5,7 +5,9 @@ feature-based use of BERT in the BERT paper).
       --vocab_file=vocab.txt --bert_config_file=bert_config.json \\
       --init_checkpoint=bert_model.ckpt --layers=-1,-2,-3,-4 --max_seq_length=128 --batch_size=8
 
-Input: one example per line, `text_a` or `text_a ||| text_b`. Output: one JSON object per line,
+--init_checkpoint may be any form the scripts read (a Hugging Face directory such as
+all-MiniLM-L6-v2, a KerasHub preset, a run); --vocab_file and --bert_config_file default to
+those beside it. Input: one example per line, `text_a` or `text_a ||| text_b`. Output: one JSON object per line,
 {"linex_index": N, "features": [{"token": "[CLS]", "layers": [{"index": -1, "values": [...]},
 ...]}, ...]}, values rounded to 6 decimals, for the real tokens of each example.
 
@@ -23,17 +25,20 @@ import sys
 from absl import flags
 
 from bert_realformer import storage
+from bert_realformer.commandline.model_files import complete_model_files
 from bert_realformer.commandline.runner import script_entry
+from bert_realformer.commandline.training_flags import define_foreign_vocab_flag, define_model_file_flags
 from bert_realformer.errors import InputError
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input_file", None, "Input text, one example per line ('text_a' or 'text_a ||| text_b').")
 flags.DEFINE_string("output_file", None, "Output JSON lines.")
 flags.DEFINE_string("layers", "-1,-2,-3,-4", "Encoder layers to output (negative counts from the last).")
-flags.DEFINE_string("bert_config_file", None, "The config json file corresponding to the pre-trained BERT model.")
+define_model_file_flags()
+define_foreign_vocab_flag()
 flags.DEFINE_integer("max_seq_length", 128, "The maximum total input sequence length after WordPiece tokenization.")
-flags.DEFINE_string("init_checkpoint", None, "Initial checkpoint (usually from a pre-trained BERT model).")
-flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
+flags.DEFINE_string("init_checkpoint", None, "Initial checkpoint (usually from a pre-trained BERT model): a TF1 "
+                    "checkpoint, a run, a Hugging Face directory or a KerasHub preset.")
 flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text.")
 flags.DEFINE_integer("batch_size", 32, "Batch size for predictions.")
 flags.DEFINE_bool("use_tpu", False, "Accepted for compatibility; prediction runs on the default device.")
@@ -50,10 +55,11 @@ flags.DEFINE_bool("normalize", False, "With --pooling: each vector divided by it
 
 def main(argv):
     del argv
-    for name in ("input_file", "output_file", "bert_config_file", "vocab_file", "init_checkpoint"):
+    for name in ("input_file", "output_file", "init_checkpoint"):
         if not getattr(FLAGS, name):
             raise InputError(f"--{name} is required")
     storage.check_file_target(FLAGS.output_file, "output_file")
+    complete_model_files()
     if FLAGS.normalize and FLAGS.pooling == "none":
         raise InputError("--normalize is for --pooling=mean or --pooling=cls (one vector per line)")
     pooled = FLAGS.pooling != "none"

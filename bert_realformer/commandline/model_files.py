@@ -18,9 +18,10 @@ from bert_realformer.errors import InputError
 from tokenization.vocabularies import vocabulary_kind
 
 
-def complete_model_files() -> None:
-    """Sets `--bert_config_file` and (where the script has it) `--vocab_file`, when not given, to
-    the files beside `--init_checkpoint`, and checks them as the module docstring says."""
+def complete_model_files(vocabulary: bool = True) -> None:
+    """Sets `--bert_config_file` and (where the script has it and `vocabulary`: the run reads
+    text) `--vocab_file`, when not given, to the files beside `--init_checkpoint`, and checks
+    them as the module docstring says (the vocabulary's ownership unless `--allow_foreign_vocab`)."""
     FLAGS = flags.FLAGS
     init_checkpoint = FLAGS.init_checkpoint
     if init_checkpoint:
@@ -29,10 +30,11 @@ def complete_model_files() -> None:
     declared = config_files.declared_positions(FLAGS.bert_config_file)
     if declared is not None:
         config_files.check_sequence_length(FLAGS.max_seq_length, *declared, FLAGS.bert_config_file)
-    if "vocab_file" not in FLAGS:
+    if "vocab_file" not in FLAGS or not vocabulary:
         return
     FLAGS.vocab_file = _given_or_own("vocab_file", own_files.own_vocab_file)
-    if init_checkpoint and vocabulary_kind(FLAGS.vocab_file) == "wordpiece" and not FLAGS.allow_foreign_vocab:
+    allowed = "allow_foreign_vocab" in FLAGS and FLAGS.allow_foreign_vocab
+    if init_checkpoint and vocabulary_kind(FLAGS.vocab_file) == "wordpiece" and not allowed:
         own_files.check_vocabulary_belongs(FLAGS.vocab_file, init_checkpoint)
 
 
