@@ -129,3 +129,20 @@ def test_fixture_names_survive_a_round_trip(tmp_path):
     written = checkpoints.read_tf1_checkpoint(prefix)
     for name in original:
         np.testing.assert_array_equal(written[name], original[name])
+
+
+def test_the_index_reader_gives_tensorflows_names_and_shapes_without_it(tmp_path):
+    """`bundle_index.stored_shapes` (pure Python, read before TensorFlow starts) against
+    TensorFlow's own listing: the original's fixtures, and a checkpoint of 600 tensors (an index
+    of several blocks, shared key prefixes, a scalar); anything else is `UnreadableIndex`."""
+    from bert_realformer.checkpoints import bundle_index
+    many = {f"bert/encoder/layer_{i // 20}/part_{i % 20}/kernel": np.zeros((i % 7 + 1, 3), np.float32)
+            for i in range(599)}
+    checkpoints.write_tf1_checkpoint({**many, "global_step": np.int64(7)}, str(tmp_path / "many" / "model.ckpt"))
+    realformer = os.path.join(DATA, "realformer_tiny", "bert_model.ckpt")
+    for prefix in (CKPT, realformer, str(tmp_path / "many" / "model.ckpt")):
+        expected = {name: tuple(shape) for name, shape in tf.train.list_variables(prefix)}
+        assert bundle_index.stored_shapes(prefix) == expected and len(expected) > 50, prefix
+    (tmp_path / "garbage.index").write_bytes(b"\x00" * 100)
+    with pytest.raises(bundle_index.UnreadableIndex, match="not a TensorFlow checkpoint index"):
+        bundle_index.stored_shapes(str(tmp_path / "garbage"))

@@ -110,10 +110,15 @@ def _release(directory, layout):
     directory.mkdir()
     sizes = {"vocab_size": 30, "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
              "intermediate_size": 32, "max_position_embeddings": 512}
-    if layout == "tf1":
+    if layout == "tf1":  # (the embedding tables alone: the index is read before TensorFlow starts)
+        import numpy as np
+
+        from bert_realformer import checkpoints
         (directory / "bert_config.json").write_text(json.dumps(sizes))
-        (directory / "bert_model.ckpt.index").write_bytes(b"")
         prefix = directory / "bert_model.ckpt"
+        tables = {"word_embeddings": 30, "position_embeddings": 512, "token_type_embeddings": 16}
+        checkpoints.write_tf1_checkpoint({f"bert/embeddings/{name}": np.zeros((rows, 16), np.float32)
+                                          for name, rows in tables.items()}, str(prefix))
     else:
         (directory / "config.json").write_text(json.dumps({"model_type": "bert", **sizes}))
         (directory / "model.safetensors").write_bytes(b"")
@@ -139,8 +144,9 @@ def _without_tensorflow(script, flags, tmp_path):
 @pytest.mark.parametrize("layout", ["tf1", "hf"])
 def test_mistakes_the_flags_and_files_show_end_before_tensorflow_starts(tmp_path, script, layout):
     """--bert_config_file and --vocab_file default to the checkpoint's own; a missing checkpoint,
-    a length past the config's positions, a vocabulary not the checkpoint's, and no config at all
-    each end in one line, exit 2, with nothing written and TensorFlow never imported."""
+    a length past the config's positions, another model's config (its tables against the
+    checkpoint's index), a vocabulary not the checkpoint's, and no config at all each end in one
+    line, exit 2, with nothing written and TensorFlow never imported."""
     prefix = _release(tmp_path / "release", layout)
     config = tmp_path / "release" / ("bert_config.json" if layout == "tf1" else "config.json")
     foreign = tmp_path / "foreign.txt"
@@ -156,6 +162,12 @@ def test_mistakes_the_flags_and_files_show_end_before_tensorflow_starts(tmp_path
          f"--max_seq_length=600 exceeds max_position_embeddings 512 of {config}"),
         ([], "--bert_config_file is required (or --init_checkpoint, whose own is used)"),
     ]
+    if layout == "tf1":  # the config of another model (read from the index)
+        other = tmp_path / "other_config.json"
+        other.write_text(config.read_text().replace('"hidden_size": 16', '"hidden_size": 8'))
+        mistakes.append(([f"--init_checkpoint={prefix}", f"--bert_config_file={other}"],
+                         f"--init_checkpoint={prefix}: bert/embeddings/word_embeddings has shape [30, 16] but "
+                         "--bert_config_file gives it [30, 8]: another model's checkpoint, or another model's config?"))
     if script != "run_pretraining.py":  # (it reads token ids: no vocabulary)
         mistakes.append(([f"--init_checkpoint={prefix}", f"--vocab_file={foreign}"],
                          f"--vocab_file={foreign} is not the vocabulary of --init_checkpoint={prefix}: line 6 is "

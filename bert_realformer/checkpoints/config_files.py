@@ -111,11 +111,8 @@ def declared_positions(path: str) -> tuple[int, int] | None:
     `bert_config.json`, a Hugging Face config.json or a KerasHub preset's), read as JSON without
     building the config, so without TensorFlow; None where the file does not say them plainly
     (`read_config` then says what is wrong with it)."""
-    try:
-        parsed = json.loads(read_text(str(path)))
-    except (InputError, ValueError):
-        return None
-    if not isinstance(parsed, dict):
+    parsed = _json_object(path)
+    if parsed is None:
         return None
     try:
         if parsed.get("class_name") == "BertBackbone" and isinstance(parsed.get("config"), dict):
@@ -130,6 +127,30 @@ def declared_positions(path: str) -> tuple[int, int] | None:
     return (positions, offset) if plain else None
 
 
+def declared_embedding_shapes(path: str) -> dict[str, tuple[int, ...]]:
+    """{TF1 name: shape} of the embedding tables a `bert_config.json` at `path` declares, read as
+    JSON without TensorFlow; empty for another kind of config or sizes not said plainly."""
+    parsed = _json_object(path)
+    if parsed is None or "model_type" in parsed or "class_name" in parsed:
+        return {}
+    width = parsed.get("embedding_size") or parsed.get("hidden_size")
+    rows = {"word_embeddings": parsed.get("vocab_size"),
+            "position_embeddings": parsed.get("max_position_embeddings", 512),
+            "token_type_embeddings": parsed.get("type_vocab_size", 16)}
+    if not all(isinstance(size, int) and not isinstance(size, bool) for size in (width, *rows.values())):
+        return {}
+    return {f"bert/embeddings/{name}": (size, width) for name, size in rows.items() if size}
+
+
+def _json_object(path: str) -> dict | None:
+    """The JSON object in the file at `path`, or None (unreadable, not JSON, not an object)."""
+    try:
+        parsed = json.loads(read_text(str(path)))
+    except (InputError, ValueError):
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
 def check_sequence_length(max_seq_length: int, max_position_embeddings: int, position_offset: int,
                           config_file: str) -> None:
     """An `InputError` naming `max_seq_length` when it exceeds the positions the config at
@@ -138,6 +159,16 @@ def check_sequence_length(max_seq_length: int, max_position_embeddings: int, pos
         offset = f" less its position_offset {position_offset}" if position_offset else ""
         raise InputError(f"max_seq_length={max_seq_length} exceeds max_position_embeddings "
                          f"{max_position_embeddings}{offset} of {config_file}", options=("max_seq_length",))
+
+
+def check_shapes_agree(prefix: str, stored: dict, expected: dict, option: str = "init_checkpoint") -> None:
+    """An `InputError` naming the first weight of `expected` {TF1 name: shape} (what the config
+    gives) that `stored` (what the checkpoint at `prefix` holds) has in another shape."""
+    for name, shape in expected.items():
+        if name in stored and tuple(stored[name]) != tuple(shape):
+            raise InputError(f"{option}={prefix}: {name} has shape {list(stored[name])} but bert_config_file gives "
+                             f"it {list(shape)}: another model's checkpoint, or another model's config?",
+                             options=(option, "bert_config_file"))
 
 
 def config_from_kerashub(backbone_config: dict, source: str) -> BertConfig:

@@ -9,6 +9,9 @@ check them before TensorFlow starts.
 
 from __future__ import annotations
 
+import os
+
+from bert_realformer import storage
 from bert_realformer.checkpoints.formats import CONFIG_FILE, VOCAB_FILE, found_beside
 from bert_realformer.errors import InputError
 from tokenization.reference import vocab_lines
@@ -19,6 +22,7 @@ CONFIG_FILES = (CONFIG_FILE, "config.json")
 # where a Hugging Face directory keeps them.
 HF_VOCABULARY_FILES = (VOCAB_FILE, "spiece.model", "vocab.json")
 KERASHUB_VOCABULARY_FILE = "assets/tokenizer/vocabulary.txt"
+RELEASE_PREFIX = "bert_model.ckpt"  # the prefix of a TF1 release's weights in its directory
 
 
 def own_config_file(path: str) -> str | None:
@@ -53,3 +57,13 @@ def check_vocabulary_belongs(vocab_file: str, init_checkpoint: str, tokens: list
                      f"line {line} is {ours} there and {theirs} in its own {own_file}, so the ids would mean "
                      "other tokens than the model learnt; use its vocabulary (or allow_foreign_vocab for a "
                      "deliberate change)", options=("vocab_file", "init_checkpoint", "allow_foreign_vocab"))
+
+
+def release_prefix(path: str) -> str | None:
+    """The TF1 checkpoint prefix `path` names plainly: a prefix with its index beside it, or a
+    release's directory holding `bert_model.ckpt.index`; None for anything else (a run, another
+    format)."""
+    if storage.isdir(path):
+        path = os.path.join(path, RELEASE_PREFIX)
+    return path if storage.isfile(path + ".index") else None
+

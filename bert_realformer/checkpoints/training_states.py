@@ -22,6 +22,7 @@ import tensorflow as tf
 import modeling
 from bert_realformer import storage
 from bert_realformer.checkpoints import formats, state_recovery
+from bert_realformer.checkpoints.config_files import check_shapes_agree
 from bert_realformer.checkpoints.formats import ReadOptions, WeightFormat, register
 from bert_realformer.checkpoints.tf1 import (
     CheckpointError,
@@ -231,17 +232,12 @@ def stored_weight_shapes(checkpoint: Checkpoint) -> dict[str, tuple[int, ...]]:
 
 
 def check_fits(checkpoint: Checkpoint, config, option: str = "init_checkpoint") -> None:
-    """Before any work: a `CheckpointError` when a weight of `checkpoint` has another shape than
+    """Before any work: an `InputError` when a weight of `checkpoint` has another shape than
     `config` gives it (another model's checkpoint, or another config's): read from its index
     alone, no weight loaded. (A directory of another format is checked as its weights load.)"""
     if checkpoint.weight_format is not None:
         return
-    shapes = stored_weight_shapes(checkpoint)
-    for name, expected in _expected_shapes(config).items():
-        if name in shapes and shapes[name] != expected:
-            raise CheckpointError(f"{option}={checkpoint.prefix}: {name} has shape {list(shapes[name])} but "
-                                  f"bert_config_file gives it {list(expected)}: another model's checkpoint, or "
-                                  "another model's config?", options=(option, "bert_config_file"))
+    check_shapes_agree(checkpoint.prefix, stored_weight_shapes(checkpoint), _expected_shapes(config), option)
 
 
 def load_weights(model, checkpoint, strict=False):

@@ -13,7 +13,7 @@ import os
 from absl import flags
 
 from bert_realformer import storage
-from bert_realformer.checkpoints import config_files, own_files
+from bert_realformer.checkpoints import bundle_index, config_files, own_files
 from bert_realformer.errors import InputError
 from tokenization.vocabularies import vocabulary_kind
 
@@ -30,6 +30,8 @@ def complete_model_files(vocabulary: bool = True) -> None:
     declared = config_files.declared_positions(FLAGS.bert_config_file)
     if declared is not None:
         config_files.check_sequence_length(FLAGS.max_seq_length, *declared, FLAGS.bert_config_file)
+    if init_checkpoint:
+        _check_release_shapes(init_checkpoint, FLAGS.bert_config_file)
     if "vocab_file" not in FLAGS or not vocabulary:
         return
     FLAGS.vocab_file = _given_or_own("vocab_file", own_files.own_vocab_file)
@@ -49,6 +51,20 @@ def _check_exists(init_checkpoint: str) -> None:
     if parent and storage.isdir(parent):
         storage.check_readable_dir(parent)
     raise InputError(f"--init_checkpoint={init_checkpoint}: no such file or directory")
+
+
+def _check_release_shapes(init_checkpoint: str, config_file: str) -> None:
+    """The embedding tables of a TF1 release's index against those its config declares (a
+    config of another model); what this cannot read plainly is checked once TensorFlow runs."""
+    prefix = own_files.release_prefix(init_checkpoint)
+    expected = config_files.declared_embedding_shapes(config_file)
+    if prefix is None or not expected:
+        return
+    try:
+        stored = bundle_index.stored_shapes(prefix)
+    except bundle_index.UnreadableIndex:
+        return
+    config_files.check_shapes_agree(prefix, stored, expected)
 
 
 def _given_or_own(name: str, own_file) -> str:
