@@ -40,9 +40,11 @@ $(STAMP): pyproject.toml constraints.txt
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
-# The flag reference from the scripts' flags; BENCHMARKS.md and README's summary from bench/results.
+# The flag reference from the scripts' flags, troubleshooting.md's list of messages from the code;
+# BENCHMARKS.md and README's summary from bench/results.
 docs: $(STAMP)
 	$(PY) -m tools.flag_reference
+	$(PY) -m tools.message_reference
 	$(PY) bench/benchmarks_report.py
 
 test: lint

@@ -12,7 +12,7 @@ import pytest
 
 from bert_realformer.commandline import runner
 from bert_realformer.errors import Diverged
-from tools import doc_commands, flag_reference
+from tools import doc_commands, flag_reference, message_reference
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
@@ -142,6 +142,20 @@ def test_the_troubleshooting_page_has_every_ending():
                "Unknown command line flag", "cannot be written", "truncated record at offset",
                "warning: this run looks stuck")
     assert [ending for ending in endings if ending not in text] == []
+
+
+def test_the_troubleshooting_page_lists_every_message_the_code_says():
+    """Its last section is what tools/message_reference.py reads from the code (make docs), and
+    that reading finds the lines of each kind: raised, logged, printed."""
+    found = message_reference.messages()
+    assert message_reference.page_text(found) == (ROOT / "docs" / "troubleshooting.md").read_text(
+        encoding="utf-8"), "run make docs"
+    every = [line for lines in found.values() for line in lines]
+    for line in ("error: --{name}={given}: no such file",  # raised, its options as flags
+                 "warning: --vocab_file=%s has %d lines but the model's vocab_size is %d: the model's last %d "
+                 "tokens can never be produced from text (an extended model's vocabulary is the one made with it)",
+                 "error: interrupted (SIGINT); {INTACT}"):  # logged; printed
+        assert line in every, line
 
 
 # A time (`20.8 ms`, `4.10 steps/s`), a measured ratio (`1.21-1.48x`, `2.1x`, `2-3x faster`).
