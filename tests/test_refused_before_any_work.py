@@ -182,3 +182,19 @@ def test_mistakes_the_flags_and_files_show_end_before_tensorflow_starts(tmp_path
     status, stderr = _without_tensorflow(script, [*common, f"--init_checkpoint={prefix}", "--max_seq_length=128"],
                                          tmp_path)
     assert status != 0 and "TensorFlow was imported" in stderr, stderr[-2000:]
+
+
+def test_flags_that_contradict_each_other_end_before_tensorflow_starts(tmp_path):
+    """Options that need another option end in their one line without TensorFlow."""
+    prefix = _release(tmp_path / "release", "tf1")
+    (tmp_path / "data").mkdir()
+    common = ["--task_name=generic", f"--data_dir={tmp_path}/data", f"--init_checkpoint={prefix}",
+              f"--output_dir={tmp_path}/out", "--do_eval"]
+    for flags, message in (
+            (["--keep_best_by=eval_accuracy"], "--keep_best_by needs --eval_every_steps (evaluations during training)"),
+            (["--lora_alpha=4"], "--lora_alpha=4.0 is LoRA's: it needs --lora_rank=R"),
+            (["--adversarial_epsilon=1"], "--adversarial_epsilon=1.0 is adversarial training's: it needs "
+                                          "--adversarial=fgm or pgd"),
+            (["--focal_gamma=1"], "--focal_gamma=1.0 is focal loss's: it needs --loss=focal")):
+        status, stderr = _without_tensorflow("run_classifier.py", [*common, *flags], tmp_path)
+        assert (status, stderr.strip().splitlines()[-1]) == (2, f"error: {message}"), stderr[-2000:]

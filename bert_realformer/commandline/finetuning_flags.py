@@ -30,7 +30,7 @@ def check_monitoring_flags(dev_set: bool, dev_flags: str, known_metrics: Sequenc
     for name in ("keep_best_by", "early_stopping_patience"):
         if getattr(FLAGS, name) and not FLAGS.eval_every_steps:
             raise InputError(f"--{name} needs --eval_every_steps (evaluations during training)")
-    from bert_realformer.finetuning.flow import best_metric
+    from bert_realformer.finetuning.contract import best_metric
     metric = best_metric(FLAGS.keep_best_by, known_metrics)
     if metric not in known_metrics and not PER_KIND_METRIC.match(metric):
         raise InputError(f"--keep_best_by={FLAGS.keep_best_by}: the evaluation does not report it; it reports "
@@ -39,6 +39,7 @@ def check_monitoring_flags(dev_set: bool, dev_flags: str, known_metrics: Sequenc
 
 def plan_from_flags(export_dir: str | None = None):
     """The fine-tuning `Plan` the flags ask for."""
+    adversary, lora = adversary_from_flags(), lora_from_flags()  # (their flags checked before TensorFlow starts)
     from bert_realformer.finetuning.flow import Plan
     from bert_realformer.finetuning.schedule import Schedule
     FLAGS = flags.FLAGS
@@ -50,12 +51,11 @@ def plan_from_flags(export_dir: str | None = None):
                 export_dir=export_dir, on_stuck=FLAGS.on_stuck, max_restarts=FLAGS.max_restarts,
                 restart_deadline=FLAGS.restart_deadline,
                 layerwise_lr_decay=FLAGS.layerwise_lr_decay, reinit_top_layers=FLAGS.reinit_top_layers,
-                ema_decay=FLAGS.ema_decay, adversary=adversary_from_flags(), lora=lora_from_flags())
+                ema_decay=FLAGS.ema_decay, adversary=adversary, lora=lora)
 
 
 def lora_from_flags():
     """The `finetuning.low_rank_adaptation.Lora` of --lora_rank, --lora_alpha, --lora_targets (None: rank 0)."""
-    from bert_realformer.finetuning.low_rank_adaptation import Lora
     FLAGS = flags.FLAGS
     if not FLAGS.lora_rank:
         for name in ("lora_alpha", "lora_targets"):
@@ -63,12 +63,14 @@ def lora_from_flags():
                 raise InputError(f"--{name}={FLAGS[name].serialize().split('=', 1)[1]} is LoRA's: it needs "
                                  "--lora_rank=R")
         return None
+    from bert_realformer.finetuning.low_rank_adaptation import Lora
     return Lora(FLAGS.lora_rank, FLAGS.lora_alpha or None, tuple(FLAGS.lora_targets))
 
 
 def finetuning_options(export_dir: str | None = None):
     """The run's one `flow.FinetuningOptions`, from the flags: the plan, the tasks' options and
     what the driver is made from (`export_dir`: where the run exports its SavedModel)."""
+    plan = plan_from_flags(export_dir)  # (its flags checked before the flow imports TensorFlow)
     from bert_realformer.finetuning.flow import DriverSetup, FinetuningOptions
     FLAGS = flags.FLAGS
     batches = tuple((name, FLAGS[name].value) for name in ("train_batch_size", "eval_batch_size",
@@ -78,7 +80,7 @@ def finetuning_options(export_dir: str | None = None):
                         do_lower_case=FLAGS.do_lower_case, layer_norm_type=FLAGS.layer_norm_type,
                         residual_attention=FLAGS.residual_attention, strategy=strategy_spec(), batches=batches,
                         allow_foreign_vocab=FLAGS.allow_foreign_vocab)
-    return FinetuningOptions(plan=plan_from_flags(export_dir), task=task_options(), setup=setup)
+    return FinetuningOptions(plan=plan, task=task_options(), setup=setup)
 
 
 def run(task, options) -> None:

@@ -223,7 +223,6 @@ def run_options(output_dir, init_checkpoint):
 
 def adversary_from_flags():
     """The `Adversary` --adversarial asks for (None: none)."""
-    from bert_realformer.finetuning.adversarial import Adversary
     FLAGS = flags.FLAGS
     if FLAGS.adversarial is None:
         for name in ("adversarial_epsilon", "adversarial_steps"):
@@ -234,4 +233,5 @@ def adversary_from_flags():
     if FLAGS.adversarial == "fgm" and FLAGS["adversarial_steps"].present:
         raise InputError(f"--adversarial_steps={FLAGS.adversarial_steps} is PGD's (FGM takes one step): it needs "
                          "--adversarial=pgd")
+    from bert_realformer.finetuning.adversarial import Adversary
     return Adversary(FLAGS.adversarial, FLAGS.adversarial_epsilon, FLAGS.adversarial_steps)

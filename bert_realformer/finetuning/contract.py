@@ -147,3 +147,13 @@ class FinetuningTask(abc.ABC):
     def export(self, driver: Driver, tokenizer: FullTokenizer, export_dir: str) -> str:
         """Exports a SavedModel (the tokenizer inside) under `export_dir`; returns its path."""
         raise InputError(f"{type(self).__name__} has no SavedModel export")
+
+
+def best_metric(keep_best_by: str | None, metrics: Sequence[str]) -> str:
+    """The metric that picks the best checkpoint: `keep_best_by` (`loss` meaning `eval_loss`
+    where the evaluation reports it), else the task's main metric (the first of `metrics`)."""
+    if not keep_best_by:
+        return metrics[0]
+    if keep_best_by == "loss" and "eval_loss" in metrics:
+        return "eval_loss"
+    return keep_best_by

@@ -21,7 +21,7 @@ from bert_realformer.errors import InputError
 from bert_realformer.finetuning.adversarial import AdversarialTraining, Adversary
 from bert_realformer.finetuning.averaging import MovingAverages
 from bert_realformer.finetuning.best_checkpoint import KeepBest, Selection, load_best
-from bert_realformer.finetuning.contract import Evaluation, FinetuningTask
+from bert_realformer.finetuning.contract import Evaluation, FinetuningTask, best_metric
 from bert_realformer.finetuning.layerwise import LayerwiseTraining
 from bert_realformer.finetuning.low_rank_adaptation import Lora, LowRankAdaptation, adapted
 from bert_realformer.finetuning.restarts import Attempt, StuckCheck, restart_deadline_for, train_restarting
@@ -172,16 +172,6 @@ def make_driver(setup: DriverSetup, plan: Plan, build_model) -> tuple[Driver, To
     build = adapted(build_model, plan.lora)
     driver = Driver(strategy, lambda: build(config), for_worker(setup.run, strategy, training=plan.do_train))
     return driver, tokenizer
-
-
-def best_metric(keep_best_by: str | None, metrics: Sequence[str]) -> str:
-    """The metric that picks the best checkpoint: `keep_best_by` (`loss` meaning `eval_loss`
-    where the evaluation reports it), else the task's main metric (the first of `metrics`)."""
-    if not keep_best_by:
-        return metrics[0]
-    if keep_best_by == "loss" and "eval_loss" in metrics:
-        return "eval_loss"
-    return keep_best_by
 
 
 MakeDriver = Callable[[Callable[["BertConfig"], "keras.Model"]], tuple["Driver", "Tokenizer"]]
