@@ -40,7 +40,7 @@ def test_real_minilm_matches_transformers_on_pytorch(tmp_path):
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     source = minilm_dir()
-    result = convert("--from=hf", "--to=tf1", f"--input={source}", f"--output={tmp_path}/tf1")
+    result = convert("--to=tf1", f"--input={source}", f"--output={tmp_path}/tf1")  # (--from: what it holds)
     assert result.returncode == 0, result.stderr[-2000:]
     config = read_config(str(tmp_path / "tf1" / "bert_config.json"))
     assert config.hidden_act == "gelu_exact" and config.num_hidden_layers == 6
@@ -71,7 +71,7 @@ def test_tf1_hf_tf1_round_trip_with_heads_loads_in_transformers(tmp_path):
     assert convert("--from=tf1", "--to=hf", f"--input={POSTLN}", f"--output={tmp_path}/hf").returncode == 0
     hf_config = json.load(open(tmp_path / "hf" / "config.json"))
     assert hf_config["architectures"] == ["BertForPreTraining"] and hf_config["hidden_act"] == "gelu_new"
-    back = convert("--from=hf", "--to=tf1", f"--input={tmp_path}/hf", f"--output={tmp_path}/tf1")
+    back = convert("--to=tf1", f"--input={tmp_path}/hf", f"--output={tmp_path}/tf1")  # (--from: found, hf)
     assert back.returncode == 0, back.stderr[-2000:]
     original = checkpoints.read_tf1_checkpoint(POSTLN)
     again = checkpoints.read_tf1_checkpoint(str(tmp_path / "tf1"))
@@ -102,9 +102,9 @@ def test_realformer_to_hf_is_refused_unless_forced(tmp_path):
 
 
 def test_realformer_keeps_its_variant_through_ours_and_tf1(tmp_path):
-    assert convert("--from=tf1", "--to=ours", f"--input={REALFORMER}", f"--output={tmp_path}/ours",
+    assert convert("--to=ours", f"--input={REALFORMER}", f"--output={tmp_path}/ours",  # (--from: found, tf1)
                    f"--vocab_file={POSTLN}/vocab.txt").returncode == 0
-    result = convert("--from=ours", "--to=tf1", f"--input={tmp_path}/ours", f"--output={tmp_path}/tf1")
+    result = convert("--to=tf1", f"--input={tmp_path}/ours", f"--output={tmp_path}/tf1")  # (found: ours)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "residual_attention=sum" in result.stdout
     config = read_config(str(tmp_path / "tf1" / "bert_config.json"))
@@ -304,7 +304,7 @@ def test_fine_tuning_heads_and_pre_ln_norms_are_not_dropped_silently_on_the_way_
      "weights of this config are missing: bert/encoder/layer_"),
     (["--from=hf", "--to=tf1", f"--input={POSTLN}"], "config.json: missing"),
     (["--from=onnx", "--to=tf1", f"--input={POSTLN}"],
-     "--from=onnx: unknown format; expected one of hf, kerashub, ours, tf1"),
+     "--from=onnx: unknown format; expected one of auto, hf, kerashub, ours, tf1"),
 ])
 def test_bad_input_is_one_line(tmp_path, flags, message):
     result = convert(*flags, f"--output={tmp_path}/out")

@@ -15,6 +15,7 @@ import modeling
 from bert_realformer import storage
 from bert_realformer.checkpoints import formats
 from bert_realformer.checkpoints.formats import ReadOptions, Weights, WriteOptions
+from bert_realformer.checkpoints.pretrained import format_of
 from bert_realformer.checkpoints.tf1 import assign_named_values
 from bert_realformer.errors import InputError
 
@@ -22,6 +23,7 @@ __all__ = ["Weights", "describe", "model_for", "read", "unserved_head", "write"]
 
 # Task heads a SavedModel does not serve (`model_for` would drop them): (their names' prefix, the
 # head, the script that predicts with it)
+AUTO = "auto"  # `read`'s kind: the format of what the path holds
 UNSERVED_HEADS = (("cls/squad/", "a SQuAD span head", "run_squad.py --do_predict"),
                   ("cls/ner/", "a token-classification head", "run_ner.py --do_predict"),
                   ("cls/multiple_choice/", "a multiple-choice head", "run_multiple_choice.py --do_predict"))
@@ -29,12 +31,15 @@ UNSERVED_HEADS = (("cls/squad/", "a SQuAD span head", "run_squad.py --do_predict
 
 def read(kind: str, path: str, config_file: str | None = None, vocab_file: str | None = None,
          force: bool = False, target: str | None = None, scratch_dir: str | None = None) -> Weights:
-    """The weights at `path` in format `kind` (`formats.get`). `config_file` and `vocab_file`
+    """The weights at `path` in format `kind` (`formats.get`; `auto`: the format of what `path`
+    holds, `pretrained.format_of`). `config_file` and `vocab_file`
     default to the files beside `path`; `target` is where they go (Hugging Face weights missing
     from the config can go to tf1 and hf with `force`, not into a model that would keep random
     weights); `scratch_dir` (`ReadOptions`) holds what a format makes while reading."""
     if not storage.exists(path) and not storage.exists(path + ".index"):
         raise InputError(f"input={path}: no such file or directory", options=("input",))
+    if kind == AUTO:
+        kind, path = format_of(path)
     return formats.get(kind).read(path, ReadOptions(config_file, vocab_file, force, target, scratch_dir))
 
 

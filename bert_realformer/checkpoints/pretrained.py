@@ -40,9 +40,17 @@ def read_pretrained(path: str, config_file: str | None = None, vocab_file: str |
     or a TF1 checkpoint). A run directory gives its latest weights."""
     if not storage.exists(path) and not storage.exists(path + ".index"):
         raise InputError(f"{path}: no such file or directory")
+    kind, prefix = format_of(path)
+    return formats.get(kind).read(prefix, ReadOptions(config_file, vocab_file, target="model"))
+
+
+def format_of(path: str) -> tuple[str, str]:
+    """(the name of the weight format that reads `path`, the path to give it): a directory a
+    format marks as its own (`formats.holding`), else what `training_states.resolve` finds (a
+    run's latest weights, a training state, a TF1 checkpoint)."""
     checkpoint = training_states.resolve(path)
     kind = checkpoint.weight_format or ("ours" if checkpoint.kind == training_states.TRAINING_STATE_KIND else "tf1")
-    return formats.get(kind).read(checkpoint.prefix, ReadOptions(config_file, vocab_file, target="model"))
+    return kind, checkpoint.prefix
 
 
 def _classifier(config: modeling.BertConfig, weights: Weights, num_labels: int | None = None, **kwargs):

@@ -2,7 +2,7 @@
 model.ckpt-N), our training state, Hugging Face (safetensors) and KerasHub presets, or exports
 a SavedModel.
 
-    python convert_checkpoint.py --from=hf --to=tf1 --input=hf_model_dir --output=out_dir
+    python convert_checkpoint.py --to=tf1 --input=hf_model_dir --output=out_dir   # --from: what it holds
     python convert_checkpoint.py --from=tf1 --to=hf --input=uncased_L-12_H-768_A-12 --output=hf_dir
     python convert_checkpoint.py --from=ours --to=savedmodel --input=run_dir --output=serving \\
         --bert_config_file=bert_config.json --vocab_file=vocab.txt
@@ -34,7 +34,8 @@ from bert_realformer.commandline.runner import require_flags, script_entry
 from bert_realformer.errors import InputError
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("from", None, "Format of --input: tf1, ours, hf or kerashub.")
+flags.DEFINE_string("from", "auto", "Format of --input: auto (found from what it holds, as the other scripts read "
+                    "--init_checkpoint), tf1, ours, hf or kerashub.")
 flags.DEFINE_string("to", None, "Format to write to --output: tf1, ours, hf, kerashub or savedmodel.")
 flags.DEFINE_string("input", None, "Checkpoint prefix or directory to read.")
 flags.DEFINE_string("output", None, "Directory to write.")
@@ -57,7 +58,7 @@ flags.DEFINE_bool("force", False, "Write even when the target cannot express the
                   "model without its pooler); every weight left out is listed.")
 
 
-require_flags("from", "to", "input", "output")
+require_flags("to", "input", "output")
 
 # Moved in last (and removed first): the configs (ours and TF1's; Hugging Face's and KerasHub's)
 # and the file whose presence makes a SavedModel.
@@ -67,7 +68,7 @@ LAST_FILES = ("bert_config.json", "config.json", "saved_model.pb")
 def main(argv):
     del argv
     from bert_realformer.checkpoints import conversion, formats
-    for name, known in (("from", formats.known()), ("to", (*formats.known(), "savedmodel"))):
+    for name, known in (("from", (conversion.AUTO, *formats.known())), ("to", (*formats.known(), "savedmodel"))):
         if FLAGS[name].value not in known:
             raise InputError(f"--{name}={FLAGS[name].value}: unknown format; expected one of {', '.join(known)}")
     storage.check_dir_target(FLAGS.output, "output")
