@@ -36,6 +36,7 @@ def test_extract_features_reads_every_checkpoint_form_and_refuses_missing_weight
     (tmp_path / "in.txt").write_text(TEXT, encoding="utf-8")
     released = _extract(tmp_path, f"{POSTLN}/bert_model.ckpt", "released.jsonl")
     assert released.returncode == 0, released.stderr[-2000:]
+    assert released.stderr.strip().splitlines()[-1] == f"wrote {tmp_path}/released.jsonl (3 lines)"
     run_dir = tmp_path / "run"
     write_training_state(checkpoints.read_tf1_checkpoint(POSTLN), str(run_dir))
     ours = _extract(tmp_path, str(run_dir), "ours.jsonl")

@@ -118,6 +118,7 @@ def main(argv):
                                                 for index, layer in zip(layer_indexes, layers, strict=True)]}
                     for i, token in enumerate(tokens)]}
                 writer.write(json.dumps(entry) + "\n")
+    print(f"wrote {FLAGS.output_file} ({len(all_tokens)} lines)", file=sys.stderr)
 
 
 entry = script_entry(main, __doc__)  # the installed command `bert-extract-features`
