@@ -135,3 +135,31 @@ def test_the_exported_encoder_embeds_text_as_its_mean_token_vector(tmp_path):
     np.testing.assert_allclose(embedded["embedding"].numpy(), expected, atol=1e-6)
     np.testing.assert_allclose(embedded["normalized"].numpy(), expected / np.linalg.norm(expected, axis=1,
                                                                                          keepdims=True), atol=1e-6)
+
+
+def test_the_feature_scripts_read_the_real_minilm_directory_named_alone(tmp_path):
+    """all-MiniLM-L6-v2 as released (a Hugging Face directory without MLM head), named by
+    --init_checkpoint alone: extract_features.py's mean-pooled embeddings are transformers' own
+    on the same sentences; analyze_attention.py analyses its six layers."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from helpers.minilm import minilm_dir
+    source = minilm_dir()
+    sentences = ["A man is playing a guitar.", "Someone plays an acoustic guitar on stage.", "Stocks fell today."]
+    (tmp_path / "in.txt").write_text("\n".join(sentences) + "\n", encoding="utf-8")
+    done = _run("extract_features.py", f"--input_file={tmp_path}/in.txt", f"--output_file={tmp_path}/out.jsonl",
+                f"--init_checkpoint={source}", "--pooling=mean", "--max_seq_length=32")
+    assert done.returncode == 0, done.stderr[-2000:]
+    ours = np.array([json.loads(line)["embedding"] for line in (tmp_path / "out.jsonl").read_text().splitlines()])
+    tokenizer = transformers.AutoTokenizer.from_pretrained(source)
+    model = transformers.BertModel.from_pretrained(source).eval()
+    batch = tokenizer(sentences, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        hidden = model(**batch).last_hidden_state.numpy()
+    mask = batch["attention_mask"].numpy()[..., None]
+    np.testing.assert_allclose(ours, (hidden * mask).sum(1) / mask.sum(1), atol=1e-4)
+
+    analysed = _run("analyze_attention.py", f"--init_checkpoint={source}", f"--text_file={tmp_path}/in.txt",
+                    "--max_seq_length=32", f"--output_dir={tmp_path}/attention")
+    assert analysed.returncode == 0, analysed.stderr[-2000:]
+    assert len(json.loads((tmp_path / "attention" / "attention_stats.json").read_text())["entropy"]) == 6
