@@ -148,7 +148,7 @@ def test_every_output_location_is_checked_before_the_work(tmp_path, where):
         (data / "train.tsv").write_text("text\tlabel\nhello\t1\n")
         cmd = [sys.executable, os.path.join(ROOT, "run_classifier.py"), "--task_name=generic", f"--data_dir={data}",
                f"--vocab_file={DATA}/bert_postln_tiny/vocab.txt",
-               f"--bert_config_file={DATA}/bert_postln_tiny/bert_config.json", "--do_train",
+               f"--bert_config_file={DATA}/bert_postln_tiny/bert_config.json", "--do_train", "--max_seq_length=16",
                f"--output_dir={tmp_path}/out", f"--export_dir={read_only}/serving"]
         expected = f"error: --export_dir={read_only}/serving"
     else:

@@ -223,7 +223,7 @@ def test_resuming_with_another_layer_norm_type_or_from_a_damaged_state_is_refuse
     (["--max_predictions_per_seq=20"],
      "records have masked_lm_positions of length 10 but --max_predictions_per_seq=20"),
     (["--init_checkpoint=" + os.path.join(DATA, "bert_postln_tiny", "bert_model.ckpt")],
-     "bert/embeddings/word_embeddings has shape [128, 32] in the checkpoint but [30522, 32] in the model"),
+     "bert/embeddings/word_embeddings has shape [128, 32] but --bert_config_file gives it [30522, 32]"),
     (["--train_batch_size=0"], "--train_batch_size=0: must be at least 1"),
     (["--residual_attention_warmup_steps=-1"], "--residual_attention_warmup_steps=-1: must be at least 0"),
     (["--residual_attention_warmup_steps=2.5"], "--residual_attention_warmup_steps=2.5: "),
