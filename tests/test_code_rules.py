@@ -72,6 +72,11 @@ MUTABLE_STATE_ALLOWED = {
     # a pool worker's tokenizer, set by the pool's initializer in each worker process (the
     # multiprocessing idiom: a worker has no other place to keep what its tasks share)
     ("bert_realformer/pretraining/documents.py", "_worker_tokenizer"),
+    # which flags each shared group holds, written only as the scripts define their flags
+    ("bert_realformer/commandline/help_text.py", "_GROUPS"),
+    # the flags a user left out set to the checkpoint's own files, once, before anything reads them
+    ("bert_realformer/commandline/model_files.py", "FLAGS.bert_config_file"),
+    ("bert_realformer/commandline/model_files.py", "FLAGS.vocab_file"),
 }
 _MUTABLE_CALLS = {"dict", "list", "set", "defaultdict", "OrderedDict", "deque", "Counter", "bytearray"}
 

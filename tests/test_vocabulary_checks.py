@@ -83,7 +83,7 @@ def test_a_vocabulary_other_than_the_checkpoints_own_is_refused(tmp_path):
     """The vocab.txt beside --init_checkpoint decides: the same lines or the lines it begins with
     (an extended checkpoint's old vocabulary) pass; another vocabulary is named with its first
     differing line."""
-    from bert_realformer.checkpoints.own_files import check_vocabulary_belongs
+    from bert_realformer.checkpoints.files_beside import check_vocabulary_belongs
     release = tmp_path / "release"
     release.mkdir()
     own = SPECIAL + ["a", "b", "##c"]

@@ -13,16 +13,17 @@ conversion between them (`conversion`). The names come from the model classes
 """
 
 import importlib
+import types
 
 # name -> the module that defines it. Imported on first use (a module `__getattr__`), so that the
-# package's TensorFlow-free modules (`formats`, `config_files`, `own_files`) import without it:
+# package's TensorFlow-free modules (`formats`, `config_files`, `files_beside`, `bundle_index`) import without it:
 # a script checks its flags and the checkpoint's files before TensorFlow starts.
-_MODULE_OF = {
+_MODULE_OF = types.MappingProxyType({
     "from_pretrained": "pretrained",
     **dict.fromkeys(("CheckpointError", "DamagedCheckpoint", "LoadReport", "assign_named_values", "checkpoint_keys",
                      "load_tf1_checkpoint", "read_checkpoint_tensors", "read_tf1_checkpoint", "reading_checkpoint",
                      "resolve_checkpoint_path", "save_tf1_checkpoint", "write_tf1_checkpoint"), "tf1"),
-}
+})
 __all__ = sorted(_MODULE_OF)
 
 

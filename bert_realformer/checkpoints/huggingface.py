@@ -23,10 +23,10 @@ from bert_realformer import storage
 from bert_realformer.checkpoints.albert import ALBERT
 from bert_realformer.checkpoints.config_files import config_from_hf
 from bert_realformer.checkpoints.distilbert import DISTILBERT
+from bert_realformer.checkpoints.files_beside import HF_VOCABULARY_FILES
 from bert_realformer.checkpoints.formats import WeightFormat, Weights, name_list, refuse_unless_forced, register
 from bert_realformer.checkpoints.hf_family import POOLER_WEIGHTS, WORD_EMBEDDINGS, Family, bert_config_fields
 from bert_realformer.checkpoints.hf_tokenizer import tokenizer_files, vocabulary_beside
-from bert_realformer.checkpoints.own_files import HF_VOCABULARY_FILES
 from bert_realformer.checkpoints.roberta import ROBERTA
 from bert_realformer.checkpoints.tf1 import POOLER_OPTIONAL, WEIGHT_FILES, missing_encoder_weights
 from bert_realformer.errors import InputError

@@ -26,8 +26,8 @@ import numpy as np
 
 from bert_realformer import storage
 from bert_realformer.checkpoints.config_files import config_from_kerashub, read_config, write_config
+from bert_realformer.checkpoints.files_beside import KERASHUB_VOCABULARY_FILE
 from bert_realformer.checkpoints.formats import WeightFormat, Weights, name_list, register
-from bert_realformer.checkpoints.own_files import KERASHUB_VOCABULARY_FILE
 from bert_realformer.errors import InputError
 from modeling.config import BertConfig, ConfigError
 from tokenization.reference import vocab_lines

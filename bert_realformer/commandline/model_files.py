@@ -13,7 +13,7 @@ import os
 from absl import flags
 
 from bert_realformer import storage
-from bert_realformer.checkpoints import bundle_index, config_files, own_files
+from bert_realformer.checkpoints import bundle_index, config_files, files_beside
 from bert_realformer.errors import InputError
 from tokenization.vocabularies import vocabulary_kind
 
@@ -26,7 +26,7 @@ def complete_model_files(vocabulary: bool = True) -> None:
     init_checkpoint = FLAGS.init_checkpoint
     if init_checkpoint:
         _check_exists(init_checkpoint)
-    FLAGS.bert_config_file = _given_or_own("bert_config_file", own_files.own_config_file)
+    FLAGS.bert_config_file = _given_or_own("bert_config_file", files_beside.own_config_file)
     declared = config_files.declared_positions(FLAGS.bert_config_file)
     if declared is not None:
         config_files.check_sequence_length(FLAGS.max_seq_length, *declared, FLAGS.bert_config_file)
@@ -34,10 +34,10 @@ def complete_model_files(vocabulary: bool = True) -> None:
         _check_release_shapes(init_checkpoint, FLAGS.bert_config_file)
     if "vocab_file" not in FLAGS or not vocabulary:
         return
-    FLAGS.vocab_file = _given_or_own("vocab_file", own_files.own_vocab_file)
+    FLAGS.vocab_file = _given_or_own("vocab_file", files_beside.own_vocab_file)
     allowed = "allow_foreign_vocab" in FLAGS and FLAGS.allow_foreign_vocab
     if init_checkpoint and vocabulary_kind(FLAGS.vocab_file) == "wordpiece" and not allowed:
-        own_files.check_vocabulary_belongs(FLAGS.vocab_file, init_checkpoint)
+        files_beside.check_vocabulary_belongs(FLAGS.vocab_file, init_checkpoint)
 
 
 def _check_exists(init_checkpoint: str) -> None:
@@ -56,7 +56,7 @@ def _check_exists(init_checkpoint: str) -> None:
 def _check_release_shapes(init_checkpoint: str, config_file: str) -> None:
     """The embedding tables of a TF1 release's index against those its config declares (a
     config of another model); what this cannot read plainly is checked once TensorFlow runs."""
-    prefix = own_files.release_prefix(init_checkpoint)
+    prefix = files_beside.release_prefix(init_checkpoint)
     expected = config_files.declared_embedding_shapes(config_file)
     if prefix is None or not expected:
         return

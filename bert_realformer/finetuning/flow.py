@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from bert_realformer import console
-from bert_realformer.checkpoints.own_files import check_vocabulary_belongs
+from bert_realformer.checkpoints.files_beside import check_vocabulary_belongs
 from bert_realformer.errors import InputError
 from bert_realformer.finetuning.adversarial import AdversarialTraining, Adversary
 from bert_realformer.finetuning.averaging import MovingAverages
