@@ -216,11 +216,12 @@ class BertConfig:
 
     @classmethod
     def from_json_file(cls, json_file: str) -> "BertConfig":
-        """The original's file reader, which this package (no file I/O) does not have: the
-        error says where reading moved."""
-        raise ConfigError(f"{json_file}: modeling reads no files; read the config with "
-                          "bert_realformer.checkpoints.config_files.read_config(path) "
-                          "or parse its text with BertConfig.from_json_string(text)")
+        """The original's reader, as its scripts call it first: the config in the file at
+        `json_file` (a local path, or `gs://...` and the other filesystems `tf.io.gfile`
+        reaches), as `from_json_string` of its text. The one file this package reads; the file
+        module is imported here, so that the model itself loads without it."""
+        from bert_realformer.text_files import read_text
+        return cls.from_json_string(read_text(str(json_file)), source=str(json_file))
 
     # ------------------------------------------------------------------ writing
     def to_dict(self) -> dict[str, Any]:

@@ -3,6 +3,7 @@ import json
 import pytest
 
 from bert_realformer.checkpoints.config_files import read_config, write_config
+from bert_realformer.errors import InputError
 from modeling import BertConfig, ConfigError
 
 BASE = {"vocab_size": 100, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
@@ -152,13 +153,23 @@ def test_segment_ids_key_is_the_token_type_ids_input():
         model({"input_ids": ids, "segment_ids": types, "token_type_ids": types})
 
 
-def test_modeling_parses_text_and_leaves_files_to_the_checkpoints_layer(tmp_path):
+def test_the_config_reads_from_text_and_from_a_file_as_the_original(tmp_path):
+    """`from_json_string` and the original's `from_json_file` (a local file and one on TensorFlow's
+    ram:// filesystem, the stand-in for gs://) give what `read_config` gives; errors name the file."""
+    import tensorflow as tf
     text = json.dumps({**BASE, "residual_attention": "mean"})
-    assert BertConfig.from_json_string(text, source="mine") == read_config(_write(tmp_path, json.loads(text)))
+    path = _write(tmp_path, json.loads(text))
+    assert BertConfig.from_json_string(text, source="mine") == read_config(path)
+    assert BertConfig.from_json_file(path) == read_config(path)
+    with tf.io.gfile.GFile("ram://configs/bert_config.json", "w") as remote:
+        remote.write(text)
+    assert BertConfig.from_json_file("ram://configs/bert_config.json") == read_config(path)
     with pytest.raises(ConfigError, match=r"^mine: invalid JSON at line 1 column 2"):
         BertConfig.from_json_string("{]", source="mine")
     with pytest.raises(ConfigError, match=r"^mine: vocab_size is required"):  # every size checked
         BertConfig.from_json_string(json.dumps({"hidden_size": 8, "num_attention_heads": 2}), source="mine")
-    with pytest.raises(ConfigError, match=r"^c.json: modeling reads no files; read the config with "
-                                          r"bert_realformer\.checkpoints\.config_files\.read_config"):
-        BertConfig.from_json_file("c.json")
+    (tmp_path / "broken.json").write_text("{]")
+    with pytest.raises(ConfigError, match=rf"^{tmp_path}/broken.json: invalid JSON at line 1 column 2"):
+        BertConfig.from_json_file(str(tmp_path / "broken.json"))
+    with pytest.raises(InputError, match=rf"^{tmp_path}/none.json: "):
+        BertConfig.from_json_file(str(tmp_path / "none.json"))

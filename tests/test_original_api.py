@@ -2,6 +2,7 @@
 their public (and test-used) names, the config accepted as the original accepts it and checked
 when a model is built, the helpers, and inputs of the wrong rank as one clear error."""
 
+import json
 import os
 
 import numpy as np
@@ -101,3 +102,16 @@ def test_input_ids_of_the_wrong_rank_is_one_clear_error(shape):
     with pytest.raises(ValueError, match=rf"input_ids \[batch_size, seq_length\] must have rank 2, got rank "
                                          rf"{len(shape)}"):
         model({"input_ids": np.ones(shape, "int32")})
+
+
+def test_the_calls_the_original_scripts_open_with_run_unchanged():
+    """The first lines of the original's run_classifier.py, run_pretraining.py and
+    extract_features.py: the config from its file (every key as written), the case check
+    against the checkpoint's name, the tokenizer from the vocabulary."""
+    release = os.path.join(DATA, "bert_postln_tiny")
+    bert_config = modeling.BertConfig.from_json_file(os.path.join(release, "bert_config.json"))
+    written = json.load(open(os.path.join(release, "bert_config.json")))
+    assert {key: bert_config.to_dict()[key] for key in written} == written
+    tokenization.validate_case_matches_checkpoint(True, os.path.join(release, "bert_model.ckpt"))
+    tokenizer = tokenization.FullTokenizer(vocab_file=os.path.join(release, "vocab.txt"), do_lower_case=True)
+    assert len(tokenizer.vocab) == bert_config.vocab_size

@@ -4,7 +4,7 @@ in `formats`): TF1 name-based checkpoints (`tf1`: the released checkpoints and e
 `model.ckpt-N`), Hugging Face directories (`huggingface`), KerasHub presets (`kerashub`), the
 training states runs resume from and which weights a run starts from (`training_states`); and
 conversion between them (`conversion`). The names come from the model classes
-(`modeling.tf1_variable_map`); `modeling` itself does no file I/O.
+(`modeling.tf1_variable_map`); `modeling` itself reads no weights.
 
     from bert_realformer import checkpoints
     report = checkpoints.load_tf1_checkpoint(model, "uncased_L-12_H-768_A-12/bert_model.ckpt")

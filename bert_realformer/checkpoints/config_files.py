@@ -1,5 +1,5 @@
 """`bert_config.json` files on any filesystem: read (errors name the file) and written
-atomically. The parsing itself is `modeling.BertConfig.from_json_string` (modeling does no I/O).
+atomically. The parsing itself is `modeling.BertConfig.from_json_string`.
 A Hugging Face model's `config.json` and a KerasHub preset's are read too (`config_from_hf`,
 `config_from_kerashub`: what their formats read their configs with), so `--bert_config_file` may
 name the config of whatever `--init_checkpoint` names.
