@@ -12,7 +12,6 @@ them into a directory in the target format. What a format cannot hold is refused
 from __future__ import annotations
 
 import modeling
-from bert_realformer import storage
 from bert_realformer.checkpoints import formats
 from bert_realformer.checkpoints.formats import ReadOptions, Weights, WriteOptions
 from bert_realformer.checkpoints.pretrained import format_of
@@ -36,7 +35,7 @@ def read(kind: str, path: str, config_file: str | None = None, vocab_file: str |
     default to the files beside `path`; `target` is where they go (Hugging Face weights missing
     from the config can go to tf1 and hf with `force`, not into a model that would keep random
     weights); `scratch_dir` (`ReadOptions`) holds what a format makes while reading."""
-    if not storage.exists(path) and not storage.exists(path + ".index"):
+    if not formats.checkpoint_exists(path):
         raise InputError(f"input={path}: no such file or directory", options=("input",))
     if kind == AUTO:
         kind, path = format_of(path)

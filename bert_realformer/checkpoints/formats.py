@@ -144,6 +144,12 @@ def _import_formats():
 
 
 # ------------------------------------------------------------------ files beside the weights
+def checkpoint_exists(path: str) -> bool:
+    """Whether `path` is there as a checkpoint may be named: a file or directory, or a prefix with
+    its index beside it."""
+    return storage.exists(path) or storage.exists(path + ".index")
+
+
 def found_beside(path: str, name: str) -> str | None:
     """File `name` in the directory of `path` (a directory, or a checkpoint prefix in one); for
     a run's `training_state` or `best` directory, in the run directory where the run keeps its

@@ -25,7 +25,6 @@ from types import MappingProxyType
 import keras
 
 import modeling
-from bert_realformer import storage
 from bert_realformer.checkpoints import formats, training_states
 from bert_realformer.checkpoints.formats import ReadOptions, Weights
 from bert_realformer.checkpoints.tf1 import CheckpointError, LoadReport, assign_named_values
@@ -38,7 +37,7 @@ def read_pretrained(path: str, config_file: str | None = None, vocab_file: str |
     (or `config_file`, `vocab_file`), read by the format of what `path` holds (a directory a
     format marks as its own, `formats.holding`; else `training_states.resolve`: a training state
     or a TF1 checkpoint). A run directory gives its latest weights."""
-    if not storage.exists(path) and not storage.exists(path + ".index"):
+    if not formats.checkpoint_exists(path):
         raise InputError(f"{path}: no such file or directory")
     kind, prefix = format_of(path)
     return formats.get(kind).read(prefix, ReadOptions(config_file, vocab_file, target="model"))

@@ -13,7 +13,7 @@ import os
 from absl import flags
 
 from bert_realformer import storage
-from bert_realformer.checkpoints import bundle_index, config_files, files_beside
+from bert_realformer.checkpoints import bundle_index, config_files, files_beside, formats
 from bert_realformer.errors import InputError
 from tokenization.vocabularies import vocabulary_kind
 
@@ -43,7 +43,7 @@ def complete_model_files(vocabulary: bool = True) -> None:
 def _check_exists(init_checkpoint: str) -> None:
     """An error unless `init_checkpoint` is there (a directory, or a prefix with its index), or
     naming the directory it is in when that cannot be read."""
-    if storage.exists(init_checkpoint) or storage.exists(init_checkpoint + ".index"):
+    if formats.checkpoint_exists(init_checkpoint):
         if storage.isdir(init_checkpoint):
             storage.check_readable_dir(init_checkpoint)
         return
