@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import glob as _glob
+import hashlib
 import io
 import os
 import shutil
@@ -169,6 +170,11 @@ def read_bytes(path: str) -> bytes:
             return f.read()
         except _io_errors() as error:
             raise UnreadableFileError(path, _reason(error)) from None
+
+
+def file_digest(path: str) -> str:
+    """The SHA-256 of `path`'s bytes, in hex."""
+    return hashlib.sha256(read_bytes(path)).hexdigest()
 
 
 # ------------------------------------------------------------------ writing

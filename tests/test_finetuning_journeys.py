@@ -90,6 +90,8 @@ def test_the_best_checkpoint_serves_and_a_killed_run_picks_the_same_best(tmp_pat
     command = [sys.executable, os.path.join(ROOT, "run_classifier.py"), *_classifier_flags(small_sentiment, killed),
                *training]
     assert killed_after_a_save(command, killed / "training_state", at_least=75) >= 75
+    _assert_changed_flags_are_refused(command[2:], [*_classifier_flags(small_sentiment, killed), "--do_eval"],
+                                      killed, tmp_path)
     resumed = _script("run_classifier.py", *command[2:])
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert _best(killed)["step"] == best["step"]
@@ -97,6 +99,41 @@ def test_the_best_checkpoint_serves_and_a_killed_run_picks_the_same_best(tmp_pat
     again_values = _results(killed)
     for key in ("eval_accuracy", "eval_loss", "global_step"):
         assert float(again_values[key]) == pytest.approx(float(values[key]), abs=1e-5), key
+
+
+def _files(directory):
+    """{relative path: (size, mtime)} of every file under `directory`."""
+    return {str(path.relative_to(directory)): (path.stat().st_size, path.stat().st_mtime_ns)
+            for path in directory.rglob("*") if path.is_file()}
+
+
+def _assert_changed_flags_are_refused(flags, predicting, out, tmp_path):
+    """The killed run `flags` made in `out`, run again with a flag its training state depends on
+    changed (the length, the windows, another vocabulary of the same size), or `predicting` from
+    it with another vocabulary: one line naming the flag and both values, nothing written."""
+    with open(VOCAB_ZH, encoding="utf-8") as f:
+        vocabulary = f.readlines()
+    vocabulary[200], vocabulary[201] = vocabulary[201], vocabulary[200]
+    other_vocabulary = tmp_path / "other_vocab.txt"
+    other_vocabulary.write_text("".join(vocabulary), encoding="utf-8")
+    record = out / "training_options.json"
+    before = _files(out)
+    again = "to go on with it, or give a new --output_dir"
+    for command, message in (
+            ([*flags, "--max_seq_length=40"], f"--max_seq_length=40: {out} holds a run made with "
+                                              f"--max_seq_length=48 ({record}); run again with --max_seq_length=48 "
+                                              + again),
+            ([*flags, "--doc_stride=16", "--window_training=pooled"],
+             f"--doc_stride=16: {out} holds a run made without --doc_stride ({record}); run again without "
+             "--doc_stride " + again),
+            ([*flags, f"--vocab_file={other_vocabulary}"],
+             f"--vocab_file={other_vocabulary}: {out} holds a run made with another vocabulary"),
+            ([*predicting, f"--vocab_file={other_vocabulary}"],
+             f"--vocab_file={other_vocabulary}: {out} holds a run made with another vocabulary")):
+        refused = _script("run_classifier.py", *command)
+        assert refused.returncode == 2, refused.stderr[-3000:]
+        assert refused.stderr.strip().splitlines()[-1].startswith("error: " + message), command[-1]
+        assert _files(out) == before, command[-1]
 
 
 def test_multiple_choice_stops_early_on_its_best_and_resumes_to_the_same(tmp_path):

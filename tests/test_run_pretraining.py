@@ -196,12 +196,27 @@ def test_eval_alone_in_a_later_process_uses_the_trained_weights(tmp_path):
     assert f"weights: training state {out}/training_state/ckpt-6 (step 6)" in again.stderr
 
 
+def _files(directory):
+    """{relative path: (size, mtime)} of every file under `directory`."""
+    return {str(path.relative_to(directory)): (path.stat().st_size, path.stat().st_mtime_ns)
+            for path in directory.rglob("*") if path.is_file()}
+
+
 def test_resuming_with_another_layer_norm_type_or_from_a_damaged_state_is_refused(tmp_path):
     """A training state of a Post-LN run cannot silently resume as Pre-LN (its LayerNorms
-    would stay random): one line naming what is missing and unexpected. A state whose data
-    file is gone: one line naming it."""
+    would stay random): one line naming what is missing and unexpected. Flipping
+    --train_heads_only or --no_nsp (other variables train) is one line naming the flag, before
+    anything is read, moved or written. A state whose data file is gone: one line naming it."""
     first = run_here(command(tmp_path, "--do_train", "--num_train_steps=2"))
     assert first.returncode == 0, first.stderr[-3000:]
+    out, before = tmp_path / "out", _files(tmp_path / "out")
+    for flag, was in (("--train_heads_only", "--train_heads_only=false"), ("--no_nsp", "--no_nsp=false")):
+        flipped = run_here(command(tmp_path, "--do_train", "--num_train_steps=4", flag))
+        assert flipped.returncode == 2, flipped.stderr[-3000:]
+        assert flipped.stderr.strip().splitlines()[-1] == (
+            f"error: {flag}=true: {out} holds a run made with {was} ({out}/training_options.json); run again "
+            f"with {was} to go on with it, or give a new --output_dir")
+        assert _files(out) == before  # nothing moved aside as damaged, nothing written
     result = run_here(command(tmp_path, "--do_train", "--num_train_steps=4", "--layer_norm_type=pre"))
     assert result.returncode == 2, result.stderr[-3000:]
     last = result.stderr.strip().splitlines()[-1]

@@ -164,6 +164,9 @@ def main(argv):
     from bert_realformer.training.driver import Driver
     from bert_realformer.training.evaluation import PeriodicEval, once_per_step, write_eval_results
     from bert_realformer.training.setup import check_batches_fit, for_worker, load_config
+    from bert_realformer.training.state_dependencies import StateDependencies, check_unchanged
+    depends_on = {"train_heads_only": FLAGS.train_heads_only, "no_nsp": FLAGS.no_nsp}
+    check_unchanged(FLAGS.output_dir, depends_on, training=FLAGS.do_train)  # (before the data is read)
     config = load_config(FLAGS.bert_config_file, FLAGS.max_seq_length, FLAGS.layer_norm_type, FLAGS.residual_attention)
     _check_warm_start(config)
     files = expand_input_files(FLAGS.input_file)
@@ -216,10 +219,12 @@ def main(argv):
                 FLAGS.learning_rate, FLAGS.num_train_steps, FLAGS.num_warmup_steps, seed=FLAGS.seed,
                 pld_options=(FLAGS.pld_theta, FLAGS.pld_gamma) if FLAGS.pld else None,
                 next_sentence=not FLAGS.no_nsp, layout=layout, masking=masking)
-            hooks = [PeriodicEval(FLAGS.eval_every_steps, held_out_eval)] if FLAGS.eval_every_steps else []
+            hooks = [StateDependencies(depends_on)]
+            if FLAGS.eval_every_steps:
+                hooks.append(PeriodicEval(FLAGS.eval_every_steps, held_out_eval))
             if FLAGS.residual_attention_warmup_steps:
                 from bert_realformer.training.residual_attention_warmup import ResidualAttentionWarmup
-                hooks.insert(0, ResidualAttentionWarmup(FLAGS.residual_attention_warmup_steps))
+                hooks.insert(1, ResidualAttentionWarmup(FLAGS.residual_attention_warmup_steps))
             step = driver.train(task, hooks)
         if FLAGS.do_eval and options.is_chief:
             if not FLAGS.do_train:

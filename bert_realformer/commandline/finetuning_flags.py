@@ -16,6 +16,10 @@ from bert_realformer.commandline.training_flags import adversary_from_flags, run
 from bert_realformer.errors import InputError
 
 PER_KIND_METRIC = re.compile(r".+_(precision|recall|f1|support)$")  # a class's or an entity type's
+# The flags (those a script has) a fine-tuning run's training state depends on, besides the
+# vocabulary's content (`training.state_dependencies`): its token ids, examples and schedule.
+STATE_FLAGS = ("do_lower_case", "max_seq_length", "truncation", "doc_stride", "window_training",
+               "max_windows_per_document", "max_query_length")
 
 
 def check_monitoring_flags(dev_set: bool, dev_flags: str, known_metrics: Sequence[str]):
@@ -42,6 +46,7 @@ def plan_from_flags(export_dir: str | None = None):
     adversary, lora = adversary_from_flags(), lora_from_flags()  # (their flags checked before TensorFlow starts)
     from bert_realformer.finetuning.flow import Plan
     from bert_realformer.finetuning.schedule import Schedule
+    from bert_realformer.training import state_dependencies
     FLAGS = flags.FLAGS
     schedule = Schedule(FLAGS.train_batch_size, FLAGS.learning_rate, FLAGS.num_train_epochs, FLAGS.warmup_proportion,
                         FLAGS.gradient_accumulation_steps, FLAGS.seed, FLAGS.shuffle_buffer_size)
@@ -51,7 +56,9 @@ def plan_from_flags(export_dir: str | None = None):
                 export_dir=export_dir, on_stuck=FLAGS.on_stuck, max_restarts=FLAGS.max_restarts,
                 restart_deadline=FLAGS.restart_deadline,
                 layerwise_lr_decay=FLAGS.layerwise_lr_decay, reinit_top_layers=FLAGS.reinit_top_layers,
-                ema_decay=FLAGS.ema_decay, adversary=adversary, lora=lora)
+                ema_decay=FLAGS.ema_decay, adversary=adversary, lora=lora,
+                state_depends_on=state_dependencies.values(
+                    {name: FLAGS[name].value for name in STATE_FLAGS if name in FLAGS}, FLAGS.vocab_file))
 
 
 def lora_from_flags():
@@ -87,6 +94,9 @@ def run(task, options) -> None:
     """Runs the fine-tuning `task` (a `finetuning.contract.FinetuningTask`) with the run's
     `FinetuningOptions` (`finetuning_options`)."""
     from bert_realformer.finetuning import flow
+    from bert_realformer.training.state_dependencies import check_unchanged
+    check_unchanged(flags.FLAGS.output_dir, options.plan.state_depends_on, options.plan.do_train,
+                    flags.FLAGS.vocab_file)  # (before the data is read: a refused run writes nothing)
     flow.run(task, options.plan, options.make_driver)
 
 

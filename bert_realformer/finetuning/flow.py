@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from bert_realformer import console
@@ -38,6 +38,7 @@ from bert_realformer.training.setup import (
     for_worker,
     load_config,
 )
+from bert_realformer.training.state_dependencies import StateDependencies
 
 if TYPE_CHECKING:  # annotations only
     import keras
@@ -65,6 +66,8 @@ class Plan:
     layerwise_lr_decay, reinit_top_layers, ema_decay, adversary, lora: the fine-tuning options
       beyond the original (`finetuning.layerwise`, `finetuning.averaging`, `finetuning.adversarial`,
       `finetuning.low_rank_adaptation`).
+    state_depends_on: the flags the run's training state depends on, recorded with it and refused
+      changed when it resumes (`training.state_dependencies`).
     """
     do_train: bool = False
     do_eval: bool = False
@@ -83,6 +86,7 @@ class Plan:
     ema_decay: float = 0.0
     adversary: Adversary | None = None
     lora: Lora | None = None
+    state_depends_on: Mapping[str, object] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
         if self.lora is not None and (self.layerwise_lr_decay != 1.0 or self.reinit_top_layers):
@@ -251,7 +255,8 @@ def training_hooks(plan: Plan, task: FinetuningTask, training: TrainingTask, eva
                    attempt: Attempt) -> list[TrainingHook]:
     """The hooks of a fine-tuning attempt: the options beyond the original the plan asks for, then
     the monitoring (`monitoring_hooks`)."""
-    hooks: list[TrainingHook] = [LayerwiseTraining(plan.layerwise_lr_decay, plan.reinit_top_layers),
+    hooks: list[TrainingHook] = [StateDependencies(plan.state_depends_on),
+                                 LayerwiseTraining(plan.layerwise_lr_decay, plan.reinit_top_layers),
                                  MovingAverages(plan.ema_decay), LowRankAdaptation(plan.lora)]
     if plan.adversary is not None:
         hooks.append(AdversarialTraining(plan.adversary))

@@ -40,10 +40,6 @@ def keyed_path(path: str, key: dict) -> str:
     return f"{root}-{short}{extension}"
 
 
-def file_digest(path: str) -> str:
-    return hashlib.sha256(storage.read_bytes(path)).hexdigest()
-
-
 def cached_records(path: str, key: dict, records: Callable[[], Iterable[bytes]]) -> tuple[bool, int]:
     """Writes the serialized examples `records()` yields to `path` unless `path` exists with this
     `key`. Returns (re-used, number of records)."""

@@ -19,7 +19,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from bert_realformer.inference.padding import trim_to_longest
-from bert_realformer.tasks.feature_cache import cached_records, digest, file_digest
+from bert_realformer.storage import file_digest
+from bert_realformer.tasks.feature_cache import cached_records, digest
 from bert_realformer.tasks.sequences import markers, pack, pack_windows
 from bert_realformer.tfrecords import encode_example, float_feature, int64_feature
 

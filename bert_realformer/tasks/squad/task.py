@@ -22,7 +22,8 @@ from bert_realformer.errors import InputError
 from bert_realformer.finetuning.contract import Evaluation, FinetuningTask, TaskData, TaskOptions
 from bert_realformer.finetuning.schedule import Schedule, example_totals, loss_share, training_batches
 from bert_realformer.inference.padding import pad_to
-from bert_realformer.tasks.feature_cache import cached_records, digest, file_digest
+from bert_realformer.storage import file_digest
+from bert_realformer.tasks.feature_cache import cached_records, digest
 from bert_realformer.tasks.registry import register
 from bert_realformer.tasks.squad.answers import RawResult, compute_predictions
 from bert_realformer.tasks.squad.features import convert_examples_to_features, iter_features
