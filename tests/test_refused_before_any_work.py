@@ -78,8 +78,13 @@ def test_an_init_checkpoint_of_other_shapes_is_refused_before_tokenizing(tmp_pat
     (["--doc_stride=32", "--window_training=pooled", "--window_pooling=first"],
      "--window_pooling=first reads the first window alone: to train on it, leave --doc_stride out (head "
      "truncation); or train --window_pooling=max or auto"),
-], ids=["truncation", "group-by-length", "first-window"])
-def test_long_document_options_that_contradict_each_other_are_one_line(tmp_path, flags, message):
+    (["--window_training=pooled"], "--window_training is for texts read in windows: it needs --doc_stride=N "
+                                   "(without it a text is cut to --max_seq_length as --truncation says)"),
+    (["--doc_stride=32", "--max_windows_per_document=2"],
+     "--max_windows_per_document=2 limits the windows of a document trained together: it needs "
+     "--window_training=pooled (separate training trains every window)"),
+], ids=["truncation", "group-by-length", "first-window", "windows-without-stride", "window-cap-when-separate"])
+def test_long_document_options_that_contradict_or_change_nothing_are_one_line(tmp_path, flags, message):
     import json
     out, config = tmp_path / "out", tmp_path / "bert_config.json"
     config.write_text(json.dumps({"vocab_size": 30, "hidden_size": 16, "num_hidden_layers": 1,

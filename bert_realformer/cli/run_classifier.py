@@ -101,6 +101,7 @@ def _check_flags():
     else:
         from bert_realformer.tasks.classification.metrics import REPORTED
     check_monitoring_flags(FLAGS.do_eval, "--do_eval (DATA_DIR's dev file)", REPORTED)
+    _check_window_flags()
     if FLAGS.doc_stride and FLAGS.truncation != "head":
         raise InputError(f"--truncation={FLAGS.truncation} cuts a text to one window; --doc_stride reads all of "
                          "it in windows: use one or the other")
@@ -118,6 +119,19 @@ def _check_flags():
     _check_multi_label_flags()
     if FLAGS.export_dir:  # before training: an export that fails would come after all of it
         storage.check_writable_dir(FLAGS.export_dir, "export_dir")
+
+
+def _check_window_flags():
+    """The long-document flags given where they would change nothing."""
+    if not FLAGS.doc_stride:
+        for name in ("window_training", "window_pooling", "max_windows_per_document"):
+            if FLAGS[name].present:
+                raise InputError(f"--{name} is for texts read in windows: it needs --doc_stride=N (without it a "
+                                 f"text is cut to --max_seq_length as --truncation says)")
+    elif FLAGS["max_windows_per_document"].present and FLAGS.window_training != "pooled":
+        raise InputError(f"--max_windows_per_document={FLAGS.max_windows_per_document} limits the windows of a "
+                         "document trained together: it needs --window_training=pooled (separate training trains "
+                         "every window)")
 
 
 def _check_multi_label_flags():
