@@ -69,6 +69,38 @@ def test_an_init_checkpoint_of_other_shapes_is_refused_before_tokenizing(tmp_pat
     assert not (out / "train.tf_record").exists()
 
 
+def test_a_run_refused_after_reading_its_data_leaves_nothing_and_the_corrected_run_goes_on(tmp_path):
+    """A refusal that comes once the data is read (here the layers to re-initialise, which needs
+    the config): what the run wrote (its label list) is removed with the directory it made, and a
+    directory that was there keeps only what it held; the corrected run, with other labels, runs."""
+    import json
+    config = tmp_path / "bert_config.json"
+    config.write_text(json.dumps({"vocab_size": 21128, "hidden_size": 16, "num_hidden_layers": 1,
+                                  "num_attention_heads": 2, "intermediate_size": 32}))
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.tsv").write_text("label\ttext\nbad\t差\ngood\t好\n", encoding="utf-8")
+
+    def run_classifier(out, *flags):
+        return run_script("run_classifier.py", "--task_name=generic", f"--data_dir={data}", f"--vocab_file={VOCAB}",
+                          f"--bert_config_file={config}", f"--output_dir={out}", "--max_seq_length=8",
+                          "--do_train", "--num_train_epochs=1", *flags)
+
+    fresh, kept = tmp_path / "fresh", tmp_path / "kept"
+    kept.mkdir()
+    (kept / "notes.txt").write_text("mine")
+    for out in (fresh, kept):
+        status, stderr = run_classifier(out, "--reinit_top_layers=2")
+        assert status == 2, stderr
+        assert stderr.strip().splitlines()[-1] == f"error: --reinit_top_layers=2: {config} has 1 layers"
+    assert not fresh.exists()
+    assert [p.name for p in kept.iterdir()] == ["notes.txt"]
+    (data / "train.tsv").write_text("label\ttext\nneg\t差\npos\t好\n", encoding="utf-8")
+    status, stderr = run_classifier(kept)
+    assert status == 0, stderr[-3000:]
+    assert (kept / "label_list.txt").read_text().split() == ["neg", "pos"]
+
+
 @pytest.mark.parametrize("flags,message", [
     (["--doc_stride=32", "--truncation=tail"], "--truncation=tail cuts a text to one window; --doc_stride reads "
                                                "all of it in windows: use one or the other"),

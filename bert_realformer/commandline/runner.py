@@ -34,7 +34,16 @@ from bert_realformer.errors import SigtermHandler, Terminated, sigterm_received,
 
 def run_main(main, argv) -> int:
     """`main(argv)` with the scripts' endings: 0, or the status a user error or stop ends with
-    (after printing its one line); other exceptions propagate."""
+    (after printing its one line, an output directory the run made and left empty removed);
+    other exceptions propagate."""
+    absent = _absent_output_dirs()
+    status = _ending_of(main, argv)
+    if status:
+        _remove_empty(absent)
+    return status
+
+
+def _ending_of(main, argv) -> int:
     try:
         status = main(argv) or 0
         stop_if_terminated()  # (raised where Python ignores exceptions, e.g. a GC callback)
@@ -184,6 +193,26 @@ def run(main, script_module: str | None = None):
         if status:
             sys.exit(status)
     app.run(guarded, flags_parser=lambda argv: _parse_flags(argv, script_module))
+
+
+OUTPUT_DIR_FLAGS = ("output_dir", "export_dir")
+
+
+def _absent_output_dirs() -> list[str]:
+    """The output directories the flags name (`OUTPUT_DIR_FLAGS`) that do not exist yet."""
+    from bert_realformer import storage
+    named = (flags.FLAGS[name].value for name in OUTPUT_DIR_FLAGS if name in flags.FLAGS)
+    return [path for path in named if path and not storage.exists(path)]
+
+
+def _remove_empty(directories: list[str]) -> None:
+    """Removes those of `directories` that are empty: a run that ends in an error leaves no empty
+    directory it made (checking that one is writable makes it; a refusal after the data was read
+    empties it, `finetuning.flow`)."""
+    from bert_realformer import storage
+    for path in directories:
+        if storage.isdir(path) and not storage.listdir(path):
+            storage.rmtree(path)
 
 
 def require_flags(*names: str) -> None:

@@ -10,12 +10,13 @@ the dev set into eval_results.txt, predict the test set, export.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from bert_realformer import console
+from bert_realformer import console, storage
 from bert_realformer.checkpoints.files_beside import check_vocabulary_belongs
 from bert_realformer.errors import InputError
 from bert_realformer.finetuning.adversarial import AdversarialTraining, Adversary
@@ -185,10 +186,32 @@ def run(task: FinetuningTask, plan: Plan, make_driver: MakeDriver) -> int:
     """Runs `plan` for `task`: its data is read (and checked) first, then the driver is made
     with the task's model (`make_driver(task.build_model) -> (driver, tokenizer)`). Returns the
     step of the weights evaluation and prediction used."""
-    data = task.read(plan.splits)
-    driver, tokenizer = make_driver(task.build_model)
+    with _nothing_left_if_refused(task.options.output_dir):
+        data = task.read(plan.splits)
+        driver, tokenizer = make_driver(task.build_model)
     with driver:  # (its claim on the output directory released however the run ends)
         return _run(task, plan, data, driver, tokenizer)
+
+
+@contextlib.contextmanager
+def _nothing_left_if_refused(output_dir: str):
+    """Removes what the block adds to `output_dir` (the directory itself, where it adds that) when
+    it refuses the run (`InputError`): the label list of a run whose checkpoint or vocabulary was
+    then refused would otherwise hold the corrected run to this run's labels."""
+    before = set(storage.listdir(output_dir)) if storage.isdir(output_dir) else None
+    try:
+        yield
+    except InputError:
+        if before is None:
+            storage.rmtree(output_dir)
+        elif storage.isdir(output_dir):
+            for name in set(storage.listdir(output_dir)) - before:
+                path = os.path.join(output_dir, name)
+                if storage.isdir(path):
+                    storage.rmtree(path)
+                else:
+                    storage.remove(path)
+        raise
 
 
 def _run(task, plan, data, driver, tokenizer):
