@@ -6,6 +6,15 @@ from modeling.attention import AttentionLayer, attention_layer
 from modeling.bert import WORD_EMBEDDING_DELTA, BertEmbeddings, BertModel
 from modeling.config import BertConfig, ConfigError
 from modeling.encoder import TransformerBlock, TransformerEncoder
+from modeling.functional import (
+    create_attention_mask_from_input_mask,
+    dropout,
+    embedding_lookup,
+    embedding_postprocessor,
+    layer_norm,
+    layer_norm_and_dropout,
+    transformer_model,
+)
 from modeling.heads import (
     ChoiceHead,
     ClassifierHead,
@@ -53,6 +62,8 @@ __all__ = [
     "enable_lora", "without_lora", "freeze_encoder",
     "BertConfig", "ConfigError",
     "TransformerBlock", "TransformerEncoder",
+    "create_attention_mask_from_input_mask", "dropout", "embedding_lookup", "embedding_postprocessor",
+    "layer_norm", "layer_norm_and_dropout", "transformer_model",
     "ChoiceHead", "ClassifierHead", "MaskedLMHead", "NextSentenceHead", "SpanHead", "TokenClassifierHead",
     "gather_indexes", "masked_lm_loss", "next_sentence_loss",
     "LayerNorm", "create_initializer",
