@@ -127,6 +127,7 @@ def test_a_crashed_run_resumed_picks_the_same_best_with_the_same_weights(tmp_pat
     assert best_checkpoint.read_record(str(crashed))["step"] == 8
     # As if killed after the best of a later evaluation was written (a best the resumed run must redo).
     (crashed / "best" / "model.ckpt-20.index").write_bytes((crashed / "best" / "model.ckpt-8.index").read_bytes())
+    _assert_every_reader_takes(crashed, 8)
     calls = []
     _driver(crashed, save_checkpoints_steps=8).train(*_task(steps=24, evaluate=_scripted(calls)))
     assert calls == [20, 24]  # resumed from the state of step 16
@@ -136,6 +137,31 @@ def test_a_crashed_run_resumed_picks_the_same_best_with_the_same_weights(tmp_pat
     b = read_tf1_checkpoint(str(crashed / "best" / "model.ckpt-24"))
     for name in a:
         np.testing.assert_allclose(a[name], b[name], atol=1e-6, err_msg=name)
+
+
+def _assert_every_reader_takes(out, step):
+    """Every way of reading OUT/best takes model.ckpt-`step`: the run's own evaluation and
+    prediction (`load_best`), and --init_checkpoint=OUT/best, `from_pretrained` and the converter
+    (`training_states.resolve`)."""
+    from bert_realformer.checkpoints import training_states
+    found, _ = load_best(modeling.BertClassifier(TINY, 2), str(out))
+    assert found.step == step
+    assert training_states.resolve(str(out / "best")).prefix == str(out / "best" / f"model.ckpt-{step}")
+
+
+def test_every_reader_of_the_best_checkpoint_takes_the_one_best_json_names(tmp_path):
+    """A new best is written as its files, then best.json, then the `checkpoint` file: killed
+    before best.json, every reader takes the previous best; killed after it, the new one."""
+    out = tmp_path / "out"
+    _driver(out).train(*_task(steps=12))  # bests at 4 and 8; 12 is worse
+    best = out / "best"
+    assert sorted(p.name for p in best.glob("*.index")) == ["model.ckpt-8.index"]
+    for name in ("index", "data-00000-of-00001"):  # killed after a best of step 12 was saved
+        (best / f"model.ckpt-12.{name}").write_bytes((best / f"model.ckpt-8.{name}").read_bytes())
+    _assert_every_reader_takes(out, 8)
+    record = json.loads((best / "best.json").read_text())
+    (best / "best.json").write_text(json.dumps({**record, "step": 12}))  # killed after best.json
+    _assert_every_reader_takes(out, 12)
 
 
 def test_a_new_run_in_the_directory_does_not_inherit_an_old_best(tmp_path):

@@ -37,6 +37,9 @@ CONFIG_FILE = "bert_config.json"
 # its training state (`training_states.TRAINING_STATE`) and its best checkpoint
 # (`finetuning.best_checkpoint`).
 RUN_WEIGHT_DIRECTORIES = ("training_state", "best")
+# The best checkpoint's record in `best/`, {"step": N, ...}: the one word on which of the
+# directory's model.ckpt-N is the best (a kill while a new best is written leaves two).
+BEST_RECORD = "best.json"
 
 
 @dataclasses.dataclass

@@ -213,17 +213,17 @@ def assign_named_values(model: keras.Model, values: Mapping[str, np.ndarray], so
     return LoadReport(source, loaded, missing, unexpected)
 
 
-def save_tf1_checkpoint(model: keras.Model, prefix: str) -> str:
+def save_tf1_checkpoint(model: keras.Model, prefix: str, state_file: bool = True) -> str:
     """Writes the model's variables under their TF1 names (see `write_tf1_checkpoint`)."""
     return write_tf1_checkpoint({name: keras.ops.convert_to_numpy(variable)
-                                 for name, variable in tf1_variable_map(model).items()}, prefix)
+                                 for name, variable in tf1_variable_map(model).items()}, prefix, state_file)
 
 
-def write_tf1_checkpoint(values: Mapping[str, np.ndarray], prefix: str) -> str:
-    """Writes {TF1 name: array} as `prefix.index` / `prefix.data-*`, plus a `checkpoint` state
-    file, so the original code (`tf.train.init_from_checkpoint`) and `load_tf1_checkpoint` can
-    restore it. Files are written under a temporary prefix first and renamed, so an interrupted
-    save leaves no half-written checkpoint. Returns `prefix`."""
+def write_tf1_checkpoint(values: Mapping[str, np.ndarray], prefix: str, state_file: bool = True) -> str:
+    """Writes {TF1 name: array} as `prefix.index` / `prefix.data-*`, plus (with `state_file`) a
+    `checkpoint` state file naming it, so the original code (`tf.train.init_from_checkpoint`) and
+    `load_tf1_checkpoint` can restore it. Files are written under a temporary prefix first and
+    renamed, so an interrupted save leaves no half-written checkpoint. Returns `prefix`."""
     import tensorflow as tf
     prefix = os.fspath(prefix)
     directory = os.path.dirname(prefix) or "."
@@ -242,7 +242,8 @@ def write_tf1_checkpoint(values: Mapping[str, np.ndarray], prefix: str) -> str:
     for data_file in data_files:  # data first, index last: the index makes the checkpoint exist
         storage.rename(data_file, prefix + data_file[len(tmp_prefix):])
     storage.rename(f"{tmp_prefix}.index", f"{prefix}.index")
-    write_checkpoint_state(directory, os.path.basename(prefix))
+    if state_file:
+        write_checkpoint_state(directory, os.path.basename(prefix))
     return prefix
 
 

@@ -14,6 +14,7 @@ error for eval/predict.
 """
 
 import dataclasses
+import json
 import os
 import re
 
@@ -97,6 +98,10 @@ def _training_states(directory):
 
 
 def _tf1_exports(directory):
+    """The directory's `model.ckpt-N` of the highest N, or of the N its best record names."""
+    recorded = _recorded_best(directory)
+    if recorded is not None:
+        return recorded
     steps = []
     for name in storage.listdir(directory):
         if name.startswith("model.ckpt-") and name.endswith(".index"):
@@ -107,6 +112,20 @@ def _tf1_exports(directory):
         return None
     step = max(steps)
     return Checkpoint(os.path.join(directory, f"model.ckpt-{step}"), TF1_KIND, step)
+
+
+def _recorded_best(directory):
+    """The checkpoint a best checkpoint's directory records as the best (`formats.BEST_RECORD`),
+    or None where it records none that is there."""
+    path = os.path.join(directory, formats.BEST_RECORD)
+    if not storage.isfile(path):
+        return None
+    try:
+        step = int(json.loads(storage.read_bytes(path))["step"])
+    except (ValueError, KeyError, TypeError):
+        raise InputError(f"{path}: expected a JSON object with the best checkpoint's step") from None
+    prefix = os.path.join(directory, f"model.ckpt-{step}")
+    return Checkpoint(prefix, TF1_KIND, step) if storage.exists(prefix + ".index") else None
 
 
 def latest_in(directory):

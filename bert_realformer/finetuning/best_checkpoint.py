@@ -5,7 +5,10 @@ early stopping (`KeepBest`, a training hook).
     OUTPUT_DIR/best/best.json          {"step": 300, "metric": "eval_accuracy", "value": 0.8, "metrics": {...}}
 
 `--init_checkpoint=OUTPUT_DIR/best` (or the prefix) gives those weights to any script and to
-`convert_checkpoint.py`. A new best is written before its evaluation enters the eval history.
+`convert_checkpoint.py`. best.json is the one word on which checkpoint is the best: every reader
+of the directory resolves through it, and a new best's files are written first, then best.json,
+then the `checkpoint` file (what TensorFlow's own readers take), so a kill at any moment leaves
+every reader on one best. A new best is written before its evaluation enters the eval history.
 The previous best's checkpoint is removed only once a training state at or after the new best's
 step is saved, so that a run killed at any moment and resumed from its last training state finds
 the best of the evaluations up to that state on disk: `resume_at` rebuilds the best, and the
@@ -25,6 +28,7 @@ import os
 
 from bert_realformer import storage
 from bert_realformer.checkpoints import save_tf1_checkpoint, training_states
+from bert_realformer.checkpoints.formats import BEST_RECORD
 from bert_realformer.checkpoints.tf1 import CheckpointError, read_checkpoint_tensors, write_checkpoint_state
 from bert_realformer.checkpoints.training_states import Checkpoint
 from bert_realformer.errors import InputError
@@ -34,7 +38,7 @@ from bert_realformer.training.evaluation import read_history
 from bert_realformer.training.hooks import HookRun, TrainingHook
 
 BEST_DIR = "best"
-RECORD = "best.json"
+RECORD = BEST_RECORD
 _PREFIX = "model.ckpt-"
 
 
@@ -170,7 +174,9 @@ class BestCheckpoint:
         if not math.isfinite(value) or not self.selection.better(value, self.best_value):
             self.since_best += 1
             return False
-        save_tf1_checkpoint(model, checkpoint_prefix(self.output_dir, step))
+        # Its files, then best.json, then the `checkpoint` file: until best.json names it, every
+        # reader (through best.json, `training_states.resolve` too) takes the previous best.
+        save_tf1_checkpoint(model, checkpoint_prefix(self.output_dir, step), state_file=False)
         self.best_step, self.best_value, self.since_best = step, value, 0
         self._write_record({"step": step, **result})
         return True
