@@ -22,6 +22,7 @@ from helpers.transformers_classifier import transformers_probabilities
 import modeling
 from bert_realformer import checkpoints
 from bert_realformer.checkpoints.config_files import read_config
+from bert_realformer.checkpoints.pretrained import read_pretrained
 from bert_realformer.pretraining.records import feature_spec
 
 pytestmark = pytest.mark.slow  # transformers in subprocesses
@@ -269,6 +270,23 @@ def releases(tmp_path_factory, real_data):
         directory, vocab = made[family]
         return directory / f"{FAMILIES[family][0]}{head}", directory / f"{FAMILIES[family][0]}{head}" / vocab
     return of
+
+
+def test_each_family_keeps_its_tokenizer_files_through_tf1(tmp_path, releases):
+    """Through TF1 each family keeps its tokenizer's files (SentencePiece's model, BPE's
+    vocabulary and merges), read back as its own and written back to Hugging Face as they were."""
+    for family, files in (("albert", ["spiece.model"]), ("roberta", ["merges.txt", "vocab.json"])):
+        release, _ = releases(family)
+        tf1 = tmp_path / f"{family}-tf1"
+        result = convert("--to=tf1", f"--input={release}", f"--output={tf1}")
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert sorted(p.name for p in tf1.iterdir()) == sorted(
+            ["bert_config.json", "bert_model.ckpt.data-00000-of-00001", "bert_model.ckpt.index", "checkpoint", *files])
+        assert read_pretrained(str(tf1)).vocab_file == str(tf1 / files[-1])
+        back = tmp_path / f"{family}-back"
+        assert convert("--to=hf", f"--input={tf1}", f"--output={back}").returncode == 0
+        for name in files:
+            assert (back / name).read_bytes() == (release / name).read_bytes()
 
 
 def _fine_tune(tmp_path, release, vocab_file, rows, variant, max_seq_length=16, *extra_flags):

@@ -12,15 +12,12 @@ from __future__ import annotations
 import os
 
 from bert_realformer import storage
-from bert_realformer.checkpoints.formats import CONFIG_FILE, VOCAB_FILE, found_beside
+from bert_realformer.checkpoints.formats import CONFIG_FILE, VOCAB_FILE, found_beside, own_vocabulary
 from bert_realformer.errors import InputError
 from tokenization.reference import vocab_lines
 
 # A TF1 release's or a run's config, then a Hugging Face directory's or a KerasHub preset's.
 CONFIG_FILES = (CONFIG_FILE, "config.json")
-# WordPiece's, ALBERT's SentencePiece model, RoBERTa's byte-level BPE (`tokenization.vocabularies`),
-# where a Hugging Face directory keeps them.
-HF_VOCABULARY_FILES = (VOCAB_FILE, "spiece.model", "vocab.json")
 KERASHUB_VOCABULARY_FILE = "assets/tokenizer/vocabulary.txt"
 RELEASE_PREFIX = "bert_model.ckpt"  # the prefix of a TF1 release's weights in its directory
 
@@ -32,8 +29,7 @@ def own_config_file(path: str) -> str | None:
 
 def own_vocab_file(path: str) -> str | None:
     """The vocabulary beside the checkpoint at `path`, or None."""
-    names = (*HF_VOCABULARY_FILES, KERASHUB_VOCABULARY_FILE)
-    return next(filter(None, (found_beside(path, name) for name in names)), None)
+    return own_vocabulary(path) or found_beside(path, KERASHUB_VOCABULARY_FILE)
 
 
 def check_vocabulary_belongs(vocab_file: str, init_checkpoint: str, tokens: list[str] | None = None) -> None:

@@ -32,6 +32,9 @@ if TYPE_CHECKING:  # annotations only
 LABELS_FILE = "label_list.txt"  # a classifier run's label order, one per line
 RUN_OPTIONS_FILE = "training_options.json"  # what a run was started with (`training.recorded_options`)
 VOCAB_FILE = "vocab.txt"
+# A model directory's vocabulary, by the tokenizer's kind: WordPiece's, ALBERT's SentencePiece
+# model, RoBERTa's byte-level BPE (with merges.txt beside it; `tokenization.vocabularies`).
+VOCABULARY_FILES = (VOCAB_FILE, "spiece.model", "vocab.json")
 CONFIG_FILE = "bert_config.json"
 # A run's directories of weights whose config, vocabulary and labels the run keeps beside them:
 # its training state (`training_states.TRAINING_STATE`) and its best checkpoint
@@ -196,12 +199,32 @@ def multi_label_beside(path: str) -> bool:
     return isinstance(options, dict) and bool((options.get("classifier_input") or {}).get("multi_label"))
 
 
+def vocabulary_files(vocab_file: str) -> dict[str, str]:
+    """{name in a model directory: source} of the files that make `vocab_file`'s tokenizer, named
+    as a directory of its kind keeps them (`VOCABULARY_FILES`): a WordPiece `vocab.txt`, ALBERT's
+    `spiece.model`, RoBERTa's `vocab.json` with the `merges.txt` beside it."""
+    from tokenization.vocabularies import vocabulary_kind
+    kind = vocabulary_kind(vocab_file)
+    if kind == "sentencepiece":
+        return {"spiece.model": vocab_file}
+    if kind == "bpe":
+        return {"vocab.json": vocab_file, "merges.txt": os.path.join(os.path.dirname(vocab_file), "merges.txt")}
+    return {VOCAB_FILE: vocab_file}
+
+
+def own_vocabulary(path: str) -> str | None:
+    """The vocabulary kept beside the weights at `path` (`found_beside`), of any kind, or None."""
+    return next(filter(None, (found_beside(path, name) for name in VOCABULARY_FILES)), None)
+
+
 def write_vocab_and_labels(directory: str, weights: Weights) -> list[str]:
-    """The vocabulary and the label order written beside weights; returns the names written."""
+    """The vocabulary (its files, as its kind names them) and the label order written beside
+    weights; returns the names written."""
     written = []
     if weights.vocab_file:
-        storage.write_atomic(os.path.join(directory, VOCAB_FILE), storage.read_bytes(weights.vocab_file))
-        written.append(VOCAB_FILE)
+        for name, source in vocabulary_files(weights.vocab_file).items():
+            storage.write_atomic(os.path.join(directory, name), storage.read_bytes(source))
+            written.append(name)
     if weights.labels:
         storage.write_atomic(os.path.join(directory, LABELS_FILE), labels_text(weights.labels))
         written.append(LABELS_FILE)

@@ -23,8 +23,15 @@ from bert_realformer import storage
 from bert_realformer.checkpoints.albert import ALBERT
 from bert_realformer.checkpoints.config_files import config_from_hf
 from bert_realformer.checkpoints.distilbert import DISTILBERT
-from bert_realformer.checkpoints.files_beside import HF_VOCABULARY_FILES
-from bert_realformer.checkpoints.formats import WeightFormat, Weights, name_list, refuse_unless_forced, register
+from bert_realformer.checkpoints.formats import (
+    VOCABULARY_FILES,
+    WeightFormat,
+    Weights,
+    name_list,
+    refuse_unless_forced,
+    register,
+    vocabulary_files,
+)
 from bert_realformer.checkpoints.hf_family import POOLER_WEIGHTS, WORD_EMBEDDINGS, Family, bert_config_fields
 from bert_realformer.checkpoints.hf_tokenizer import tokenizer_files, vocabulary_beside
 from bert_realformer.checkpoints.roberta import ROBERTA
@@ -223,7 +230,7 @@ def read_hf_dir(path):
     architecture = (hf_config.get("architectures") or [family.pretraining_class or family.masked_lm_class])[0]
     values, unused = hf_to_tf1(load(storage.read_bytes(weights_path)), config.num_layer_groups, architecture,
                                family)
-    vocab = next((os.path.join(path, name) for name in HF_VOCABULARY_FILES if storage.isfile(os.path.join(path, name))),
+    vocab = next((os.path.join(path, name) for name in VOCABULARY_FILES if storage.isfile(os.path.join(path, name))),
                  None)
     return config, values, vocab, unused, labels_from_hf(hf_config), architecture, family
 
@@ -258,11 +265,7 @@ def write_hf_dir(path, config, values, vocab_file=None, force=False, labels=None
                                           token_types=bool(config.type_vocab_size)).items():
             storage.write_atomic(os.path.join(path, name), text)
     elif vocab_file:  # ALBERT's spiece.model, RoBERTa's vocab.json and merges.txt: as they are
-        if vocabulary_kind(vocab_file) == "sentencepiece":
-            copies = {"spiece.model": vocab_file}
-        else:
-            copies = {"vocab.json": vocab_file, "merges.txt": os.path.join(os.path.dirname(vocab_file), "merges.txt")}
-        for name, source in copies.items():
+        for name, source in vocabulary_files(vocab_file).items():
             storage.write_atomic(os.path.join(path, name), storage.read_bytes(source))
     return architecture, left_out
 

@@ -20,7 +20,6 @@ from bert_realformer import storage
 from bert_realformer.checkpoints.config_files import read_config, write_config
 from bert_realformer.checkpoints.formats import (
     CONFIG_FILE,
-    VOCAB_FILE,
     ReadOptions,
     WeightFormat,
     Weights,
@@ -28,6 +27,7 @@ from bert_realformer.checkpoints.formats import (
     labels_beside,
     multi_label_beside,
     name_list,
+    own_vocabulary,
     register,
     write_vocab_and_labels,
 )
@@ -282,7 +282,7 @@ def read_run_weights(path: str, options: ReadOptions, read_values: Callable[[str
     if missing:
         raise InputError(f"input: {len(missing)} weights of this config are missing: {name_list(missing)}",
                          options=("input",))
-    weights = Weights(config, values, options.vocab_file or found_beside(path, VOCAB_FILE), labels_beside(path),
+    weights = Weights(config, values, options.vocab_file or own_vocabulary(path), labels_beside(path),
                       multi_label_beside(path))
     if pooler:
         weights.notes.append(f"bert/pooler/dense: not in {path}")
