@@ -30,7 +30,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from bert_realformer.errors import InputError, stop_if_terminated
 
@@ -267,23 +267,28 @@ def move_tree(source: str, target: str, last: tuple[str, ...] = ()) -> None:
     rmtree(source)
 
 
-def switch_in(staging: str, target: str, last: tuple[str, ...]) -> list[str]:
+def files_under(directory: str) -> list[str]:
+    """The paths of the files under `directory` (subdirectories too), relative to it."""
+    if is_local(directory):
+        return [os.path.relpath(os.path.join(root, name), _local(directory))
+                for root, _, files in os.walk(_local(directory)) for name in files]
+    return [os.path.join(root, name)[len(directory):].lstrip("/")
+            for root, _, files in _gfile().walk(directory) for name in files]
+
+
+def switch_in(staging: str, target: str, last: tuple[str, ...], stale: Sequence[str] = ()) -> list[str]:
     """Moves the files of directory `staging` (subdirectories too) into `target`, replacing
     files of the same names, and removes `staging`; returns the moved names. The files named in
     `last` (a directory's config) are removed from `target` first and moved in after all the
     others: a process killed between two files leaves `target` without them, a set that every
-    reader refuses, never new weights beside an old config that may fit them."""
+    reader refuses, never new weights beside an old config that may fit them. The files of
+    `target` in `stale` (relative paths: an earlier output's that this one does not replace) are
+    removed with them."""
     stop_if_terminated()
-    if is_local(staging):
-        names = [os.path.relpath(os.path.join(root, name), _local(staging))
-                 for root, _, files in os.walk(_local(staging)) for name in files]
-    else:
-        names = [os.path.join(root, name)[len(staging):].lstrip("/")
-                 for root, _, files in _gfile().walk(staging) for name in files]
+    names = files_under(staging)
     makedirs(target)
-    for name in names:
-        if os.path.basename(name) in last:
-            remove(os.path.join(target, name))
+    for name in [*(n for n in names if os.path.basename(n) in last), *stale]:
+        remove(os.path.join(target, name))
     for name in sorted(names, key=lambda n: os.path.basename(n) in last):
         destination = os.path.join(target, name)
         makedirs(os.path.dirname(destination))

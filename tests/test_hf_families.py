@@ -289,6 +289,37 @@ def test_each_family_keeps_its_tokenizer_files_through_tf1(tmp_path, releases):
             assert (back / name).read_bytes() == (release / name).read_bytes()
 
 
+def test_a_conversion_replaces_an_earlier_one(tmp_path, releases):
+    """A BERT conversion, then ALBERT's into the same --output: nothing of the first survives
+    (no vocab.txt or tokenizer.json beside spiece.model to be taken for its tokenizer), files of
+    the user's stay. Without a vocabulary the conversion says it wrote no tokenizer; an --output
+    that holds the --input is refused."""
+    out = tmp_path / "out"
+    first = convert("--to=hf", f"--input={os.path.dirname(VOCAB)}", f"--output={out}")
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert (out / "tokenizer.json").exists() and (out / "vocab.txt").exists()
+    (out / "notes.txt").write_text("mine")
+    albert, _ = releases("albert")
+    second = convert("--to=hf", f"--input={albert}", f"--output={out}")
+    assert second.returncode == 0, second.stderr[-2000:]
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.safetensors", "notes.txt", "spiece.model"]
+    assert read_pretrained(str(out)).vocab_file == str(out / "spiece.model")
+
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for name in ("bert_model.ckpt.index", "bert_model.ckpt.data-00000-of-00001", "bert_config.json"):
+        (bare / name).write_bytes(open(os.path.join(os.path.dirname(VOCAB), name), "rb").read())
+    result = convert("--to=hf", f"--input={bare}/bert_model.ckpt", f"--output={tmp_path / 'bare-hf'}")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert (f"note: no vocabulary given or found beside --input={bare}/bert_model.ckpt: {tmp_path / 'bare-hf'} has "
+            "no tokenizer files (give --vocab_file to write them)") in result.stderr
+    inside = convert("--to=tf1", f"--input={bare}/bert_model.ckpt", f"--output={bare}")
+    assert inside.returncode == 2
+    assert inside.stderr.strip().splitlines()[-1] == (
+        f"error: --output={bare} holds --input={bare}/bert_model.ckpt: a conversion replaces what is there; write "
+        "it to another directory")
+
+
 def _fine_tune(tmp_path, release, vocab_file, rows, variant, max_seq_length=16, *extra_flags):
     """run_classifier.py from the Hugging Face directory `release` on `rows` ({split: [(text,
     label)] or [(text, second text, label)]}) as `variant` (`--residual_attention`), 30 epochs at

@@ -23,6 +23,7 @@ run read them (its --max_seq_length, --doc_stride windows and --window_pooling, 
 OUTPUT_DIR/training_options.json).
 """
 
+import fnmatch
 import os
 import sys
 import tempfile
@@ -63,6 +64,13 @@ require_flags("to", "input", "output")
 # Moved in last (and removed first): the configs (ours and TF1's; Hugging Face's and KerasHub's)
 # and the file whose presence makes a SavedModel.
 LAST_FILES = ("bert_config.json", "config.json", "saved_model.pb")
+# What a conversion to a weight format writes (every format's, every tokenizer kind's): of these,
+# what --output holds from an earlier conversion and this one does not write is removed, so that
+# no reader takes an old tokenizer (or weights) beside the new model.
+CONVERSION_FILES = ("bert_config.json", "config.json", "vocab.txt", "spiece.model", "vocab.json", "merges.txt",
+                    "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "model.safetensors",
+                    "label_list.txt", "checkpoint", "bert_model.ckpt.*", "metadata.json", "model.weights.h5",
+                    "preprocessor.json", "task.json", "task.weights.h5", "assets/tokenizer/*", "training_state/*")
 
 
 def main(argv):
@@ -72,6 +80,9 @@ def main(argv):
         if FLAGS[name].value not in known:
             raise InputError(f"--{name}={FLAGS[name].value}: unknown format; expected one of {', '.join(known)}")
     storage.check_dir_target(FLAGS.output, "output")
+    if _within(FLAGS.input, FLAGS.output):
+        raise InputError(f"--output={FLAGS.output} holds --input={FLAGS.input}: a conversion replaces what is "
+                         "there; write it to another directory")
     with tempfile.TemporaryDirectory(prefix="convert-") as scratch:  # (what reading makes, e.g. a vocab.txt)
         weights = conversion.read(FLAGS["from"].value, FLAGS.input, FLAGS.bert_config_file, FLAGS.vocab_file,
                                   FLAGS.force, FLAGS.to, scratch)
@@ -113,18 +124,41 @@ def _convert(weights):
             path = export_model(model, text, staging, weights.labels,
                                 reading.get("thresholds") if reading.get("multi_label") else None, engine)
             written = [os.path.relpath(path, staging)]
+            stale = []
         else:
             written = conversion.write(FLAGS.to, staging, weights, FLAGS.do_lower_case, FLAGS.max_seq_length,
                                        FLAGS.force)
+            stale = _earlier_conversion_files(FLAGS.output, storage.files_under(staging))
         # Whole or not at all: a crash between two files must not leave new weights beside an
         # old config of the same sizes (a variant key would differ silently).
-        storage.switch_in(staging, FLAGS.output, last=LAST_FILES)
+        storage.switch_in(staging, FLAGS.output, last=LAST_FILES, stale=stale)
     finally:
         storage.rmtree(staging)
+    if weights.vocab_file is None:
+        weights.notes.append(f"note: no vocabulary given or found beside --input={FLAGS.input}: {FLAGS.output} has "
+                             "no tokenizer files (give --vocab_file to write them)")
     for note in weights.notes:
         print(note, file=sys.stderr)
     print(f"{FLAGS['from'].value} -> {FLAGS.to}: {conversion.describe(weights)}; wrote {', '.join(written)} "
           f"in {FLAGS.output}")
+
+
+def _within(path: str, directory: str) -> bool:
+    """Whether `path` is `directory` or lies in it."""
+    def normal(p):
+        return os.path.abspath(p.removeprefix("file://")) if storage.is_local(p) else p.rstrip("/")
+    path, directory = normal(path), normal(directory)
+    return path == directory or path.startswith(directory + "/")
+
+
+def _earlier_conversion_files(output: str, written: list[str]) -> list[str]:
+    """The files of `output` an earlier conversion wrote (`CONVERSION_FILES`) that are not among
+    `written` (relative paths)."""
+    if not storage.isdir(output):
+        return []
+    new = set(written)
+    return [name for name in storage.files_under(output)
+            if name not in new and any(fnmatch.fnmatch(name, pattern) for pattern in CONVERSION_FILES)]
 
 
 def _classifier_input(path):
