@@ -85,3 +85,14 @@ def test_a_savedmodel_of_text_is_refused_for_a_bpe_vocabulary_in_one_line(tmp_pa
         f"--vocab_file={tmp_path}/vocab.json is byte-level BPE, which has no TensorFlow op; run without "
         "--export_dir and serve token ids")
     assert "step 1" not in refused.stderr and not list((tmp_path / "export").glob("*"))  # (no version written)
+
+
+@pytest.mark.parametrize("content", ['{"a": 0, "b"', '["a", "b"]'], ids=["truncated", "not-an-object"])
+def test_a_damaged_vocabulary_is_one_error_naming_it(tmp_path, content):
+    from bert_realformer.errors import InputError
+    from tokenization.vocabularies import tokenizer_for
+    (tmp_path / "vocab.json").write_text(content)
+    (tmp_path / "merges.txt").write_text("#version: 0.2\n")
+    with pytest.raises(InputError, match=rf"^{tmp_path}/vocab.json: expected a byte-level BPE vocabulary, a JSON "
+                                         "object of token: id"):
+        tokenizer_for(str(tmp_path / "vocab.json"))

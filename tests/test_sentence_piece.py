@@ -87,3 +87,13 @@ def test_the_graph_tokenizer_gives_the_eager_ids_on_every_line(trained):
         for line, ids in zip(texts, got, strict=True):
             assert ids == eager.tokenize_to_ids(line), line
     assert any("," in eager.tokenize(line)[:-1] and eager.tokenize(line) != [] for line in extra[5:7])
+
+
+def test_a_truncated_model_is_one_error_naming_it(tmp_path, trained):
+    from bert_realformer.errors import InputError
+    damaged = tmp_path / "spiece.model"
+    with open(trained[0], "rb") as f:
+        damaged.write_bytes(f.read()[:1000])
+    with pytest.raises(InputError, match=rf"^{damaged}: expected a SentencePiece model \(spiece.model\); it cannot "
+                                         r"be parsed \(.+\); truncated\?$"):
+        tokenizer_for(str(damaged))

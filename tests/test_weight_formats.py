@@ -3,6 +3,7 @@ weight, its names are the ones its files hold, and a new format is one class and
 registration, which conversion then reads and writes like the project's own."""
 
 import os
+import re
 
 import numpy as np
 import pytest
@@ -84,3 +85,41 @@ def test_a_new_format_is_one_class_and_one_registration(tmp_path, monkeypatch):
         np.testing.assert_array_equal(back.values[name], value)
     with pytest.raises(ValueError, match="'tf1' is registered already"):
         register(type("Other", (NpzFormat,), {"name": "tf1"}))
+
+
+def test_damaged_weight_files_are_one_line_naming_them(tmp_path):
+    """A truncated model.safetensors, and a KerasHub preset without its model.weights.h5 or with
+    it truncated: from_pretrained's reader raises one InputError naming the file, and the
+    converter ends in that line with status 2."""
+    from helpers.conversions import convert
+
+    from bert_realformer.checkpoints.pretrained import read_pretrained
+    from bert_realformer.errors import InputError
+    weights = Weights(CONFIG, _encoder_values())
+    formats.get("hf").write(str(tmp_path / "hf"), weights, formats.WriteOptions())
+    safetensors = tmp_path / "hf" / "model.safetensors"
+    safetensors.write_bytes(safetensors.read_bytes()[:200])
+    message = (rf"{safetensors}: not a readable safetensors file \(.+\); truncated\? Copy it again from where it "
+               "came from")
+    with pytest.raises(InputError, match=f"^{message}$"):
+        read_pretrained(str(tmp_path / "hf"))
+    refused = convert("--to=tf1", f"--input={tmp_path / 'hf'}", f"--output={tmp_path / 'out'}")
+    assert refused.returncode == 2
+    assert re.fullmatch(f"error: {message}", refused.stderr.strip().splitlines()[-1])
+
+    pytest.importorskip("keras_hub")
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("".join(f"{t}\n" for t in ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] +
+                             [f"w{i}" for i in range(35)]))
+    preset = tmp_path / "preset"
+    formats.get("kerashub").write(str(preset), Weights(CONFIG, weights.values, str(vocab)), formats.WriteOptions())
+    h5 = preset / "model.weights.h5"
+    whole = h5.read_bytes()
+    h5.unlink()
+    with pytest.raises(InputError, match=rf"^{h5}: missing \(a KerasHub preset directory holds config.json and "
+                                         r"model.weights.h5\)$"):
+        read_pretrained(str(preset))
+    h5.write_bytes(whole[:len(whole) // 2])
+    with pytest.raises(InputError, match=rf"^{preset}: its weights \(model.weights.h5, or the task's\) cannot be read "
+                                         r"\(.+\); truncated\? Copy the preset again$"):
+        read_pretrained(str(preset))

@@ -24,6 +24,7 @@ import re
 import sys
 import unicodedata
 
+from bert_realformer.errors import InputError
 from bert_realformer.text_files import read_text
 
 # Unicode's White_Space property (PropList.txt), what `\s` means to the Rust regex engines.
@@ -80,6 +81,18 @@ def pieces(text: str) -> list[str]:
     return _pieces_pattern().findall(text)
 
 
+def _read_vocabulary(vocab_file: str) -> dict[str, int]:
+    """vocab.json's {token: id}; a file that is not one is an `InputError` naming it."""
+    try:
+        vocab = json.loads(read_text(vocab_file))
+    except ValueError as error:
+        raise InputError(f"{vocab_file}: expected a byte-level BPE vocabulary, a JSON object of token: id "
+                         f"({error}); truncated?") from None
+    if not isinstance(vocab, dict) or not all(isinstance(i, int) for i in vocab.values()):
+        raise InputError(f"{vocab_file}: expected a byte-level BPE vocabulary, a JSON object of token: id")
+    return vocab
+
+
 class ByteLevelBPETokenizer:
     """The tokens and ids of a byte-level BPE vocabulary (`vocab_file`: vocab.json, token -> id;
     `merges_file`: merges.txt, one `left right` pair per line in rank order after an optional
@@ -91,7 +104,7 @@ class ByteLevelBPETokenizer:
 
     def __init__(self, vocab_file: str, merges_file: str, add_prefix_space: bool = False):
         self.vocab_file, self.do_lower_case = vocab_file, False
-        self.vocab = json.loads(read_text(vocab_file))
+        self.vocab = _read_vocabulary(vocab_file)
         lines = read_text(merges_file).splitlines()
         if lines and lines[0].startswith("#version"):
             lines = lines[1:]

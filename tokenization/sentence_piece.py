@@ -21,6 +21,7 @@ import functools
 import unicodedata
 
 from bert_realformer import storage
+from bert_realformer.errors import InputError
 from tokenization.unicode_classes import re2_ranges
 
 WORD_START = "\u2581"  # ▁
@@ -46,8 +47,12 @@ class SentencePieceTokenizer:
         self.vocab_file, self.do_lower_case = model_file, do_lower_case
         self._proto = storage.read_bytes(model_file)
         self._model = None
-        model = self._op()
-        pieces = model.id_to_string(tf.range(int(model.vocab_size()))).numpy()
+        try:
+            model = self._op()
+            pieces = model.id_to_string(tf.range(int(model.vocab_size()))).numpy()
+        except tf.errors.OpError as error:
+            raise InputError(f"{model_file}: expected a SentencePiece model (spiece.model); it cannot be parsed "
+                             f"({error.message.splitlines()[0]}); truncated?") from None
         self.inverse = [piece.decode("utf-8") for piece in pieces]
         self.vocab = {piece: index for index, piece in enumerate(self.inverse)}
         self.unk_id = int(model.string_to_id("\u0000 not a piece").numpy())

@@ -210,10 +210,21 @@ def labels_from_hf(hf_config):
     return None if labels == [f"LABEL_{i}" for i in range(len(labels))] else labels
 
 
+def _stored_tensors(weights_path: str) -> dict[str, np.ndarray]:
+    """{name: array} of a model.safetensors; a file that is not one (truncated, another format)
+    is an `InputError` naming it."""
+    from safetensors import SafetensorError
+    from safetensors.numpy import load
+    try:
+        return load(storage.read_bytes(weights_path))
+    except SafetensorError as error:
+        raise InputError(f"{weights_path}: not a readable safetensors file ({error}); truncated? Copy it again "
+                         "from where it came from") from None
+
+
 def read_hf_dir(path):
     """(BertConfig, {TF1 name: array}, vocab path or None, unused Hugging Face names, a
     classifier's labels in order or None, the class's architecture, its family)."""
-    from safetensors.numpy import load
     config_path = os.path.join(path, "config.json")
     weights_path = os.path.join(path, "model.safetensors")
     for required in (config_path, weights_path):
@@ -228,8 +239,7 @@ def read_hf_dir(path):
     config = config_from_hf(hf_config, source=config_path)
     family = family_named(hf_config.get("model_type", "bert"), config_path)
     architecture = (hf_config.get("architectures") or [family.pretraining_class or family.masked_lm_class])[0]
-    values, unused = hf_to_tf1(load(storage.read_bytes(weights_path)), config.num_layer_groups, architecture,
-                               family)
+    values, unused = hf_to_tf1(_stored_tensors(weights_path), config.num_layer_groups, architecture, family)
     vocab = next((os.path.join(path, name) for name in VOCABULARY_FILES if storage.isfile(os.path.join(path, name))),
                  None)
     return config, values, vocab, unused, labels_from_hf(hf_config), architecture, family

@@ -33,6 +33,7 @@ from modeling.config import BertConfig, ConfigError
 from tokenization.reference import vocab_lines
 
 TASK_FILE = "task.json"
+WEIGHTS_FILE = "model.weights.h5"  # the backbone's weights
 OUR_CONFIG = "bert_config.json"
 
 
@@ -163,23 +164,35 @@ def write_preset(path: str, config: BertConfig, values: dict, vocab_file: str, d
     return class_name, left_out
 
 
+def _loaded(path: str, task_class: str):
+    """(the task KerasHub builds from the preset, or None where it holds none; the backbone); weights
+    files that h5py cannot read (truncated) are an `InputError` naming them."""
+    import keras_hub
+    try:
+        if "BertTextClassifier" in task_class:
+            task = keras_hub.models.BertTextClassifier.from_preset(path)
+        elif "BertMaskedLM" in task_class:
+            task = keras_hub.models.BertMaskedLM.from_preset(path)
+        else:
+            task = None
+        return task, (task.backbone if task is not None else keras_hub.models.BertBackbone.from_preset(path))
+    except OSError as error:  # (h5py's, for a file it cannot open as HDF5)
+        raise InputError(f"{path}: its weights ({WEIGHTS_FILE}, or the task's) cannot be read ({error}); "
+                         "truncated? Copy the preset again") from None
+
+
 def read_preset(path: str) -> tuple[BertConfig, dict, str | None]:
     """(BertConfig, {TF1 name: array}, the vocabulary file or None) of a KerasHub BERT preset
     directory, with its classifier or MLM head when it holds a task."""
     import keras_hub
-    if not storage.isfile(os.path.join(path, "config.json")):
-        raise ConfigError(f"{os.path.join(path, 'config.json')}: missing (a KerasHub preset directory holds "
-                          "config.json and model.weights.h5)")
+    for required in ("config.json", WEIGHTS_FILE):
+        if not storage.isfile(os.path.join(path, required)):
+            raise ConfigError(f"{os.path.join(path, required)}: missing (a KerasHub preset directory holds "
+                              f"config.json and {WEIGHTS_FILE})")
     task_class = ""
     if storage.isfile(os.path.join(path, TASK_FILE)):
         task_class = storage.read_bytes(os.path.join(path, TASK_FILE)).decode("utf-8")
-    if "BertTextClassifier" in task_class:
-        task = keras_hub.models.BertTextClassifier.from_preset(path)
-    elif "BertMaskedLM" in task_class:
-        task = keras_hub.models.BertMaskedLM.from_preset(path)
-    else:
-        task = None
-    backbone = task.backbone if task is not None else keras_hub.models.BertBackbone.from_preset(path)
+    task, backbone = _loaded(path, task_class)
     config = config_from_kerashub(backbone.get_config(), path)
     values = _read(_pairs(backbone), config)
     if isinstance(task, keras_hub.models.BertTextClassifier):
