@@ -320,6 +320,26 @@ def test_a_conversion_replaces_an_earlier_one(tmp_path, releases):
         "it to another directory")
 
 
+def test_the_feature_scripts_read_each_familys_masked_lm_named_alone(tmp_path, releases, real_data):
+    """extract_features.py and analyze_attention.py on each family's masked LM (no pooler, which
+    neither reads), tokenized by its own vocabulary's kind (WordPiece, SentencePiece, BPE)."""
+    from helpers.in_process import completed_in_process
+    lines = real_data.english_sentences()[:3]
+    (tmp_path / "in.txt").write_text("".join(f"{line}\n" for line in lines))
+    for family in FAMILIES:
+        release, _ = releases(family)
+        features = completed_in_process("extract_features.py", f"--init_checkpoint={release}", "--pooling=mean",
+                                        f"--input_file={tmp_path}/in.txt", f"--output_file={tmp_path}/{family}.jsonl",
+                                        "--max_seq_length=16", "--do_lower_case=false", "--layers=-1")
+        assert features.returncode == 0, (family, features.stderr[-2000:])
+        vectors = [json.loads(line)["embedding"] for line in (tmp_path / f"{family}.jsonl").read_text().splitlines()]
+        assert len(vectors) == 3 and all(np.isfinite(v).all() for v in vectors), family
+        attention = completed_in_process("analyze_attention.py", f"--init_checkpoint={release}",
+                                         f"--text_file={tmp_path}/in.txt", "--max_seq_length=16",
+                                         "--do_lower_case=false", f"--output_dir={tmp_path}/{family}-attention")
+        assert attention.returncode == 0, (family, attention.stderr[-2000:])
+
+
 def _fine_tune(tmp_path, release, vocab_file, rows, variant, max_seq_length=16, *extra_flags):
     """run_classifier.py from the Hugging Face directory `release` on `rows` ({split: [(text,
     label)] or [(text, second text, label)]}) as `variant` (`--residual_attention`), 30 epochs at

@@ -17,6 +17,7 @@ import dataclasses
 import json
 import os
 import re
+from collections.abc import Sequence
 
 import tensorflow as tf
 
@@ -259,9 +260,11 @@ def check_fits(checkpoint: Checkpoint, config, option: str = "init_checkpoint") 
     check_shapes_agree(checkpoint.prefix, stored_weight_shapes(checkpoint), _expected_shapes(config), option)
 
 
-def load_weights(model, checkpoint, strict=False):
+def load_weights(model, checkpoint, strict=False, needless: Sequence[str] = ()):
     """Loads a `Checkpoint`'s weights into `model`; returns the `LoadReport`. `strict`: every
-    weight of the model must be in it (eval/predict never runs on random weights)."""
+    weight of the model must be in it (eval/predict never runs on random weights), but those
+    named in `needless`, which the caller's use of the model never reads (a pooler, for
+    features)."""
     if checkpoint.weight_format is not None:
         weights = formats.get(checkpoint.weight_format).read(checkpoint.prefix, ReadOptions(target="model"))
         report = assign_named_values(model, weights.values, checkpoint.prefix)
@@ -270,9 +273,10 @@ def load_weights(model, checkpoint, strict=False):
             model, read_training_state(checkpoint.prefix), checkpoint.prefix)
     else:
         report = load_tf1_checkpoint(model, checkpoint.prefix)
-    if strict and report.missing:
+    needed = [name for name in report.missing if name not in needless]
+    if strict and needed:
         raise CheckpointError(
-            f"{checkpoint.prefix} lacks weights the model needs: {', '.join(report.missing)} "
+            f"{checkpoint.prefix} lacks weights the model needs: {', '.join(needed)} "
             "(a pretrained checkpoint without this task's head? train with do_train first)", options=("do_train",))
     return report
 

@@ -36,7 +36,7 @@ flags.DEFINE_string("output_dir", None, "Where to write the statistics and plots
 flags.DEFINE_string("title", "", "Plot title prefix (e.g. the model variant).")
 
 
-def batches():
+def batches(vocab_size):
     if FLAGS.input_file:
         from bert_realformer.pretraining.input_pipeline import expand_input_files, make_dataset
         files = expand_input_files(FLAGS.input_file)
@@ -50,9 +50,10 @@ def batches():
                 return
         return
     from bert_realformer.tasks.text_features import read_text_examples, text_features
-    from tokenization import FullTokenizer
-    _, arrays = text_features(read_text_examples(FLAGS.text_file, "text_file")[:FLAGS.max_examples],
-                              FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case), FLAGS.max_seq_length)
+    from bert_realformer.training.setup import checked_tokenizer
+    tokenizer = checked_tokenizer(FLAGS.vocab_file, FLAGS.do_lower_case, vocab_size)
+    _, arrays = text_features(read_text_examples(FLAGS.text_file, "text_file")[:FLAGS.max_examples], tokenizer,
+                              FLAGS.max_seq_length)
     for start in range(0, len(arrays["input_ids"]), FLAGS.batch_size):
         yield {k: v[start:start + FLAGS.batch_size] for k, v in arrays.items()}
 
@@ -71,17 +72,20 @@ def main(argv):
 
     import modeling
     from bert_realformer.checkpoints.config_files import read_config  # (imports TensorFlow)
+    from bert_realformer.checkpoints.hf_family import POOLER_WEIGHTS
     from bert_realformer.checkpoints.training_states import describe, load_weights, resolve
     from bert_realformer.comparison.attention_analysis import AttentionStatistics, plot
     config = read_config(FLAGS.bert_config_file)
     model = modeling.BertModel(config)
     model.build()
     checkpoint = resolve(FLAGS.init_checkpoint)
-    print(describe(checkpoint, load_weights(model, checkpoint, strict=True)), file=sys.stderr)
+    # (the pooler may be missing, as from a Hugging Face masked LM: attention never reads it)
+    print(describe(checkpoint, load_weights(model, checkpoint, strict=True, needless=POOLER_WEIGHTS)),
+          file=sys.stderr)
     attention_probs = tf.function(lambda batch: model(batch, training=False, output_attention_probs=True)
                                   ["attention_probs"], autograph=False)
     stats = AttentionStatistics(config.num_hidden_layers, config.num_attention_heads)
-    for batch in batches():
+    for batch in batches(config.vocab_size):
         stats.add(attention_probs(batch), batch["input_mask"])
     storage.makedirs(FLAGS.output_dir)
     summary = {"config": config.to_dict(), "checkpoint": FLAGS.init_checkpoint, **stats.summary()}

@@ -72,20 +72,21 @@ def main(argv):
 
     import modeling
     from bert_realformer.checkpoints.config_files import read_config  # (imports TensorFlow)
+    from bert_realformer.checkpoints.hf_family import POOLER_WEIGHTS
     from bert_realformer.checkpoints.training_states import describe, load_weights, resolve
     from bert_realformer.tasks.text_features import read_text_examples, text_features
-    from bert_realformer.training.setup import check_vocabulary
-    from tokenization import FullTokenizer
+    from bert_realformer.training.setup import checked_tokenizer
     config = read_config(FLAGS.bert_config_file)
     for index in layer_indexes:
         if not -config.num_hidden_layers <= index < config.num_hidden_layers:
             raise InputError(f"--layers: {index} is not a layer of this {config.num_hidden_layers}-layer model")
-    check_vocabulary(FLAGS.vocab_file, config.vocab_size)
-    tokenizer = FullTokenizer(FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
+    tokenizer = checked_tokenizer(FLAGS.vocab_file, FLAGS.do_lower_case, config.vocab_size)
     model = modeling.BertModel(config)
     model.build()
     checkpoint = resolve(FLAGS.init_checkpoint)  # a TF1 checkpoint, ours, or a run directory
-    print(describe(checkpoint, load_weights(model, checkpoint, strict=True)), file=sys.stderr)
+    # (the pooler may be missing, as from a Hugging Face masked LM: no feature reads it)
+    print(describe(checkpoint, load_weights(model, checkpoint, strict=True, needless=POOLER_WEIGHTS)),
+          file=sys.stderr)
     all_tokens, arrays = text_features(read_text_examples(FLAGS.input_file), tokenizer, FLAGS.max_seq_length)
 
     from bert_realformer.inference.padding import LENGTH_MULTIPLE

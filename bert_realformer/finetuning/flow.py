@@ -34,8 +34,7 @@ from bert_realformer.training.evaluation import PeriodicEval, write_eval_results
 from bert_realformer.training.setup import (
     StrategySpec,
     check_batches_fit,
-    check_tokenizer_vocabulary,
-    check_vocabulary,
+    checked_tokenizer,
     for_worker,
     load_config,
 )
@@ -142,7 +141,7 @@ def make_driver(setup: DriverSetup, plan: Plan, build_model) -> tuple[Driver, To
     --init_checkpoint checked to exist and fit, and the model `build_model(config)`."""
     from bert_realformer.checkpoints import training_states
     from tokenization import FullTokenizer, validate_case_matches_checkpoint
-    from tokenization.vocabularies import has_graph_tokenizer, tokenizer_for
+    from tokenization.vocabularies import has_graph_tokenizer
     init_checkpoint = setup.run.init_checkpoint
     try:
         validate_case_matches_checkpoint(setup.do_lower_case, init_checkpoint)
@@ -160,17 +159,14 @@ def make_driver(setup: DriverSetup, plan: Plan, build_model) -> tuple[Driver, To
                          options=("reinit_top_layers",))
     strategy = setup.strategy.make()
     check_batches_fit(config, setup.max_seq_length, strategy.num_replicas_in_sync, dict(setup.batches))
-    tokenizer = tokenizer_for(setup.vocab_file, do_lower_case=setup.do_lower_case)
+    tokenizer = checked_tokenizer(setup.vocab_file, setup.do_lower_case, config.vocab_size)
     if isinstance(tokenizer, FullTokenizer):
-        tokens = check_vocabulary(setup.vocab_file, config.vocab_size)
         if init_checkpoint and not setup.allow_foreign_vocab:
-            check_vocabulary_belongs(setup.vocab_file, init_checkpoint, tokens)
-    else:
-        check_tokenizer_vocabulary(setup.vocab_file, tokenizer, config.vocab_size)
-        if plan.export_dir and not has_graph_tokenizer(setup.vocab_file):
-            raise InputError(f"export_dir={plan.export_dir}: a SavedModel tokenizes its text in the graph, and "
-                             f"vocab_file={setup.vocab_file} is byte-level BPE, which has no TensorFlow op; run "
-                             "without export_dir and serve token ids", options=("export_dir", "vocab_file"))
+            check_vocabulary_belongs(setup.vocab_file, init_checkpoint)
+    elif plan.export_dir and not has_graph_tokenizer(setup.vocab_file):
+        raise InputError(f"export_dir={plan.export_dir}: a SavedModel tokenizes its text in the graph, and "
+                         f"vocab_file={setup.vocab_file} is byte-level BPE, which has no TensorFlow op; run "
+                         "without export_dir and serve token ids", options=("export_dir", "vocab_file"))
     if init_checkpoint:  # (there, and of this config's shapes: before the data is tokenized)
         training_states.check_fits(training_states.resolve(init_checkpoint), config)
     restart_deadline_for(plan.restart_deadline, strategy)

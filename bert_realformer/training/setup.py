@@ -113,6 +113,20 @@ def check_tokenizer_vocabulary(vocab_file: str, tokenizer, vocab_size: int | Non
                          options=("vocab_file", "bert_config_file"))
 
 
+def checked_tokenizer(vocab_file: str, do_lower_case: bool, vocab_size: int | None):
+    """The tokenizer of `vocab_file`, of any kind (`tokenization.vocabularies`), its vocabulary
+    checked against the model's `vocab_size` (`check_vocabulary` for WordPiece,
+    `check_tokenizer_vocabulary` for SentencePiece and byte-level BPE)."""
+    from tokenization import FullTokenizer
+    from tokenization.vocabularies import tokenizer_for
+    tokenizer = tokenizer_for(vocab_file, do_lower_case=do_lower_case)
+    if isinstance(tokenizer, FullTokenizer):
+        check_vocabulary(vocab_file, vocab_size)
+    else:
+        check_tokenizer_vocabulary(vocab_file, tokenizer, vocab_size)
+    return tokenizer
+
+
 def check_vocabulary(vocab_file: str, vocab_size: int | None,
                      needed: tuple[str, ...] = FINE_TUNING_TOKENS) -> list[str]:
     """An `InputError` naming `vocab_file` when it has more lines than `vocab_size` (with its
