@@ -57,8 +57,26 @@ def test_extract_features_reads_every_checkpoint_form_and_refuses_missing_weight
     partial = _extract(tmp_path, str(tmp_path / "partial" / "bert_model.ckpt"), "partial.jsonl")
     assert partial.returncode == 2
     assert partial.stderr.strip().splitlines()[-1].startswith("error: ")
-    assert "lacks weights the model needs: bert/encoder/layer_1/output/dense/kernel" in partial.stderr
+    assert partial.stderr.strip().splitlines()[-1] == (
+        f"error: {tmp_path}/partial/bert_model.ckpt lacks weights of the encoder: "
+        "bert/encoder/layer_1/output/dense/kernel (another model's checkpoint?)")
     assert not (tmp_path / "partial.jsonl").exists()
+
+    # Without a pooler (a Hugging Face masked LM's weights): features never read it.
+    values = {name: value for name, value in checkpoints.read_tf1_checkpoint(POSTLN).items()
+              if not name.startswith("bert/pooler/")}
+    checkpoints.write_tf1_checkpoint(values, str(tmp_path / "no_pooler" / "bert_model.ckpt"))
+    no_pooler = _extract(tmp_path, str(tmp_path / "no_pooler" / "bert_model.ckpt"), "no_pooler.jsonl")
+    assert no_pooler.returncode == 0, no_pooler.stderr[-2000:]
+    assert (tmp_path / "no_pooler.jsonl").read_text() == (tmp_path / "released.jsonl").read_text()
+
+    (tmp_path / "empty.txt").write_text("")
+    empty = _run("extract_features.py", f"--input_file={tmp_path}/empty.txt", f"--output_file={tmp_path}/e.jsonl",
+                 f"--init_checkpoint={POSTLN}", "--layers=-1", "--max_seq_length=16")
+    assert empty.returncode == 2
+    assert empty.stderr.strip().splitlines()[-1] == (
+        f"error: --input_file={tmp_path}/empty.txt is empty: expected one text (or `A ||| B` pair) per line")
+    assert not (tmp_path / "e.jsonl").exists()
 
 
 def test_analyze_attention_on_text_lines(tmp_path):

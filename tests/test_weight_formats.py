@@ -88,9 +88,9 @@ def test_a_new_format_is_one_class_and_one_registration(tmp_path, monkeypatch):
 
 
 def test_damaged_weight_files_are_one_line_naming_them(tmp_path):
-    """A truncated model.safetensors, and a KerasHub preset without its model.weights.h5 or with
-    it truncated: from_pretrained's reader raises one InputError naming the file, and the
-    converter ends in that line with status 2."""
+    """A truncated or missing model.safetensors, and a KerasHub preset without its
+    model.weights.h5 or with it truncated: from_pretrained's reader raises one InputError naming
+    the file, and the converter ends in that line with status 2."""
     from helpers.conversions import convert
 
     from bert_realformer.checkpoints.pretrained import read_pretrained
@@ -106,6 +106,10 @@ def test_damaged_weight_files_are_one_line_naming_them(tmp_path):
     refused = convert("--to=tf1", f"--input={tmp_path / 'hf'}", f"--output={tmp_path / 'out'}")
     assert refused.returncode == 2
     assert re.fullmatch(f"error: {message}", refused.stderr.strip().splitlines()[-1])
+    safetensors.unlink()
+    with pytest.raises(InputError, match=rf"^{tmp_path}/hf: holds config.json but no model.safetensors \(a Hugging "
+                                         r"Face model directory holds both\), and no TF1 checkpoint$"):
+        read_pretrained(str(tmp_path / "hf"))
 
     pytest.importorskip("keras_hub")
     vocab = tmp_path / "vocab.txt"

@@ -297,7 +297,9 @@ class HuggingFaceFormat(WeightFormat):
         if made:
             weights.notes.append(f"vocab.txt: the WordPiece vocabulary of {path}/tokenizer.json (no vocab.txt "
                                  "beside it)")
-        if unused:
+        if unused and options.target not in WEIGHT_FILES:  # (a model built from them: as transformers drops them)
+            weights.notes.append(f"not read (no BERT equivalent): {name_list(unused)}")
+        elif unused:
             refuse_unless_forced(weights, options.force, f"{len(unused)} weights of input have no BERT equivalent "
                                  f"and would be dropped: {name_list(unused)}", "not converted (no BERT equivalent)",
                                  unused, options=("input",))
@@ -307,12 +309,12 @@ class HuggingFaceFormat(WeightFormat):
             missing = [name for name in missing if name not in POOLER_WEIGHTS]
             weights.notes.append(f"bert/pooler/dense: not in {path} ({architecture} has no pooler); a classifier "
                                  "fine-tuned from these weights starts its pooler fresh")
+        if missing and options.target not in WEIGHT_FILES:  # the model would keep random weights in their place
+            raise InputError(f"{path}: {len(missing)} weights of this config are missing: {name_list(missing)}")
         if missing:
-            message = f"input: {len(missing)} weights of this config are missing: {name_list(missing)}"
-            if options.target not in WEIGHT_FILES:  # the model would keep random weights in their place
-                raise InputError(message, options=("input",))
-            refuse_unless_forced(weights, options.force, message, "missing from the input and so from the output",
-                                 missing, options=("input",))
+            refuse_unless_forced(weights, options.force, f"input: {len(missing)} weights of this config are missing: "
+                                 f"{name_list(missing)}", "missing from the input and so from the output", missing,
+                                 options=("input",))
         return weights
 
     def write(self, directory, weights, options):

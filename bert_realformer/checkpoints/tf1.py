@@ -95,6 +95,9 @@ def resolve_checkpoint_path(path: str) -> str:
         if storage.exists(os.path.join(path, "checkpoint")):
             storage.read_bytes(os.path.join(path, "checkpoint"))  # (unreadable: said, not "no checkpoint")
         latest = tf.train.latest_checkpoint(path)
+        if latest is None and storage.isfile(os.path.join(path, "config.json")):
+            raise CheckpointError(f"{path}: holds config.json but no model.safetensors (a Hugging Face model "
+                                  "directory holds both), and no TF1 checkpoint")
         if latest is None:
             raise CheckpointError(f"{path}: directory holds no checkpoint (no 'checkpoint' file "
                                   "or no *.index)")

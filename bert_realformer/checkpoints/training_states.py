@@ -274,6 +274,9 @@ def load_weights(model, checkpoint, strict=False, needless: Sequence[str] = ()):
     else:
         report = load_tf1_checkpoint(model, checkpoint.prefix)
     needed = [name for name in report.missing if name not in needless]
+    if strict and needed and any(name.startswith("bert/") for name in needed):
+        raise CheckpointError(f"{checkpoint.prefix} lacks weights of the encoder: {', '.join(needed)} (another "
+                              "model's checkpoint?)")
     if strict and needed:
         raise CheckpointError(
             f"{checkpoint.prefix} lacks weights the model needs: {', '.join(needed)} "

@@ -25,6 +25,9 @@ def read_text_examples(path, option="input_file"):
         match = _PAIR.match(line)
         text_a, text_b = (match.group(1), match.group(2)) if match else (line, None)
         examples.append((len(examples), text_a, text_b))
+    if not examples:
+        raise InputError(f"{option}={path} is empty: expected one text (or `A ||| B` pair) per line",
+                         options=(option,))
     return examples
 
 
