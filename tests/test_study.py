@@ -167,14 +167,21 @@ def test_unknown_variant_is_refused():
         plan.check_variants(["post-LN+warmup"], 100)
     with pytest.raises(InputError, match="a \\+warmup variant needs --residual_attention_warmup_steps"):
         plan.check_variants(["RealFormer+warmup"])
+    with pytest.raises(InputError, match="unknown variant 'RealFormer\\+warmupx'"):
+        plan.check_variants(["RealFormer+warmupx"], 100)
 
 
 def test_a_warmup_variant_is_its_realformer_continued_with_the_warm_start(tmp_path):
-    study = dataclasses.replace(_plan(tmp_path, variants=("post-LN", "RealFormer-mean", "RealFormer-mean+warmup")),
-                                init_checkpoint="head/model.ckpt-400", residual_attention_warmup_steps=50)
+    """`+warmup` with the study's steps, `+warmupN` (a longer warm-up beside it) with N."""
+    variants = ("post-LN", "RealFormer-mean", "RealFormer-mean+warmup", "RealFormer+warmup200")
+    plan.check_variants(["RealFormer+warmup200"])  # (its steps given: no study flag needed)
+    study = dataclasses.replace(_plan(tmp_path, variants=variants), init_checkpoint="head/model.ckpt-400",
+                                residual_attention_warmup_steps=50)
     assert study.config("RealFormer-mean+warmup") == study.config("RealFormer-mean")
+    assert study.config("RealFormer+warmup200")["residual_attention"] == "sum"
     commands = {run.variant: run.command for run in study.runs() if run.kind == plan.PRETRAINING and run.seed == 1}
     assert "--residual_attention_warmup_steps=50" in commands["RealFormer-mean+warmup"]
+    assert "--residual_attention_warmup_steps=200" in commands["RealFormer+warmup200"]
     assert not any(flag.startswith("--residual_attention_warmup_steps") for variant in ("post-LN", "RealFormer-mean")
                    for flag in commands[variant])
     assert study.run_dir("RealFormer-mean+warmup", 1, "x").endswith("realformer_mean_warmup/seed-1/x")

@@ -39,7 +39,8 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("output_dir", None, "The study's directory: runs, results.json, report.md.")
 flags.DEFINE_list("variants", ["post-LN", "pre-LN", "RealFormer"],
                   "Variants to compare: post-LN, pre-LN, RealFormer, RealFormer-mean; RealFormer+warmup and "
-                  "RealFormer-mean+warmup continue --init_checkpoint with --residual_attention_warmup_steps.")
+                  "RealFormer-mean+warmup continue --init_checkpoint with --residual_attention_warmup_steps "
+                  "(+warmupN: with N steps, e.g. RealFormer+warmup1000 beside RealFormer+warmup).")
 flags.DEFINE_list("seeds", ["1", "2", "3"], "Seeds (integers); each runs every variant.")
 flags.DEFINE_string("bert_config_file", None, "The base config; each variant sets layer_norm_type and "
                     "residual_attention on it.")

@@ -20,6 +20,7 @@ order of the pretraining data, dropout, and the fine-tuning runs. So seeds pair 
 import dataclasses
 import importlib.util
 import os
+import re
 import shlex
 import sys
 from collections.abc import Sequence
@@ -32,9 +33,11 @@ PRETRAINING = "pretraining"
 ATTENTION = "attention"
 
 
-# A RealFormer variant continued from a checkpoint with the warm start (`RealFormer+warmup`): the
-# same model, its pretraining run given --residual_attention_warmup_steps.
+# A RealFormer variant continued from a checkpoint with the warm start: the same model, its
+# pretraining run given --residual_attention_warmup_steps: the study's (`RealFormer+warmup`) or
+# the steps the name gives (`RealFormer+warmup1000`, a longer warm-up beside the study's).
 WARMUP_SUFFIX = "+warmup"
+_WARMUP = re.compile(r"\+warmup([1-9]\d*)?$")
 
 
 def slug(name: str) -> str:
@@ -43,12 +46,18 @@ def slug(name: str) -> str:
 
 
 def model_variant(name: str) -> str:
-    """The model a study variant trains: `RealFormer+warmup` -> `RealFormer`."""
-    return name.removesuffix(WARMUP_SUFFIX)
+    """The model a study variant trains: `RealFormer+warmup` (or `+warmup1000`) -> `RealFormer`."""
+    return _WARMUP.sub("", name)
 
 
 def warmed_up(name: str) -> bool:
-    return name.endswith(WARMUP_SUFFIX)
+    return _WARMUP.search(name) is not None
+
+
+def warmup_steps(name: str, study_steps: int) -> int:
+    """The warm-up steps of a `+warmup` variant: those its name gives, else `study_steps`."""
+    given = _WARMUP.search(name).group(1)
+    return int(given) if given else study_steps
 
 
 def variant_keys(name: str) -> dict[str, str]:
@@ -60,17 +69,17 @@ def variant_keys(name: str) -> dict[str, str]:
 
 def check_variants(names, warmup_steps: int = 0):
     """`names` are `modeling.variants.NAMED`'s, a RealFormer one possibly with `+warmup` (which
-    needs `warmup_steps`), none twice."""
+    needs `warmup_steps`) or `+warmupN` (N steps), none twice."""
     from modeling.variants import NAMED
     realformers = [name for name, variant in NAMED.items() if variant.is_realformer]
     known = [*NAMED, *(name + WARMUP_SUFFIX for name in realformers)]
-    unknown = [n for n in names if n not in known]
+    unknown = [n for n in names if n not in NAMED and not (warmed_up(n) and model_variant(n) in realformers)]
     if unknown:
-        raise InputError(f"variants: unknown variant {unknown[0]!r}; expected some of {', '.join(known)}",
-                         options=("variants",))
+        raise InputError(f"variants: unknown variant {unknown[0]!r}; expected some of {', '.join(known)} (a "
+                         "+warmup variant may name its steps: RealFormer+warmup1000)", options=("variants",))
     if len(set(names)) != len(names):
         raise InputError("variants: a variant is named twice", options=("variants",))
-    if any(warmed_up(n) for n in names) and not warmup_steps:
+    if any(n.endswith(WARMUP_SUFFIX) for n in names) and not warmup_steps:
         raise InputError("variants: a +warmup variant needs --residual_attention_warmup_steps",
                          options=("variants", "residual_attention_warmup_steps"))
 
@@ -184,7 +193,8 @@ class StudyPlan:
         if self.init_checkpoint:
             flags.append(f"--init_checkpoint={self.init_checkpoint}")
         if warmed_up(variant):
-            flags.append(f"--residual_attention_warmup_steps={self.residual_attention_warmup_steps}")
+            steps = warmup_steps(variant, self.residual_attention_warmup_steps)
+            flags.append(f"--residual_attention_warmup_steps={steps}")
         return Run(f"pretrain {variant} seed {seed}", variant, seed, PRETRAINING, directory,
                    ("run_pretraining.py", *flags), os.path.join(directory, "eval_results.txt"))
 

@@ -265,7 +265,7 @@ def write_report(plan: StudyPlan, rows, summary_rows, baselines, path, descripti
                       "Step 0 is the checkpoint itself read as each variant (post-LN: as released; the other variants "
                       "compute another function of the same weights until continued pretraining adapts them, but for "
                       "a `+warmup` variant, which starts as the checkpoint and becomes its variant over "
-                      f"{plan.residual_attention_warmup_steps} steps).", "",
+                      f"{plan.residual_attention_warmup_steps} steps, or those its name gives: `+warmup1000`).", "",
                       *_recovery_table(found), ""]
     unigram = unigram_stage_line(summary_rows, plan.variants, baselines.get(PRETRAINING, {}).get("masked_lm_accuracy"),
                                  plan.num_train_steps)
