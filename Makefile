@@ -166,7 +166,7 @@ released-study: $(STAMP)
 		--task="sentiment=run_classifier.py --task_name=generic --data_dir=$(RELEASED_DIR)/data/sentiment $(RELEASED_TASK)" \
 		--task="topics=run_classifier.py --task_name=generic --data_dir=$(RELEASED_DIR)/data/topics $(RELEASED_TASK) --learning_rate=$(RELEASED_TOPICS_LR)"
 RELEASED_TRAIN_EXAMPLES := 1000
-RELEASED_VARIANTS := post-LN,RealFormer+warmup,RealFormer-mean+warmup,RealFormer,RealFormer-mean
+RELEASED_VARIANTS := post-LN,RealFormer+warmup,RealFormer-mean+warmup,RealFormer,RealFormer-mean,RealFormer-mean+warmup1000
 RELEASED_STEPS := 1000
 RELEASED_WARMUP := 100
 RELEASED_RESIDUAL_WARMUP := 500
