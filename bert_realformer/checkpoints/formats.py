@@ -203,11 +203,11 @@ def vocabulary_files(vocab_file: str) -> dict[str, str]:
     """{name in a model directory: source} of the files that make `vocab_file`'s tokenizer, named
     as a directory of its kind keeps them (`VOCABULARY_FILES`): a WordPiece `vocab.txt`, ALBERT's
     `spiece.model`, RoBERTa's `vocab.json` with the `merges.txt` beside it."""
-    from tokenization.vocabularies import vocabulary_kind
-    kind = vocabulary_kind(vocab_file)
-    if kind == "sentencepiece":
+    # (told apart by name, as `tokenization.vocabularies.vocabulary_kind` does: this module is
+    # below the tokenizers in the import order of `bert_realformer.from_pretrained`)
+    if vocab_file.endswith(".model"):
         return {"spiece.model": vocab_file}
-    if kind == "bpe":
+    if vocab_file.endswith(".json"):
         return {"vocab.json": vocab_file, "merges.txt": os.path.join(os.path.dirname(vocab_file), "merges.txt")}
     return {VOCAB_FILE: vocab_file}
 
