@@ -207,14 +207,18 @@ def test_run_squad_trains_and_writes_the_three_files(tmp_path):
     assert f"weights: training state {out}/training_state/ckpt-5 (step 5)" in again.stderr
 
     # Training again over the cached train.tf_record: re-used with the same flags (the run is
-    # already at its last step), rebuilt when a flag that shapes the windows changes.
+    # already at its last step); a flag that shapes the windows changed is refused, the cache kept
+    # (the training state was made from the first windows).
     train_only = [c for c in common if c not in ("--do_predict", "--do_eval")] + [
         "--do_train", f"--train_file={path}", "--num_train_epochs=3"]
     same = completed_in_process("run_squad.py", *train_only[2:])  # (what a re-run reads: no new process needed)
     assert same.returncode == 0 and f"re-used {out}/train.tf_record" in same.stderr, same.stderr[-3000:]
     other = completed_in_process("run_squad.py", *[c for c in train_only[2:] if c != "--doc_stride=32"],
                                  "--doc_stride=16")
-    assert other.returncode == 0 and f"wrote {out}/train.tf_record" in other.stderr, other.stderr[-3000:]
+    assert other.returncode == 2, other.stderr[-3000:]
+    assert other.stderr.strip().splitlines()[-1] == (
+        f"error: --doc_stride=16: {out} holds a run made with --doc_stride=32 ({out}/training_options.json); run "
+        "again with --doc_stride=32 to go on with it, or give a new --output_dir")
 
 
 @pytest.mark.slow
