@@ -6,7 +6,7 @@ to, how long ones were cut into windows and trained), and particular variables (
 heads alone or the whole model, with or without the next-sentence head). A command run again into
 the same directory resumes from that state; with one of these flags changed it would go on
 training another run's state on other data (or a shorter schedule would end it at once, a state
-over other variables look damaged), and prediction would feed the model other token ids. So a run
+over other variables would look damaged), and prediction would feed the model other token ids. So a run
 records the flags when it starts (`training_options.json`),
 
     {"state_depends_on": {"vocab_file": "sha256:6c1f…", "do_lower_case": true,
